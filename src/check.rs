@@ -1,0 +1,171 @@
+//! Runs a library kernel on a device and compares every output with its f64 reference.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::Serialize;
+use tilekit_core::{Config, HostBuffer};
+
+use crate::device::{Device, DeviceError};
+use crate::kernels::{Kernel, KernelError, Problem, Role};
+
+/// How one output compares with the reference.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutputCheck {
+    pub name: String,
+    /// ‖out − ref‖₂ / ‖ref‖₂ (absolute norm when the reference is all zeros).
+    pub rel_err: f64,
+    /// Largest |out − ref| and where it is.
+    pub max_abs_err: f64,
+    pub max_abs_index: usize,
+    pub tolerance: f64,
+    /// Elements that are NaN or infinite where the reference is finite.
+    pub non_finite: usize,
+    pub pass: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    pub kernel: String,
+    pub problem: String,
+    pub config: String,
+    pub device: String,
+    pub outputs: Vec<OutputCheck>,
+    /// Wall time of the launches on the device.
+    pub elapsed_s: f64,
+}
+
+impl CheckReport {
+    pub fn pass(&self) -> bool {
+        self.outputs.iter().all(|o| o.pass)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("kernel `{kernel}` gave {got} input buffers for a plan with {want}")]
+    Inputs { kernel: String, got: usize, want: usize },
+    #[error("kernel `{kernel}` gave {got} reference outputs for a plan with {want}")]
+    Outputs { kernel: String, got: usize, want: usize },
+    #[error("input `{name}` is {got_len} x {got_dtype}, the plan expects {want_len} x {want_dtype}")]
+    InputShape { name: String, got_len: usize, got_dtype: String, want_len: usize, want_dtype: String },
+}
+
+/// Compares `out` with `reference` in the norm-wise relative error.
+pub fn compare(name: &str, out: &[f64], reference: &[f64], tolerance: f64) -> OutputCheck {
+    let mut diff2 = 0.0;
+    let mut ref2 = 0.0;
+    let mut max_abs = 0.0f64;
+    let mut max_i = 0;
+    let mut non_finite = 0;
+    for (i, (&o, &r)) in out.iter().zip(reference).enumerate() {
+        if !o.is_finite() && r.is_finite() {
+            non_finite += 1;
+            continue;
+        }
+        if o.is_nan() && r.is_nan() || (o.is_infinite() && o == r) {
+            continue;
+        }
+        let d = (o - r).abs();
+        diff2 += d * d;
+        ref2 += r * r;
+        if d > max_abs {
+            max_abs = d;
+            max_i = i;
+        }
+    }
+    let rel = if ref2 > 0.0 { (diff2 / ref2).sqrt() } else { diff2.sqrt() };
+    let pass = non_finite == 0 && out.len() == reference.len() && rel <= tolerance;
+    OutputCheck {
+        name: name.to_string(),
+        rel_err: rel,
+        max_abs_err: max_abs,
+        max_abs_index: max_i,
+        tolerance,
+        non_finite,
+        pass,
+    }
+}
+
+/// Bits that read as NaN for floats and as an implausible value for integers.
+fn poison_bits(dtype: tilekit_core::DType) -> u64 {
+    match dtype.size_bytes() {
+        1 => 0xA5,
+        2 => 0x7E01, // an f16 NaN; a large bf16 value
+        4 => 0x7FC0_0001,
+        _ => 0x7FF8_0000_0000_0001,
+    }
+}
+
+/// Plans, fills random inputs from `seed`, runs on `device` and compares.
+pub fn check(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    device: &Device,
+    seed: u64,
+) -> Result<CheckReport, CheckError> {
+    let plan = kernel.plan(problem, config)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let inputs = kernel.inputs(problem, &mut rng);
+    let want = plan.inputs().count();
+    if inputs.len() != want {
+        return Err(CheckError::Inputs { kernel: kernel.name().into(), got: inputs.len(), want });
+    }
+    let mut inputs = inputs.into_iter();
+    let mut buffers = Vec::with_capacity(plan.buffers.len());
+    let mut input_values = Vec::new();
+    for spec in &plan.buffers {
+        let b = match spec.role {
+            Role::Input => {
+                let b = inputs.next().unwrap_or_else(|| HostBuffer::zeros(spec.dtype, 0));
+                if b.len() != spec.len || b.dtype() != spec.dtype {
+                    return Err(CheckError::InputShape {
+                        name: spec.name.clone(),
+                        got_len: b.len(),
+                        got_dtype: b.dtype().to_string(),
+                        want_len: spec.len,
+                        want_dtype: spec.dtype.to_string(),
+                    });
+                }
+                input_values.push(b.to_f64());
+                b
+            }
+            Role::Output { zeroed: false } => {
+                let b = HostBuffer::zeros(spec.dtype, spec.len);
+                b.fill_bits(poison_bits(spec.dtype));
+                b
+            }
+            Role::Output { zeroed: true } | Role::Scratch => HostBuffer::zeros(spec.dtype, spec.len),
+        };
+        buffers.push(b);
+    }
+    let elapsed: Duration = device.run_plan(&plan, &buffers)?;
+    let reference = kernel.reference(problem, &input_values);
+    let want = plan.outputs().count();
+    if reference.len() != want {
+        return Err(CheckError::Outputs { kernel: kernel.name().into(), got: reference.len(), want });
+    }
+    let tol = kernel.tolerance(problem);
+    let outputs = plan
+        .outputs()
+        .zip(&reference)
+        .map(|((i, spec), r)| {
+            let tol = if spec.dtype.is_float() { tol } else { 0.0 };
+            compare(&spec.name, &buffers[i].to_f64(), r, tol)
+        })
+        .collect();
+    Ok(CheckReport {
+        kernel: kernel.name().to_string(),
+        problem: problem.to_string(),
+        config: config.to_string(),
+        device: device.name(),
+        outputs,
+        elapsed_s: elapsed.as_secs_f64(),
+    })
+}

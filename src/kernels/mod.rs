@@ -1,0 +1,255 @@
+//! The kernel library: each kernel is written once with the builder, with an f64 reference in
+//! plain Rust, the shapes it is tested on, and the bytes and FLOPs a problem must move.
+//!
+//! A kernel turns a [`Problem`] (shape, dtype, options) and a [`Config`] (meta-parameters) into a
+//! [`Plan`]: the buffers to allocate and one or more launches. Plans are device-independent; the
+//! harness in [`crate::check`] runs them on any device and compares with the reference.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rand::rngs::StdRng;
+use tilekit_core::{Config, ConfigError, DType, HostBuffer, Program, Scalar};
+
+pub mod vector_add;
+
+/// What one run computes: a shape, the element dtype and kernel-specific options.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Problem {
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    /// Kernel-specific switches (`causal=1`, `residual=1`, `act=gelu`), printed as `k=v`.
+    pub opts: BTreeMap<String, String>,
+}
+
+impl Problem {
+    pub fn new(shape: &[usize], dtype: DType) -> Problem {
+        Problem { shape: shape.to_vec(), dtype, opts: BTreeMap::new() }
+    }
+
+    pub fn with(mut self, key: &str, value: &str) -> Problem {
+        self.opts.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    pub fn opt(&self, key: &str) -> Option<&str> {
+        self.opts.get(key).map(String::as_str)
+    }
+
+    /// True when the option is present and not `0`/`false`.
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.opt(key), Some(v) if v != "0" && v != "false")
+    }
+
+    /// `shape[i]`, or an error naming the kernel's expected shape.
+    pub fn dim(&self, i: usize, expected: &str) -> Result<usize, KernelError> {
+        self.shape.get(i).copied().ok_or_else(|| KernelError::Shape {
+            shape: self.shape.clone(),
+            expected: expected.to_string(),
+        })
+    }
+
+    /// Parses `4096x1024` (or `4096,1024`) into a shape.
+    pub fn parse_shape(text: &str) -> Result<Vec<usize>, KernelError> {
+        text.split(['x', 'X', ','])
+            .map(|d| {
+                let d = d.trim();
+                let v = parse_size(d).ok_or_else(|| KernelError::Parse(format!("`{d}` in shape `{text}` is not a size")))?;
+                Ok(v)
+            })
+            .collect()
+    }
+
+    /// `4096x1024 f32 causal=1`.
+    pub fn shape_string(&self) -> String {
+        self.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+    }
+}
+
+/// Parses `1024`, `2^20` or `1M`/`1K`.
+fn parse_size(s: &str) -> Option<usize> {
+    if let Some((b, e)) = s.split_once('^') {
+        let b: usize = b.parse().ok()?;
+        let e: u32 = e.parse().ok()?;
+        return b.checked_pow(e);
+    }
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mul)
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.shape_string(), self.dtype)?;
+        for (k, v) in &self.opts {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes and floating-point operations a problem must move and do at the least (each input read
+/// once, each output written once), counted from the problem, not from a kernel's traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub bytes: u64,
+    pub flops: u64,
+}
+
+/// Who provides a buffer's contents before the launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Filled from [`Kernel::inputs`], in plan order.
+    Input,
+    /// Compared with [`Kernel::reference`], in plan order. Poisoned before the run unless
+    /// `zeroed`, so an element the kernel forgot to write cannot pass.
+    Output { zeroed: bool },
+    /// Temporary storage between launches, zero-filled.
+    Scratch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub len: usize,
+    pub role: Role,
+}
+
+/// One launch argument: a buffer of the plan or a scalar.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LaunchArg {
+    Buffer(usize),
+    Scalar(Scalar),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub program: Program,
+    pub grid: [u32; 3],
+    pub args: Vec<LaunchArg>,
+}
+
+/// Buffers and launches for one problem under one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub buffers: Vec<BufferSpec>,
+    pub launches: Vec<Launch>,
+}
+
+impl Plan {
+    pub fn inputs(&self) -> impl Iterator<Item = (usize, &BufferSpec)> {
+        self.buffers.iter().enumerate().filter(|(_, b)| b.role == Role::Input)
+    }
+    pub fn outputs(&self) -> impl Iterator<Item = (usize, &BufferSpec)> {
+        self.buffers.iter().enumerate().filter(|(_, b)| matches!(b.role, Role::Output { .. }))
+    }
+}
+
+/// Why a kernel cannot plan a problem.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    #[error("shape {shape:?} does not fit this kernel: expected {expected}")]
+    Shape { shape: Vec<usize>, expected: String },
+    #[error("dtype {dtype} is not supported (supported: {supported})")]
+    DType { dtype: DType, supported: String },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the configuration is not valid for this problem: {0}")]
+    BadConfig(String),
+    #[error("the kernel failed to build: {0}")]
+    Build(#[from] tilekit_core::verify::VerifyError),
+    #[error("{0}")]
+    Parse(String),
+}
+
+/// A library kernel.
+pub trait Kernel: Send + Sync {
+    /// Short name used by the CLI (`softmax`).
+    fn name(&self) -> &'static str;
+    /// One line for `tilekit kernels`.
+    fn description(&self) -> &'static str;
+    /// Element dtypes the kernel supports; the first is the default.
+    fn dtypes(&self) -> &'static [DType];
+    /// What a shape means, for messages and help: `"N"`, `"ROWS x COLS"`.
+    fn shape_doc(&self) -> &'static str;
+    /// A representative problem (the CLI's default).
+    fn default_problem(&self) -> Problem;
+    /// Problems the tests run: sizes that are not multiples of the block (1, primes, odd rows),
+    /// every option. Run once per supported dtype.
+    fn test_problems(&self, dtype: DType) -> Vec<Problem>;
+    /// The configuration space; the first is the default. Tests run at least two of them.
+    fn configs(&self) -> Vec<Config>;
+    /// Buffers and launches for `problem` under `config`.
+    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError>;
+    /// Random input contents (never all zeros), one per [`Role::Input`] buffer in plan order.
+    fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer>;
+    /// The f64 reference, one vector per [`Role::Output`] buffer in plan order, computed from the
+    /// inputs as stored (after rounding to their dtype).
+    fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>>;
+    /// Largest accepted relative error ‖out − ref‖₂ / ‖ref‖₂ for an output of `dtype`
+    /// (0 means exact).
+    fn tolerance(&self, problem: &Problem) -> f64 {
+        default_tolerance(problem.dtype)
+    }
+    /// Bytes and FLOPs the problem needs.
+    fn cost(&self, problem: &Problem) -> Cost;
+
+    /// Checks `problem.dtype` is supported.
+    fn check_dtype(&self, problem: &Problem) -> Result<(), KernelError> {
+        if self.dtypes().contains(&problem.dtype) {
+            Ok(())
+        } else {
+            Err(KernelError::DType {
+                dtype: problem.dtype,
+                supported: self.dtypes().iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+            })
+        }
+    }
+}
+
+/// Relative-error bound by dtype for floating-point results computed with f32 arithmetic.
+pub fn default_tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::F16 => 2e-3,
+        DType::BF16 => 1.6e-2,
+        _ => 0.0,
+    }
+}
+
+/// Every library kernel.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    vec![Box::new(vector_add::VectorAdd)]
+}
+
+/// The kernel called `name`.
+pub fn find(name: &str) -> Option<Box<dyn Kernel>> {
+    all().into_iter().find(|k| k.name() == name)
+}
+
+/// Random values in `[lo, hi)` rounded to `dtype`, never all zero.
+pub fn random_buffer(rng: &mut StdRng, dtype: DType, len: usize, lo: f64, hi: f64) -> HostBuffer {
+    use rand::Rng;
+    let vals: Vec<f64> = (0..len)
+        .map(|_| {
+            let x = rng.gen_range(lo..hi);
+            if dtype.is_float() { x } else { x.floor() }
+        })
+        .collect();
+    HostBuffer::from_f64(dtype, &vals)
+}
+
+/// `ceil(a / b)`.
+pub fn cdiv(a: usize, b: usize) -> usize {
+    a.div_ceil(b.max(1))
+}
+
+/// Grid extent as u32, or an error when the problem is too large for one launch.
+pub fn grid_dim(n: usize) -> Result<u32, KernelError> {
+    u32::try_from(n.max(1)).map_err(|_| KernelError::BadConfig(format!("grid of {n} programs exceeds 2^32")))
+}

@@ -1,0 +1,16 @@
+//! tilekit: Triton's tile programming model in Rust, with cross-vendor performance measurement.
+//!
+//! A kernel is a tile program built once with [`Builder`]; backends lower it per device; the
+//! [`kernels`] library and the [`check`] harness run it anywhere it can reach and compare with an
+//! f64 reference. See `tilekit_core` for the IR, the builder, the verifier, the text form and the
+//! interpreter.
+
+pub mod check;
+pub mod device;
+pub mod kernels;
+
+pub use tilekit_core::{
+    builder, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar,
+    Tile, Type,
+};
+pub use device::Device;

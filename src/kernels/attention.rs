@@ -23,7 +23,7 @@
 //! Options: `causal=1`; `sm_scale=<float>` (default `1/sqrt(D)`).
 
 use rand::rngs::StdRng;
-use tilekit_core::{Builder, Buf, Config, DType, HostBuffer, Program, Scalar, Tile};
+use tilekit_core::{Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile};
 
 use super::*;
 
@@ -32,7 +32,13 @@ pub struct Attention;
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 
 /// The tile program. Parameters: `q`, `k`, `v`, `o`, then `S` (i32) and `sm_scale` (f32).
-pub fn build(dtype: DType, block_m: usize, block_n: usize, head_dim: usize, causal: bool) -> Result<Program, KernelError> {
+pub fn build(
+    dtype: DType,
+    block_m: usize,
+    block_n: usize,
+    head_dim: usize,
+    causal: bool,
+) -> Result<Program, KernelError> {
     let (bm, bn, d) = (block_m, block_n, head_dim);
     let k = Builder::new("attention");
     let q_buf = k.input("q", dtype);
@@ -54,11 +60,8 @@ pub fn build(dtype: DType, block_m: usize, block_n: usize, head_dim: usize, caus
     let qk_scale = sm_scale * LOG2_E;
 
     let ctx = Ctx { k: &k, dtype, bm, bn, d, k_buf, v_buf, s_len, base, q, qk_scale, offs_m, offs_n, offs_d };
-    let state = [
-        k.zeros(&[bm, d], DType::F32),
-        k.full(&[bm], f64::NEG_INFINITY, DType::F32),
-        k.zeros(&[bm], DType::F32),
-    ];
+    let state =
+        [k.zeros(&[bm, d], DType::F32), k.full(&[bm], f64::NEG_INFINITY, DType::F32), k.zeros(&[bm], DType::F32)];
     let [acc, _m_i, l_i] = if causal {
         // Stage 1: key blocks that end at or before this program's first query row.
         let diag_lo = start_m * bm as i32 / bn as i32 * bn as i32;
@@ -96,7 +99,13 @@ struct Ctx<'b> {
 impl<'b> Ctx<'b> {
     /// Key blocks starting at `lo, lo + BLOCK_N, ..` below `hi`, carrying `[acc, m_i, l_i]`.
     /// Keys at or past S are always masked; `causal` also masks keys after the query.
-    fn key_loop(&self, lo: impl Into<tilekit_core::Operand<'b>>, hi: Tile<'b>, causal: bool, state: [Tile<'b>; 3]) -> [Tile<'b>; 3] {
+    fn key_loop(
+        &self,
+        lo: impl Into<tilekit_core::Operand<'b>>,
+        hi: Tile<'b>,
+        causal: bool,
+        state: [Tile<'b>; 3],
+    ) -> [Tile<'b>; 3] {
         let k = self.k;
         let (bm, bn, d) = (self.bm, self.bn, self.d);
         k.for_range(lo, hi, bn as i32, state, |start_n, [acc, m_i, l_i]| {
@@ -165,7 +174,7 @@ impl Kernel for Attention {
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
         // S = 1 and primes leave partial query and key blocks; 67 rows give several blocks on
         // both axes, so both causal stages run; D covers 16 to 128.
-        let cases: [(usize, usize, usize, usize, bool); 8] = [
+        let cases: [(usize, usize, usize, usize, bool); 10] = [
             (1, 1, 1, 16, false),
             (1, 1, 1, 16, true),
             (2, 3, 17, 32, true),
@@ -174,6 +183,8 @@ impl Kernel for Attention {
             (1, 2, 67, 64, true),
             (1, 1, 45, 128, true),
             (1, 1, 70, 32, true),
+            (1, 1, 200, 64, true),
+            (2, 2, 129, 16, false),
         ];
         cases
             .iter()
@@ -197,7 +208,9 @@ impl Kernel for Attention {
         let bm = config.block("BLOCK_M")?;
         let bn = config.block("BLOCK_N")?;
         if bm < 16 || bn < 16 {
-            return Err(KernelError::BadConfig(format!("BLOCK_M = {bm}, BLOCK_N = {bn}: `dot` needs tile extents of at least 16")));
+            return Err(KernelError::BadConfig(format!(
+                "BLOCK_M = {bm}, BLOCK_N = {bn}: `dot` needs tile extents of at least 16"
+            )));
         }
         for key in ["num_warps", "num_stages"] {
             if config.get(key).is_ok() {
@@ -207,7 +220,9 @@ impl Kernel for Attention {
         // Masked-off rows still compute offsets: bound them over S padded to either block.
         let padded = (cdiv(s, bm) * bm).max(cdiv(s, bn) * bn);
         let span = b.saturating_mul(h).saturating_mul(padded).saturating_mul(d);
-        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("B*H*S*D = {span} (S padded to the blocks) exceeds i32 offsets")))?;
+        i32::try_from(span).map_err(|_| {
+            KernelError::BadConfig(format!("B*H*S*D = {span} (S padded to the blocks) exceeds i32 offsets"))
+        })?;
         let len = b * h * s * d;
         let dtype = problem.dtype;
         let buf = |name: &str, role| BufferSpec { name: name.into(), dtype, len, role };
@@ -298,5 +313,33 @@ impl Kernel for Attention {
         // when causal (about half). Each pair costs 2D for its QK^T entry and 2D in PV.
         let pairs = if problem.flag("causal") { s * (s + 1) / 2 } else { s * s };
         Cost { bytes: 4 * b * h * s * d * problem.dtype.size_bytes() as u64, flops: 4 * b * h * pairs * d }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_and_configs_are_errors() {
+        let config = Attention.configs()[0].clone();
+        for shape in [&[1, 1, 16, 24][..], &[1, 1, 16, 8], &[1, 0, 16, 64], &[1, 16, 64]] {
+            assert!(
+                matches!(Attention.plan(&Problem::new(shape, DType::F16), &config), Err(KernelError::Shape { .. })),
+                "{shape:?}"
+            );
+        }
+        let p = Problem::new(&[1, 1, 16, 64], DType::F16);
+        assert!(matches!(Attention.plan(&p.clone().with("sm_scale", "x"), &config), Err(KernelError::Parse(_))));
+        assert!(matches!(Attention.plan(&p, &config.clone().with("BLOCK_N", 8)), Err(KernelError::BadConfig(_))));
+    }
+
+    #[test]
+    fn causal_cost_counts_the_lower_triangle() {
+        let full = Attention.cost(&Problem::new(&[1, 2, 4, 16], DType::F16));
+        let causal = Attention.cost(&Problem::new(&[1, 2, 4, 16], DType::F16).with("causal", "1"));
+        assert_eq!(full.flops, 4 * 2 * 16 * 16);
+        assert_eq!(causal.flops, 4 * 2 * 10 * 16);
+        assert_eq!(full.bytes, causal.bytes);
     }
 }

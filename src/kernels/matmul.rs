@@ -206,8 +206,9 @@ impl Kernel for Matmul {
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
         // (M, N, K, bias, act): primes and odd sizes leave partial tiles on every edge; 67 rows
         // make 5 tile rows at BLOCK_M=16, so GROUP_M=2 leaves a short last group; K = 1 and 130
-        // give one partial and several K steps.
-        let cases: [(usize, usize, usize, bool, &str); 9] = [
+        // give one partial and several K steps; 520 rows make 9 tile rows at BLOCK_M=64, so
+        // GROUP_M=8 has a full group and a short one.
+        let cases: [(usize, usize, usize, bool, &str); 11] = [
             (1, 1, 1, false, "none"),
             (1, 1, 1, true, "relu"),
             (17, 31, 67, true, "relu"),
@@ -217,6 +218,8 @@ impl Kernel for Matmul {
             (5, 70, 1, true, "gelu"),
             (3, 2, 130, false, "relu"),
             (67, 33, 19, false, "silu"),
+            (130, 97, 75, true, "gelu"),
+            (520, 40, 16, false, "none"),
         ];
         cases
             .iter()
@@ -258,7 +261,11 @@ impl Kernel for Matmul {
         let act = Activation::parse(problem.opt("act"))?;
         let meta = MatmulMeta::from_config(config)?;
         // Masked-off lanes still compute offsets, so bound them over the padded extents.
-        let (pm, pn, pk) = (cdiv(m, meta.block_m) * meta.block_m, cdiv(n, meta.block_n) * meta.block_n, cdiv(kd, meta.block_k) * meta.block_k);
+        let (pm, pn, pk) = (
+            cdiv(m, meta.block_m) * meta.block_m,
+            cdiv(n, meta.block_n) * meta.block_n,
+            cdiv(kd, meta.block_k) * meta.block_k,
+        );
         offset_bound("padded M * K", pm.saturating_mul(pk))?;
         offset_bound("padded K * N", pk.saturating_mul(pn))?;
         offset_bound("padded M * N", pm.saturating_mul(pn))?;
@@ -329,5 +336,38 @@ impl Kernel for Matmul {
         let elems = m * kd + kd * n + m * n + if problem.flag("bias") { n } else { 0 };
         // The multiply-adds only: the epilogue's O(MN) work is noise next to 2MNK.
         Cost { bytes: elems * problem.dtype.size_bytes() as u64, flops: 2 * m * n * kd }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_and_configs_are_errors() {
+        let config = Matmul.configs()[0].clone();
+        let p = Problem::new(&[16, 16, 16], DType::F16);
+        assert!(matches!(Matmul.plan(&p.clone().with("act", "tanh"), &config), Err(KernelError::Parse(_))));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[16, 0, 16], DType::F16), &config),
+            Err(KernelError::Shape { .. })
+        ));
+        assert!(matches!(Matmul.plan(&Problem::new(&[16, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
+        assert!(matches!(Matmul.plan(&p, &config.clone().with("BLOCK_K", 8)), Err(KernelError::BadConfig(_))));
+        assert!(matches!(Matmul.plan(&p, &config.clone().with("GROUP_M", 0)), Err(KernelError::Config(_))));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[1 << 16, 1 << 16, 64], DType::F16), &config),
+            Err(KernelError::BadConfig(_))
+        ));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[16, 16, 16], DType::I32), &config),
+            Err(KernelError::DType { .. })
+        ));
+    }
+
+    #[test]
+    fn cost_counts_each_operand_once() {
+        let p = Problem::new(&[3, 5, 7], DType::F16).with("bias", "1");
+        assert_eq!(Matmul.cost(&p), Cost { bytes: 2 * (21 + 35 + 15 + 5), flops: 2 * 105 });
     }
 }

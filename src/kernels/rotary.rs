@@ -50,7 +50,10 @@ pub fn build(dtype: DType, block_h: usize, block_d: usize) -> Result<Program, Ke
 fn dims(problem: &Problem) -> Result<(usize, usize, usize), KernelError> {
     match problem.shape[..] {
         [s, h, d] if s > 0 && h > 0 && d > 0 && d % 2 == 0 => Ok((s, h, d)),
-        _ => Err(KernelError::Shape { shape: problem.shape.clone(), expected: "S x H x D, each at least 1, D even".into() }),
+        _ => Err(KernelError::Shape {
+            shape: problem.shape.clone(),
+            expected: "S x H x D, each at least 1, D even".into(),
+        }),
     }
 }
 
@@ -104,7 +107,8 @@ impl Kernel for Rotary {
         let bd = (d / 2).next_power_of_two();
         // Masked-off heads still compute offsets: bound them over the padded head count.
         let span = s.saturating_mul(cdiv(h, bh) * bh).saturating_mul(d);
-        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("S*H*D = {span} (H padded to BLOCK_H) exceeds i32 offsets")))?;
+        i32::try_from(span)
+            .map_err(|_| KernelError::BadConfig(format!("S*H*D = {span} (H padded to BLOCK_H) exceeds i32 offsets")))?;
         let dtype = problem.dtype;
         let spec = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };
         Ok(Plan {
@@ -171,5 +175,21 @@ impl Kernel for Rotary {
         // x read and out written once; each cos/sin table entry read once. Four multiplies and
         // two adds per pair, D/2 pairs per head and position.
         Cost { bytes: 2 * s * h * d * problem.dtype.size_bytes() as u64 + 2 * s * (d / 2) * 4, flops: 3 * s * h * d }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_head_dim_is_an_error() {
+        let config = Rotary.configs()[0].clone();
+        for shape in [&[4, 2, 7][..], &[4, 0, 8], &[4, 8]] {
+            assert!(
+                matches!(Rotary.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
+                "{shape:?}"
+            );
+        }
     }
 }

@@ -222,3 +222,34 @@ impl Kernel for Spmv {
         Cost { bytes: 4 * (rows + 1) + 4 * nnz + size * (nnz + cols + rows), flops: 2 * nnz }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn row_lengths_sum_to_nnz_within_the_cap() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for (rows, cols, avg) in [(1, 1, 1), (200, 30, 7), (50, 10, 10), (7, 1000, 0)] {
+            let lens = row_lengths(&mut rng, rows, cols, rows * avg);
+            assert_eq!(lens.iter().sum::<usize>(), rows * avg);
+            assert!(lens.iter().all(|&l| l <= cols));
+        }
+        let lens = row_lengths(&mut rng, 200, 100, 200 * 5);
+        assert!(lens.contains(&0), "some rows are empty");
+        assert!(lens.iter().any(|&l| l >= 20), "some rows are long");
+    }
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let config = Spmv.configs()[0].clone();
+        for shape in [&[10, 5, 6][..], &[0, 5, 1], &[10, 5]] {
+            assert!(
+                matches!(Spmv.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
+                "{shape:?}"
+            );
+        }
+    }
+}

@@ -54,10 +54,7 @@ impl Kernel for Swiglu {
         Problem::new(&[4096, 11008], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        [[1, 1], [7, 13], [17, 67], [31, 1000], [3, 4099], [67, 257]]
-            .iter()
-            .map(|s| Problem::new(s, dtype))
-            .collect()
+        [[1, 1], [7, 13], [17, 67], [31, 1000], [3, 4099], [67, 257]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         let c = |r: i64, cc: i64, w: i64| Config::new().with("BLOCK_R", r).with("BLOCK_C", cc).with("num_warps", w);
@@ -70,7 +67,9 @@ impl Kernel for Swiglu {
         let bc = config.block("BLOCK_C")?;
         // Masked-off lanes still compute offsets: bound them over the padded extents.
         let span = (cdiv(rows, br) * br).saturating_mul(cdiv(cols, bc) * bc);
-        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("ROWS*COLS = {span} (padded to the blocks) exceeds i32 offsets")))?;
+        i32::try_from(span).map_err(|_| {
+            KernelError::BadConfig(format!("ROWS*COLS = {span} (padded to the blocks) exceeds i32 offsets"))
+        })?;
         let dtype = problem.dtype;
         let buf = |name: &str, role| BufferSpec { name: name.into(), dtype, len: rows * cols, role };
         Ok(Plan {
@@ -115,5 +114,21 @@ impl Kernel for Swiglu {
         let n = (rows * cols) as u64;
         // Per element: negate, exp, add, divide (silu), multiply by up.
         Cost { bytes: 3 * n * problem.dtype.size_bytes() as u64, flops: 5 * n }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let config = Swiglu.configs()[0].clone();
+        for shape in [&[4][..], &[4, 0], &[2, 3, 4]] {
+            assert!(
+                matches!(Swiglu.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
+                "{shape:?}"
+            );
+        }
     }
 }

@@ -11,6 +11,11 @@ use std::fmt;
 use rand::rngs::StdRng;
 use tilekit_core::{Config, ConfigError, DType, HostBuffer, Program, Scalar};
 
+pub mod attention;
+pub mod matmul;
+pub mod rotary;
+pub mod spmv;
+pub mod swiglu;
 pub mod vector_add;
 
 /// What one run computes: a shape, the element dtype and kernel-specific options.
@@ -224,7 +229,14 @@ pub fn default_tolerance(dtype: DType) -> f64 {
 
 /// Every library kernel.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    vec![Box::new(vector_add::VectorAdd)]
+    vec![
+        Box::new(vector_add::VectorAdd),
+        Box::new(matmul::Matmul),
+        Box::new(attention::Attention),
+        Box::new(swiglu::Swiglu),
+        Box::new(rotary::Rotary),
+        Box::new(spmv::Spmv),
+    ]
 }
 
 /// The kernel called `name`.

@@ -5,6 +5,7 @@
 //! per-thread scalar program through a backend's [`emit::Emitter`].
 
 pub mod emit;
+pub mod layout;
 pub mod target;
 
 pub use emit::Emitter;

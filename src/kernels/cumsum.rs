@@ -50,7 +50,7 @@ impl Kernel for Cumsum {
         Problem::new(&[1024, 16384], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        let shapes: &[&[usize]] = &[&[1], &[7], &[3001], &[1, 1], &[3, 97], &[17, 1031], &[2, 2053]];
+        let shapes: &[&[usize]] = &[&[1], &[7], &[3001], &[10007], &[1, 1], &[64, 1], &[3, 97], &[5, 1024], &[17, 1031], &[2, 2053]];
         shapes.iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
@@ -110,5 +110,26 @@ impl Kernel for Cumsum {
         // One addition per element.
         let n = numel(problem) as u64;
         Cost { bytes: 2 * n * problem.dtype.size_bytes() as u64, flops: n }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_dimension_is_one_row() {
+        let plan = Cumsum.plan(&Problem::new(&[3001], DType::I32), &Cumsum.configs()[0]).unwrap();
+        assert_eq!(plan.launches[0].grid, [1, 1, 1]);
+        assert_eq!(plan.launches[0].args[2], LaunchArg::Scalar(Scalar::Int(3001)));
+    }
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &Cumsum.configs()[0];
+        for shape in [&[0][..], &[2, 0], &[2, 3, 4], &[1 << 16, 1 << 15]] {
+            let e = Cumsum.plan(&Problem::new(shape, DType::F32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
     }
 }

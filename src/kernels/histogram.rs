@@ -125,3 +125,29 @@ impl Kernel for Histogram {
         Cost { bytes: 4 * (n + bins), flops: n }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn inputs_include_out_of_range_values() {
+        let p = Problem::new(&[4099, 100], DType::I32);
+        let x = Histogram.inputs(&p, &mut StdRng::seed_from_u64(1))[0].to_f64();
+        let outside = x.iter().filter(|&&v| !(0.0..100.0).contains(&v)).count();
+        assert!(outside > 100 && outside < 500, "{outside} of 4099 outside [0, 100)");
+        let counted: f64 = Histogram.reference(&p, &[x]).concat().iter().sum();
+        assert_eq!(counted as usize, 4099 - outside);
+    }
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &Histogram.configs()[0];
+        for shape in [&[7][..], &[0, 3], &[7, 0], &[i32::MAX as usize, 3]] {
+            let e = Histogram.plan(&Problem::new(shape, DType::I32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
+        assert!(matches!(Histogram.plan(&Problem::new(&[7, 3], DType::F32), cfg), Err(KernelError::DType { .. })));
+    }
+}

@@ -94,7 +94,7 @@ impl Kernel for LayerNorm {
         Problem::new(&[4096, 4096], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        let shapes: &[[usize; 2]] = &[[1, 1], [1, 7], [3, 97], [17, 1031], [2, 2053]];
+        let shapes: &[[usize; 2]] = &[[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 2053]];
         let mut out = Vec::new();
         for residual in ["0", "1"] {
             out.extend(shapes.iter().map(|s| Problem::new(s, dtype).with("residual", residual)));
@@ -189,5 +189,43 @@ impl Kernel for LayerNorm {
             bytes: matrices * rows * cols * size + 2 * cols * size + 2 * rows * 4,
             flops: (7 + residual) * rows * cols + 4 * rows,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residual_adds_an_input_and_an_output() {
+        let cfg = &LayerNorm.configs()[0];
+        let names = |p: &Problem| {
+            let plan = LayerNorm.plan(p, cfg).unwrap();
+            assert_eq!(plan.launches[0].program.params.len(), plan.buffers.len() + 1);
+            plan.buffers.iter().map(|b| b.name.clone()).collect::<Vec<_>>().join(",")
+        };
+        let p = Problem::new(&[3, 10], DType::F16);
+        assert_eq!(names(&p), "x,w,b,y,mean,rstd");
+        assert_eq!(names(&p.clone().with("residual", "1")), "x,r,w,b,y,x_plus_r,mean,rstd");
+    }
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &LayerNorm.configs()[0];
+        for shape in [&[7][..], &[0, 7], &[7, 0], &[1 << 16, 1 << 15]] {
+            let e = LayerNorm.plan(&Problem::new(shape, DType::F32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
+        let e = LayerNorm.plan(&Problem::new(&[2, 8], DType::F32), &Config::new().with("BLOCK", 3));
+        assert!(matches!(e, Err(KernelError::Config(_))));
+    }
+
+    #[test]
+    fn cost() {
+        // x, y: 2*30*2 bytes; w, b: 2*10*2; mean, rstd: 2*3*4.
+        let p = Problem::new(&[3, 10], DType::F16);
+        assert_eq!(LayerNorm.cost(&p), Cost { bytes: 120 + 40 + 24, flops: 7 * 30 + 12 });
+        // r and x + r add 2*30*2 bytes and one add per element.
+        assert_eq!(LayerNorm.cost(&p.with("residual", "1")), Cost { bytes: 240 + 40 + 24, flops: 8 * 30 + 12 });
     }
 }

@@ -57,7 +57,7 @@ impl Kernel for RmsNorm {
         Problem::new(&[4096, 4096], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        [[1, 1], [1, 7], [3, 97], [17, 1031], [2, 2053]].iter().map(|s| Problem::new(s, dtype)).collect()
+        [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 2053]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         [(1024, 4), (64, 1), (256, 2), (4096, 8)]
@@ -114,5 +114,26 @@ impl Kernel for RmsNorm {
         let rows = n / cols.max(1);
         let size = problem.dtype.size_bytes() as u64;
         Cost { bytes: (2 * n + cols) * size, flops: 4 * n + 3 * rows }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &RmsNorm.configs()[0];
+        for shape in [&[7][..], &[0, 7], &[1 << 16, 1 << 15]] {
+            let e = RmsNorm.plan(&Problem::new(shape, DType::F32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
+        assert!(matches!(RmsNorm.plan(&Problem::new(&[2, 8], DType::I32), cfg), Err(KernelError::DType { .. })));
+    }
+
+    #[test]
+    fn cost() {
+        let p = Problem::new(&[3, 10], DType::BF16);
+        assert_eq!(RmsNorm.cost(&p), Cost { bytes: (60 + 10) * 2, flops: 4 * 30 + 9 });
     }
 }

@@ -49,7 +49,7 @@ impl Kernel for Softmax {
         Problem::new(&[4096, 1024], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        [[1, 1], [1, 7], [3, 97], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
+        [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         // BLOCK follows from COLS; only the warps spread over the row are a choice.
@@ -143,4 +143,35 @@ pub(crate) fn numel(problem: &Problem) -> usize {
 /// The innermost extent (the row length of a row-wise kernel).
 pub(crate) fn last_dim(problem: &Problem) -> usize {
     problem.shape.last().copied().unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &Softmax.configs()[0];
+        let err = |shape: &[usize], dtype| Softmax.plan(&Problem::new(shape, dtype), cfg).unwrap_err();
+        assert!(matches!(err(&[4, 8], DType::I32), KernelError::DType { .. }));
+        for shape in [&[8][..], &[0, 8], &[8, 0], &[2, 3, 4], &[1 << 20, 1 << 12], &[2, MAX_COLS + 1]] {
+            assert!(matches!(err(shape, DType::F32), KernelError::Shape { .. }), "{shape:?}");
+        }
+        let bad_warps = Config::new().with("num_warps", 0);
+        assert!(Softmax.plan(&Problem::new(&[2, 8], DType::F32), &bad_warps).is_err());
+    }
+
+    #[test]
+    fn block_covers_the_row() {
+        let plan = Softmax.plan(&Problem::new(&[3, 1031], DType::F16), &Softmax.configs()[0]).unwrap();
+        assert_eq!(plan.launches[0].grid, [3, 1, 1]);
+        let arange = plan.launches[0].program.values.iter().any(|(_, t)| t.shape == [2048]);
+        assert!(arange, "a 1031-column row needs a 2048-wide tile");
+    }
+
+    #[test]
+    fn cost_counts_one_read_and_one_write() {
+        let c = Softmax.cost(&Problem::new(&[3, 100], DType::F16));
+        assert_eq!(c, Cost { bytes: 2 * 300 * 2, flops: 5 * 300 });
+    }
 }

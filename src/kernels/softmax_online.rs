@@ -61,8 +61,9 @@ impl Kernel for SoftmaxOnline {
         Problem::new(&[1024, 32768], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        // 3001 columns take 3 blocks of 1024 and 47 of 64; 1 and 7 fit in one partial block.
-        [[1, 1], [1, 7], [3, 97], [17, 1031], [2, 3001]].iter().map(|s| Problem::new(s, dtype)).collect()
+        // 3001 columns take 3 blocks of 1024 and 47 of 64; 1 and 7 fit in one partial block; 8193
+        // leaves one column for a last block.
+        [[1, 1], [1, 7], [64, 1], [3, 97], [33, 255], [17, 1031], [2, 3001], [3, 8193]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         [(1024, 4), (64, 1), (256, 2)]
@@ -104,5 +105,27 @@ impl Kernel for SoftmaxOnline {
         // The same minimum as the one-tile softmax: the second read of the row is the kernel's
         // choice, not the problem's need.
         softmax_cost(problem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let p = Problem::new(&[4, 100], DType::F32);
+        for block in [0, 100, -64] {
+            let cfg = Config::new().with("BLOCK", block);
+            assert!(matches!(SoftmaxOnline.plan(&p, &cfg), Err(KernelError::Config(_))), "BLOCK={block}");
+        }
+        assert!(SoftmaxOnline.plan(&p, &Config::new()).is_err());
+        let cfg = &SoftmaxOnline.configs()[0];
+        for shape in [&[0, 8][..], &[100], &[1 << 16, 1 << 15]] {
+            let e = SoftmaxOnline.plan(&Problem::new(shape, DType::F32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
+        // Rows longer than the one-tile kernel allows are this kernel's purpose.
+        assert!(SoftmaxOnline.plan(&Problem::new(&[2, 1 << 20], DType::BF16), cfg).is_ok());
     }
 }

@@ -77,8 +77,13 @@ impl Kernel for Sum {
         Problem::new(&[1 << 24], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        // 40009 leaves 157 partials under BLOCK=128, ITERS=2, so the final loop runs twice.
-        [1, 7, 97, 1031, 4099, 40009].iter().map(|&n| Problem::new(&[n], dtype)).collect()
+        // 40009 leaves 157 partials under BLOCK=128, ITERS=2, so the final loop runs twice. The
+        // sum of 100003 inputs (about 1e5) is beyond f16's largest finite value, 65504.
+        let mut sizes = vec![1, 7, 97, 1024, 1031, 4099, 40009];
+        if dtype != DType::F16 {
+            sizes.push(100003);
+        }
+        sizes.into_iter().map(|n| Problem::new(&[n], dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         [(1024, 4, 4), (128, 2, 1), (4096, 8, 8), (1024, 16, 4)]
@@ -148,5 +153,36 @@ impl Kernel for Sum {
         let n = numel(problem) as u64;
         let size = problem.dtype.size_bytes() as u64;
         Cost { bytes: (n + 1) * size, flops: n }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partials_cover_the_input() {
+        let cfg = Config::new().with("BLOCK", 128).with("ITERS", 2);
+        let plan = Sum.plan(&Problem::new(&[40009], DType::F16), &cfg).unwrap();
+        assert_eq!(plan.buffers[1].len, 157);
+        assert_eq!(plan.buffers[1].dtype, DType::F32);
+        assert_eq!(plan.launches[0].grid, [157, 1, 1]);
+        assert_eq!(plan.launches[1].grid, [1, 1, 1]);
+    }
+
+    #[test]
+    fn bad_problems_are_errors() {
+        let cfg = &Sum.configs()[0];
+        for shape in [&[0][..], &[3, 4], &[i32::MAX as usize]] {
+            let e = Sum.plan(&Problem::new(shape, DType::F32), cfg).unwrap_err();
+            assert!(matches!(e, KernelError::Shape { .. }), "{shape:?}");
+        }
+        let no_iters = Config::new().with("BLOCK", 128);
+        assert!(matches!(Sum.plan(&Problem::new(&[9], DType::F32), &no_iters), Err(KernelError::Config(_))));
+    }
+
+    #[test]
+    fn cost() {
+        assert_eq!(Sum.cost(&Problem::new(&[1000], DType::I32)), Cost { bytes: 4004, flops: 1000 });
     }
 }

@@ -15,6 +15,11 @@ const TESTED: &[&str] = &[
     "sum",
     "cumsum",
     "histogram",
+    "matmul",
+    "attention",
+    "swiglu",
+    "rotary",
+    "spmv",
 ];
 
 fn check_kernel(name: &str) {
@@ -92,4 +97,29 @@ fn cumsum() {
 #[test]
 fn histogram() {
     check_kernel("histogram");
+}
+
+#[test]
+fn matmul() {
+    check_kernel("matmul");
+}
+
+#[test]
+fn attention() {
+    check_kernel("attention");
+}
+
+#[test]
+fn swiglu() {
+    check_kernel("swiglu");
+}
+
+#[test]
+fn rotary() {
+    check_kernel("rotary");
+}
+
+#[test]
+fn spmv() {
+    check_kernel("spmv");
 }

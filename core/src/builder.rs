@@ -708,8 +708,9 @@ impl Builder {
             (Operand::Tile(t), lit) | (lit, Operand::Tile(t)) => literal_with(t.dtype(), lit),
             (x, y) => promote(literal_dtype(x), literal_dtype(y)),
         };
-        let a = self.coerce(a, dtype, &[], loc);
-        let b = self.coerce(b, dtype, &[], loc);
+        // Cast only: coercing to shape `[]` would broadcast a tile operand to a scalar.
+        let a = self.coerce_dtype(a, dtype, loc);
+        let b = self.coerce_dtype(b, dtype, loc);
         self.broadcast_pair(a, b, loc)
     }
 
@@ -1157,5 +1158,16 @@ impl std::str::FromStr for Config {
             c.set(k.trim(), v);
         }
         Ok(c)
+    }
+}
+
+impl Builder {
+    /// Turns an operand into a value of `dtype`, keeping a tile's shape (literal -> constant;
+    /// tile -> cast).
+    fn coerce_dtype<'b>(&'b self, o: Operand<'b>, dtype: DType, loc: &Loc) -> Tile<'b> {
+        match o {
+            Operand::Tile(t) => self.cast_at(t, dtype, loc),
+            lit => self.constant_at(lit, dtype, loc.clone()),
+        }
     }
 }

@@ -24,7 +24,7 @@
 //!   %17, %18 = for %1 to %0 step %1 iter(%7, %12) : f32, f32 body(%14: i32, %15: f32, %16: f32) {
 //!     yield %16, %15
 //!   }
-//!   %20 = if %6 : f32 then {
+//!   %19 = if %6 : f32 then {
 //!     yield %7
 //!   } else {
 //!     yield %12
@@ -612,8 +612,9 @@ fn lex(text: &str) -> Vec<Token> {
 // Parser
 // ---------------------------------------------------------------------------------------------
 
-/// Blocks nest at most this deep, so hostile input cannot overflow the stack.
-const MAX_DEPTH: usize = 200;
+/// Region blocks nest at most this deep, so hostile input cannot overflow the stack (the parser
+/// recurses once per level). The verifier allows fewer, so every valid program fits.
+const MAX_NESTING: usize = 100;
 
 /// Parses the text form of one program. Checks syntax, names and value numbering, not the
 /// program's invariants: run [`crate::verify::verify`] on the result.
@@ -817,12 +818,11 @@ impl Parser {
                     }
                     Tok::Ident(s) if s.starts_with('x') => {
                         self.bump();
-                        let d = Self::dtype_named(&tok, &s[1..]).map_err(|mut e| {
+                        Self::dtype_named(&tok, &s[1..]).map_err(|mut e| {
                             // Point at the dtype, past the `x`.
                             e.col += 1;
                             e
-                        })?;
-                        d
+                        })?
                     }
                     _ => return Err(Self::unexpected(&tok, "`x` and a dtype after a tile shape, like `[64, 32]xf16`")),
                 };
@@ -956,10 +956,7 @@ impl Parser {
 
     /// `{` already consumed: instructions up to and including the closing `}`.
     fn block_insts(&mut self, top: bool) -> Result<Vec<Inst>> {
-        if self.depth >= MAX_DEPTH {
-            return self.fail(&format!("at most {MAX_DEPTH} levels of nested blocks"));
-        }
-        self.depth += 1;
+
         let mut insts = Vec::new();
         loop {
             match &self.peek().tok {
@@ -980,13 +977,19 @@ impl Parser {
                 _ => return self.fail("an instruction or `}`"),
             }
         }
-        self.depth -= 1;
         Ok(insts)
     }
 
     fn block(&mut self, context: &str) -> Result<Block> {
+        if self.depth >= MAX_NESTING && self.at_punct('{') {
+            let t = self.peek();
+            return Err(Self::error_at(t.line, t.col, format!("blocks nest more than {MAX_NESTING} levels deep")));
+        }
         self.expect_punct('{', context)?;
-        Ok(Block { args: Vec::new(), insts: self.block_insts(false)? })
+        self.depth += 1;
+        let insts = self.block_insts(false)?;
+        self.depth -= 1;
+        Ok(Block { args: Vec::new(), insts })
     }
 
     fn buffer_ref(&mut self) -> Result<BufferId> {
@@ -1126,7 +1129,18 @@ impl Parser {
             self.expect_punct('=', " after the results")?;
         }
         let (name, name_tok) = self.ident("an operation name")?;
-        let mut op = match name.as_str() {
+        let mut op = self.op(&name, &name_tok)?;
+        let results = self.result_types(&name, results)?;
+        self.regions(&mut op)?;
+        let loc = if self.eat_ident("loc") { self.loc()? } else { Loc::default() };
+        Ok(Inst { op, results, loc })
+    }
+
+    /// The op's name and operands, without results, types or nested blocks. Kept out of
+    /// [`Parser::inst`] so the frames of the block recursion stay small.
+    #[inline(never)]
+    fn op(&mut self, name: &str, name_tok: &Token) -> Result<Op> {
+        Ok(match name {
             "arg" => Op::Arg { param: self.uint("a parameter index")? },
             "program_id" => Op::ProgramId { axis: self.uint("a grid axis")? },
             "num_programs" => Op::NumPrograms { axis: self.uint("a grid axis")? },
@@ -1282,9 +1296,11 @@ impl Parser {
                     return Err(Self::error_at(name_tok.line, name_tok.col, format!("unknown operation `{other}`")));
                 }
             }
-        };
+        })
+    }
 
-        // Result types.
+    /// `: type, ...` after the operands, defining the results.
+    fn result_types(&mut self, name: &str, results: Vec<(u32, usize, usize)>) -> Result<Vec<Value>> {
         let mut types = Vec::new();
         if self.at_punct(':') {
             let colon = self.bump();
@@ -1308,9 +1324,12 @@ impl Parser {
         for ((i, line, col), ty) in results.into_iter().zip(types) {
             result_values.push(self.define(i, ty, line, col)?);
         }
+        Ok(result_values)
+    }
 
-        // Nested blocks.
-        match &mut op {
+    /// The nested blocks of `for`, `if` and custom combines.
+    fn regions(&mut self, op: &mut Op) -> Result<()> {
+        match op {
             Op::For { body, .. } => {
                 self.expect_ident("body", " and the loop body, as in `body(%4: i32) { ... }`")?;
                 let args = self.block_args()?;
@@ -1335,9 +1354,7 @@ impl Parser {
             }
             _ => {}
         }
-
-        let loc = if self.eat_ident("loc") { self.loc()? } else { Loc::default() };
-        Ok(Inst { op, results: result_values, loc })
+        Ok(())
     }
 
     /// After `loc`: `("file":line:col)`.

@@ -542,7 +542,26 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
         text.push_str("if %0 then {\n");
     }
     let e = parse(&text).unwrap_err();
-    assert!(e.message.contains("levels of nested blocks"), "{e}");
+    assert_eq!(e.message, "blocks nest more than 100 levels deep");
+    assert_eq!((e.line, e.col), (103, 12), "at the `{{` that goes one level too deep");
+    // 100 levels still parse, print and parse back, in a thread with a modest stack.
+    let mut text = String::from("program k() grid 1 {\n  %0 = const true : i1\n");
+    for _ in 0..100 {
+        text.push_str("if %0 then {\n");
+    }
+    for _ in 0..100 {
+        text.push_str("yield } else { yield }\n");
+    }
+    text.push('}');
+    let ok = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || {
+            let p = parse(&text).unwrap();
+            assert_eq!(parse(&print(&p)).unwrap(), p);
+        })
+        .unwrap()
+        .join();
+    assert!(ok.is_ok());
 }
 
 /// Splits printed text into tokens and separators, so mutations can act on whole tokens.
@@ -683,3 +702,18 @@ fn arbitrary_bytes_never_panic() {
     }
 }
 
+
+#[test]
+fn the_module_doc_example_parses_and_is_printer_output() {
+    let src = include_str!("../src/text.rs");
+    let example: String = src
+        .lines()
+        .skip_while(|l| !l.starts_with("//! ```text"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("//! ```"))
+        .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+        .collect();
+    assert!(example.starts_with("program "), "{example}");
+    let p = parse(&example).unwrap_or_else(|e| panic!("{e}\n{}", numbered(&example)));
+    assert_eq!(print(&p), example);
+}

@@ -613,7 +613,7 @@ fn lex(text: &str) -> Vec<Token> {
 // ---------------------------------------------------------------------------------------------
 
 /// Region blocks nest at most this deep, so hostile input cannot overflow the stack (the parser
-/// recurses once per level). The verifier allows fewer, so every valid program fits.
+/// recurses once per level). Real programs nest a handful of levels.
 const MAX_NESTING: usize = 100;
 
 /// Parses the text form of one program. Checks syntax, names and value numbering, not the

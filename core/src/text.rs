@@ -552,9 +552,7 @@ impl Lexer {
         loop {
             let (eline, ecol) = (self.line, self.col);
             match self.advance() {
-                None | Some('\n') => {
-                    return tok(Tok::Error("unterminated string: the closing `\"` is missing".into()))
-                }
+                None | Some('\n') => return tok(Tok::Error("unterminated string: the closing `\"` is missing".into())),
                 Some('"') => return tok(Tok::Str(s)),
                 Some('\\') => {
                     let bad = |msg: String| Token { tok: Tok::Error(msg), line: eline, col: ecol };
@@ -578,15 +576,11 @@ impl Lexer {
                                 None => return bad(format!("`\\u{{{hex}}}` is not a Unicode character")),
                             }
                         }
-                        Some(c) => {
-                            return bad(format!(
-                                "unknown escape `\\{}` in a string (the escapes are \\\" \\\\ \\n \\t \\r \\0 \\u{{...}})",
-                                c.escape_debug()
-                            ))
-                        }
-                        None => {
-                            return tok(Tok::Error("unterminated string: the closing `\"` is missing".into()))
-                        }
+                        Some(c) => return bad(format!(
+                            "unknown escape `\\{}` in a string (the escapes are \\\" \\\\ \\n \\t \\r \\0 \\u{{...}})",
+                            c.escape_debug()
+                        )),
+                        None => return tok(Tok::Error("unterminated string: the closing `\"` is missing".into())),
                     }
                 }
                 Some(c) => s.push(c),
@@ -619,7 +613,8 @@ const MAX_NESTING: usize = 100;
 /// Parses the text form of one program. Checks syntax, names and value numbering, not the
 /// program's invariants: run [`crate::verify::verify`] on the result.
 pub fn parse(text: &str) -> Result<Program, ParseError> {
-    let mut p = Parser { toks: lex(text), pos: 0, params: Vec::new(), defs: BTreeMap::new(), uses: Vec::new(), depth: 0 };
+    let mut p =
+        Parser { toks: lex(text), pos: 0, params: Vec::new(), defs: BTreeMap::new(), uses: Vec::new(), depth: 0 };
     p.program()
 }
 
@@ -777,7 +772,9 @@ impl Parser {
                     self.bump();
                     Ok(v)
                 }
-                Err(_) => Err(Self::error_at(tok.line, tok.col, format!("`{s}` does not fit {what} (a 64-bit integer)"))),
+                Err(_) => {
+                    Err(Self::error_at(tok.line, tok.col, format!("`{s}` does not fit {what} (a 64-bit integer)")))
+                }
             },
             _ => Err(Self::unexpected(&tok, &format!("{what} (an integer)"))),
         }
@@ -864,7 +861,11 @@ impl Parser {
 
     fn define(&mut self, i: u32, ty: Type, line: usize, col: usize) -> Result<Value> {
         if let Some((_, l, c)) = self.defs.get(&i) {
-            return Err(Self::error_at(line, col, format!("value %{i} is defined twice (first at line {l}, column {c})")));
+            return Err(Self::error_at(
+                line,
+                col,
+                format!("value %{i} is defined twice (first at line {l}, column {c})"),
+            ));
         }
         self.defs.insert(i, (ty, line, col));
         Ok(Value::from_index(i as usize))
@@ -956,7 +957,6 @@ impl Parser {
 
     /// `{` already consumed: instructions up to and including the closing `}`.
     fn block_insts(&mut self, top: bool) -> Result<Vec<Inst>> {
-
         let mut insts = Vec::new();
         loop {
             match &self.peek().tok {
@@ -1063,7 +1063,9 @@ impl Parser {
                 return Err(Self::error_at(
                     tok.line,
                     tok.col,
-                    format!("unknown combine function `{other}` (expected sum, prod, max, min, argmax, argmin or custom)"),
+                    format!(
+                        "unknown combine function `{other}` (expected sum, prod, max, min, argmax, argmin or custom)"
+                    ),
                 ))
             }
         })
@@ -1091,7 +1093,12 @@ impl Parser {
                 let t = self.peek().clone();
                 let bits = match &t.tok {
                     Tok::Int(h) if h.starts_with("0x") => u64::from_str_radix(&h[2..], 16).ok(),
-                    _ => return Err(Self::unexpected(&t, "the NaN's bits in hexadecimal, like `nan(0x7ff8000000000001)`")),
+                    _ => {
+                        return Err(Self::unexpected(
+                            &t,
+                            "the NaN's bits in hexadecimal, like `nan(0x7ff8000000000001)`",
+                        ))
+                    }
                 };
                 let x = bits.map(f64::from_bits).filter(|x| x.is_nan());
                 let Some(x) = x else {

@@ -111,7 +111,8 @@ fn directives(header: &str) -> Result<Directives, String> {
                 i += 1;
             }
             let (word, index) = lhs.trim().split_once(' ').ok_or_else(|| format!("expected an index in `{lhs}`"))?;
-            let index: usize = index.trim().parse().map_err(|_| format!("`{}` is not a parameter index", index.trim()))?;
+            let index: usize =
+                index.trim().parse().map_err(|_| format!("`{}` is not a parameter index", index.trim()))?;
             let (vals, list) = values(&rhs)?;
             if word == "arg" {
                 d.args.push((index, vals, list));
@@ -147,7 +148,9 @@ fn roundtrip(path: &Path, header: &str, body: &str, program: &Program) -> Result
         .find(|(_, (a, b))| a != b)
         .map(|(i, (a, b))| format!("first difference at program line {}:\n  file:    {a}\n  printed: {b}", i + 1))
         .unwrap_or_else(|| "the texts differ in length or trailing lines".into());
-    Err(format!("the printed program differs from the file (TILEKIT_BLESS=1 rewrites it)\n{diff}\n--- printed:\n{printed}"))
+    Err(format!(
+        "the printed program differs from the file (TILEKIT_BLESS=1 rewrites it)\n{diff}\n--- printed:\n{printed}"
+    ))
 }
 
 fn verify_kind(d: &Directives, program: &Program) -> Result<(), String> {
@@ -276,7 +279,13 @@ fn filetests() {
             Err(e) => failures.push(format!("{}: {e}", f.file_name().unwrap_or_default().to_string_lossy())),
         }
     }
-    assert!(failures.is_empty(), "{} of {} filetests failed:\n\n{}", failures.len(), files.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} filetests failed:\n\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
     eprintln!("filetests passed: {counts:?}");
     assert!(files.len() >= 8, "expected at least 8 filetests, found {}", files.len());
 }

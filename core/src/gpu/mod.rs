@@ -6,6 +6,7 @@
 
 pub mod emit;
 pub mod layout;
+pub mod lower;
 pub mod target;
 
 pub use emit::Emitter;

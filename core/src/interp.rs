@@ -522,46 +522,9 @@ impl<'a> Instance<'a> {
                 old.push(None);
                 continue;
             };
-            let prev = buf.atomic_update_bits(i, |bits| {
-                let cur = from_bits(dtype, bits);
-                match (cur, val) {
-                    (Ok(c), Data::Int(v)) => {
-                        let x = v[lane];
-                        let n = match op {
-                            Some(AtomicOp::Add) => c.wrapping_add(x),
-                            Some(AtomicOp::Max) => c.max(x),
-                            Some(AtomicOp::Min) => c.min(x),
-                            Some(AtomicOp::Xchg) => x,
-                            None => {
-                                if c == cmpv.map_or(0, |d| d.ints()[lane]) {
-                                    x
-                                } else {
-                                    c
-                                }
-                            }
-                        };
-                        wrap_to(dtype, n) as u64
-                    }
-                    (Err(c), Data::Float(v)) => {
-                        let x = v[lane];
-                        let n = match op {
-                            Some(AtomicOp::Add) => c + x,
-                            Some(AtomicOp::Max) => c.max(x),
-                            Some(AtomicOp::Min) => c.min(x),
-                            Some(AtomicOp::Xchg) => x,
-                            None => {
-                                if c.to_bits() == cmpv.map_or(0, |d| d.floats()[lane].to_bits()) {
-                                    x
-                                } else {
-                                    c
-                                }
-                            }
-                        };
-                        float_bits(dtype, n)
-                    }
-                    _ => bits,
-                }
-            });
+            let value = Elem::of(val, lane);
+            let cmp = cmpv.map(|c| Elem::of(c, lane));
+            let prev = buf.atomic_update_bits(i, |bits| atomic_new_bits(op, dtype, bits, value, cmp));
             old.push(Some(from_bits(dtype, prev)));
         }
         Ok(if dtype.is_float() {
@@ -710,8 +673,8 @@ impl<'a> Instance<'a> {
 }
 
 /// One element during reductions and scans.
-#[derive(Clone, Copy, Debug)]
-enum Elem {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Elem {
     I(i64),
     F(f32),
 }
@@ -886,4 +849,44 @@ pub(crate) fn binary_float(op: BinaryOp, dtype: DType, x: f32, y: f32) -> f32 {
         _ => x,
     };
     round_to(dtype, r)
+}
+
+/// The new bits of an atomic's element: `op` applied to the old bits and `value`, or, for
+/// compare-and-swap (`op` is `None`), `value` where the old value equals `cmp` bitwise.
+pub(crate) fn atomic_new_bits(op: Option<AtomicOp>, dtype: DType, bits: u64, value: Elem, cmp: Option<Elem>) -> u64 {
+    match (from_bits(dtype, bits), value) {
+        (Ok(c), Elem::I(x)) => {
+            let n = match op {
+                Some(AtomicOp::Add) => c.wrapping_add(x),
+                Some(AtomicOp::Max) => c.max(x),
+                Some(AtomicOp::Min) => c.min(x),
+                Some(AtomicOp::Xchg) => x,
+                None => {
+                    if Some(Elem::I(c)) == cmp {
+                        x
+                    } else {
+                        c
+                    }
+                }
+            };
+            wrap_to(dtype, n) as u64
+        }
+        (Err(c), Elem::F(x)) => {
+            let n = match op {
+                Some(AtomicOp::Add) => c + x,
+                Some(AtomicOp::Max) => c.max(x),
+                Some(AtomicOp::Min) => c.min(x),
+                Some(AtomicOp::Xchg) => x,
+                None => {
+                    if matches!(cmp, Some(Elem::F(y)) if y.to_bits() == c.to_bits()) {
+                        x
+                    } else {
+                        c
+                    }
+                }
+            };
+            float_bits(dtype, n)
+        }
+        _ => bits,
+    }
 }

@@ -1356,39 +1356,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok(())
     }
 
-    /// `a @ b + acc` with FMAs: the operands go through shared memory and every thread computes
-    /// its accumulator registers over K.
+    /// `a @ b + acc` with FMAs: the operands go through shared memory, K in chunks, and every
+    /// thread accumulates its registers over each chunk.
     fn dot(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value) -> R<()> {
         let r = inst.results[0];
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
-        let ad = reg_dtype(at.dtype);
+        let (ad, bd) = (reg_dtype(at.dtype), reg_dtype(bt.dtype));
         let accd = self.ty(acc).dtype;
         let racc = reg_dtype(accd);
         let layout = self.pick_layout(&[acc], &[m, n]);
-        let accregs = self.get(acc, &layout)?;
+        let mut accregs = self.get(acc, &layout)?;
         let (al, aregs) = self.get_natural(a)?;
         let (bl, bregs) = self.get_natural(b)?;
+        let (adist, bdist) = (self.dist(&al, &at.shape), self.dist(&bl, &bt.shape));
+        let kc = dot_chunk(&adist, 1, &bdist, 0, m, n, k);
         // Operands share one array when their dtypes match: a at 0, b after it.
-        let b_base = if ad == reg_dtype(bt.dtype) { m * k } else { 0 };
-        self.reserve(ad, b_base + k * n);
-        if b_base == 0 {
-            self.reserve(reg_dtype(bt.dtype), k * n);
-            self.reserve(ad, m * k);
+        let b_base = if ad == bd { m * kc } else { 0 };
+        if ad == bd {
+            self.reserve(ad, m * kc + kc * n);
+        } else {
+            self.reserve(ad, m * kc);
+            self.reserve(bd, kc * n);
         }
-        self.e.barrier();
-        for (v, l, regs, shape, base) in [(a, &al, &aregs, &at.shape, 0usize), (b, &bl, &bregs, &bt.shape, b_base)] {
-            let d = self.dist(l, shape);
-            let c = self.coords(&d);
-            let sd = reg_dtype(self.ty(v).dtype);
-            let bv = self.c_i32(base as i64);
-            for (i, cs) in c.coords.iter().enumerate() {
-                let lin = self.linear(cs, shape);
-                let slot = self.e.binary(BinaryOp::Add, DType::I32, lin, bv);
-                self.e.store_shared(sd, slot, regs[i]);
-            }
-        }
-        self.e.barrier();
+        let ac = self.coords(&adist);
+        let bc = self.coords(&bdist);
         let dist = self.dist(&layout, &[m, n]);
         let c = self.coords(&dist);
         // Distinct rows and columns among this thread's accumulator registers.
@@ -1400,59 +1392,100 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         cols.dedup();
         let row_of: Vec<usize> = dist.regs.iter().map(|r| rows.binary_search(&r[0]).unwrap_or(0)).collect();
         let col_of: Vec<usize> = dist.regs.iter().map(|r| cols.binary_search(&r[1]).unwrap_or(0)).collect();
-        let row_coord: Vec<E::V> = rows
-            .iter()
-            .map(|&rw| {
-                let i = dist.regs.iter().position(|r| r[0] == rw).unwrap_or(0);
-                c.coords[i][0]
-            })
-            .collect();
-        let col_coord: Vec<E::V> = cols
-            .iter()
-            .map(|&cl| {
-                let i = dist.regs.iter().position(|r| r[1] == cl).unwrap_or(0);
-                c.coords[i][1]
-            })
-            .collect();
-        let kv = self.c_i32(k as i64);
+        let first_with = |dim: usize, v: u32| dist.regs.iter().position(|r| r[dim] == v).unwrap_or(0);
+        let row_coord: Vec<E::V> = rows.iter().map(|&rw| c.coords[first_with(0, rw)][0]).collect();
+        let col_coord: Vec<E::V> = cols.iter().map(|&cl| c.coords[first_with(1, cl)][1]).collect();
+        let kcv = self.c_i32(kc as i64);
         let nv = self.c_i32(n as i64);
         let bb = self.c_i32(b_base as i64);
-        let a_row_base: Vec<E::V> = row_coord.iter().map(|&rc| self.e.binary(BinaryOp::Mul, DType::I32, rc, kv)).collect();
+        let a_row_base: Vec<E::V> = row_coord.iter().map(|&rc| self.e.binary(BinaryOp::Mul, DType::I32, rc, kcv)).collect();
         let b_col_base: Vec<E::V> = col_coord.iter().map(|&cc| self.e.binary(BinaryOp::Add, DType::I32, cc, bb)).collect();
-        let carried: Vec<(DType, E::V)> = accregs.iter().map(|&v| (racc, v)).collect();
-        let (lo, hi, st) = (self.c_i32(0), self.c_i32(k as i64), self.c_i32(1));
-        let (kk, args) = self.e.begin_loop(DType::I32, lo, hi, st, &carried);
-        let bk = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
-        let mut av = Vec::with_capacity(rows.len());
-        for &rb in &a_row_base {
-            let idx = self.e.binary(BinaryOp::Add, DType::I32, rb, kk);
-            let v = self.e.load_shared(ad, idx);
-            av.push(self.cast(at.dtype, accd, v));
+        for chunk in 0..k.div_ceil(kc) {
+            let k0 = (chunk * kc) as u32;
+            self.e.barrier();
+            // a[i, k] -> slot i * kc + (k - k0); b[k, j] -> b_base + (k - k0) * n + j, for the
+            // registers whose k falls in this chunk (known statically, see `dot_chunk`).
+            let k0v = self.c_i32(k0 as i64);
+            for (i, reg) in adist.regs.iter().enumerate() {
+                if reg[1] / kc as u32 != chunk as u32 && kc < k {
+                    continue;
+                }
+                let kk = self.e.binary(BinaryOp::Sub, DType::I32, ac.coords[i][1], k0v);
+                let row = self.e.binary(BinaryOp::Mul, DType::I32, ac.coords[i][0], kcv);
+                let slot = self.e.binary(BinaryOp::Add, DType::I32, row, kk);
+                self.e.store_shared(ad, slot, aregs[i]);
+            }
+            for (i, reg) in bdist.regs.iter().enumerate() {
+                if reg[0] / kc as u32 != chunk as u32 && kc < k {
+                    continue;
+                }
+                let kk = self.e.binary(BinaryOp::Sub, DType::I32, bc.coords[i][0], k0v);
+                let row = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+                let rb = self.e.binary(BinaryOp::Add, DType::I32, row, bb);
+                let slot = self.e.binary(BinaryOp::Add, DType::I32, rb, bc.coords[i][1]);
+                self.e.store_shared(bd, slot, bregs[i]);
+            }
+            self.e.barrier();
+            let carried: Vec<(DType, E::V)> = accregs.iter().map(|&v| (racc, v)).collect();
+            let (lo, hi, st) = (self.c_i32(0), self.c_i32(kc.min(k) as i64), self.c_i32(1));
+            let (kk, args) = self.e.begin_loop(DType::I32, lo, hi, st, &carried);
+            let bk = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+            let mut av = Vec::with_capacity(rows.len());
+            for &rb in &a_row_base {
+                let idx = self.e.binary(BinaryOp::Add, DType::I32, rb, kk);
+                let v = self.e.load_shared(ad, idx);
+                av.push(self.cast(at.dtype, accd, v));
+            }
+            let mut bv = Vec::with_capacity(cols.len());
+            for &cb in &b_col_base {
+                let idx = self.e.binary(BinaryOp::Add, DType::I32, cb, bk);
+                let v = self.e.load_shared(bd, idx);
+                bv.push(self.cast(bt.dtype, accd, v));
+            }
+            let mut next = Vec::with_capacity(args.len());
+            for (i, &accv) in args.iter().enumerate() {
+                let (x, y) = (av[row_of[i]], bv[col_of[i]]);
+                let v = if racc.is_float() {
+                    self.e.fma(racc, x, y, accv)
+                } else {
+                    let p = self.e.binary(BinaryOp::Mul, racc, x, y);
+                    self.e.binary(BinaryOp::Add, racc, accv, p)
+                };
+                next.push(v);
+            }
+            accregs = self.e.end_loop(&next);
         }
-        let bd = reg_dtype(bt.dtype);
-        let mut bvv = Vec::with_capacity(cols.len());
-        for &cb in &b_col_base {
-            let idx = self.e.binary(BinaryOp::Add, DType::I32, cb, bk);
-            let v = self.e.load_shared(bd, idx);
-            bvv.push(self.cast(bt.dtype, accd, v));
-        }
-        let mut next = Vec::with_capacity(args.len());
-        for (i, &accv) in args.iter().enumerate() {
-            let (x, y) = (av[row_of[i]], bvv[col_of[i]]);
-            let v = if racc.is_float() {
-                self.e.fma(racc, x, y, accv)
-            } else {
-                let p = self.e.binary(BinaryOp::Mul, racc, x, y);
-                self.e.binary(BinaryOp::Add, racc, accv, p)
-            };
-            next.push(v);
-        }
-        let mut out = self.e.end_loop(&next);
-        if accd != DType::F32 && accd.is_float() {
-            // f16 (or bf16) accumulators: rounded once, like the interpreter.
-            out = out.into_iter().map(|v| v).collect();
-        }
-        self.set_data(r, layout, out);
+        self.set_data(r, layout, accregs);
         Ok(())
     }
+}
+
+/// Bytes of shared memory a dot may stage at once before it splits K into chunks.
+const DOT_STAGING_BYTES: usize = 16 * 1024;
+
+/// The K chunk a dot stages at a time: all of K when it fits in [`DOT_STAGING_BYTES`] (at 4
+/// bytes an element), else the smallest power of two >= 16 for which every register's chunk is
+/// known statically: its static offset along K, plus the largest thread term, stays inside one
+/// chunk.
+fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: usize) -> usize {
+    if (m + n) * k * 4 <= DOT_STAGING_BYTES || a.wrap[a_k] || b.wrap[b_k] {
+        return k;
+    }
+    let max_term = |d: &Dist, dim: usize| d.terms[dim].iter().map(|t| t.mask * t.mult).sum::<u32>() as usize;
+    let fits = |d: &Dist, dim: usize, kc: usize| {
+        let mt = max_term(d, dim);
+        d.regs.iter().all(|r| (r[dim] as usize % kc) + mt < kc)
+    };
+    let mut kc = 16;
+    while kc < k {
+        if (m + n) * kc * 4 > DOT_STAGING_BYTES && kc > 16 {
+            break;
+        }
+        if fits(a, a_k, kc) && fits(b, b_k, kc) {
+            return kc;
+        }
+        kc *= 2;
+    }
+    // The layouts put one thread's K range across chunks: stage everything.
+    k
 }

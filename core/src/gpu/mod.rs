@@ -7,6 +7,7 @@
 pub mod emit;
 pub mod layout;
 pub mod lower;
+pub mod simt;
 pub mod target;
 
 pub use emit::Emitter;

@@ -63,6 +63,33 @@ pub trait Emitter {
         value: Self::V,
     ) -> Self::V;
 
+    /// The most consecutive elements of `dtype` this backend loads or stores with one
+    /// instruction (16 bytes on every GPU of interest); 1 disables vector access.
+    fn max_vector(&self, dtype: DType) -> u32 {
+        let _ = dtype;
+        1
+    }
+
+    /// Loads `n` consecutive elements `buffer[index .. index + n]`, `index` a multiple of `n`.
+    fn load_global_vec(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, n: u32) -> Vec<Self::V> {
+        (0..n)
+            .map(|i| {
+                let off = self.constant(index_dtype, Scalar::Int(i as i64));
+                let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
+                self.load_global(buffer, dtype, idx, index_dtype)
+            })
+            .collect()
+    }
+
+    /// Stores consecutive elements at `buffer[index ..]`, `index` a multiple of `values.len()`.
+    fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, values: &[Self::V]) {
+        for (i, &v) in values.iter().enumerate() {
+            let off = self.constant(index_dtype, Scalar::Int(i as i64));
+            let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
+            self.store_global(buffer, dtype, idx, index_dtype, v);
+        }
+    }
+
     /// Declares that shared memory holds at least `len` elements of `dtype` (one array per
     /// dtype; calls only grow it).
     fn reserve_shared(&mut self, dtype: DType, len: u32);

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 
 use crate::dtype::{DType, Scalar};
+use crate::gpu::axis::{analyse, AxisInfo};
 use crate::gpu::emit::Emitter;
 use crate::gpu::layout::{Blocked, Dist, Layout, ThreadSrc, ThreadTerm};
 use crate::gpu::target::Target;
@@ -104,6 +105,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         shared: HashMap::new(),
         conversions: 0,
         homes: vec![None; program.values.len()],
+        axis: analyse(program, &vec![1; program.params.len()]),
     };
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
@@ -190,6 +192,8 @@ struct Lowerer<'a, E: Emitter> {
     shared: HashMap<DType, u32>,
     conversions: usize,
     homes: Vec<Option<Layout>>,
+    /// Offset analysis of every value.
+    axis: Vec<Option<AxisInfo>>,
 }
 
 /// Coordinates of a distribution's registers in this thread.
@@ -881,6 +885,83 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     // ----- memory -----
 
+    /// The layout a load or store over `offsets` uses: the home of data offsets, else a blocked
+    /// layout giving each thread as many consecutive elements as one vector access moves and the
+    /// offsets allow (contiguity and alignment from the offset analysis).
+    fn access_layout(&self, offsets: Value, also: Option<Value>, dtype: DType) -> Layout {
+        let shape = &self.ty(offsets).shape;
+        if let Some(v) = also {
+            if let Some((l, _)) = self.data.get(&v) {
+                return l.clone();
+            }
+        }
+        if let Some((l, _)) = self.data.get(&offsets) {
+            return l.clone();
+        }
+        let v = self.vector_width(offsets, dtype);
+        Layout::Blocked(Blocked::for_shape(shape, v, self.warp, self.num_warps))
+    }
+
+    /// Consecutive elements along the last dimension that one access may move at `offsets`.
+    fn vector_width(&self, offsets: Value, dtype: DType) -> u32 {
+        let shape = &self.ty(offsets).shape;
+        let Some(last) = shape.len().checked_sub(1) else { return 1 };
+        let Some(ai) = self.axis[offsets.index()].as_ref() else { return 1 };
+        let max = self.e.max_vector(dtype).min(16 / dtype.size_bytes().max(1) as u32).max(1) as u64;
+        let w = max.min(ai.contiguity[last]).min(ai.divisibility[last]).min(shape[last] as u64);
+        // A power of two (contiguity and divisibility need not be).
+        1u32 << (63 - w.max(1).leading_zeros())
+    }
+
+    /// Groups of `width` registers of `dist` that hold consecutive elements along the last
+    /// dimension, as (first register, count); registers outside such groups come alone.
+    fn vector_groups(dist: &Dist, width: u32) -> Vec<(usize, usize)> {
+        let n = dist.num_regs();
+        let w = width as usize;
+        let last = dist.shape.len().saturating_sub(1);
+        let mut out = Vec::with_capacity(n);
+        let mut i = 0;
+        while i < n {
+            let ok = w > 1
+                && i + w <= n
+                && dist.regs[i][last] % width == 0
+                && !dist.wrap.get(last).copied().unwrap_or(false)
+                && (1..w).all(|j| {
+                    let (a, b) = (&dist.regs[i], &dist.regs[i + j]);
+                    b[last] == a[last] + j as u32 && (0..last).all(|d| a[d] == b[d])
+                });
+            if ok {
+                out.push((i, w));
+                i += w;
+            } else {
+                out.push((i, 1));
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The vector width `layout` gives accesses at `offsets`: its contiguous run per thread along
+    /// the last dimension, if the offsets allow a vector that wide.
+    fn layout_vector_width(&self, layout: &Layout, offsets: Value, dtype: DType) -> u32 {
+        match layout {
+            Layout::Blocked(b) if b.order.first().map(|&o| o as usize) == b.size_per_thread.len().checked_sub(1) => {
+                let spt = *b.size_per_thread.last().unwrap_or(&1);
+                spt.min(self.vector_width(offsets, dtype))
+            }
+            _ => 1,
+        }
+    }
+
+    /// AND of `preds` (None when empty).
+    fn all(&mut self, preds: &[E::V]) -> Option<E::V> {
+        let mut acc: Option<E::V> = None;
+        for &p in preds {
+            acc = self.and(acc, Some(p));
+        }
+        acc
+    }
+
     fn load(&mut self, inst: &'a Inst, buffer: u32, offsets: Value, mask: Option<Value>, other: Option<Value>) -> R<()> {
         let r = inst.results[0];
         let t = self.ty(r);
@@ -905,7 +986,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.scalars.insert(r, v);
             return Ok(());
         }
-        let layout = self.pick_layout(&[offsets], &t.shape);
+        let layout = self.access_layout(offsets, None, dtype);
         let offs = self.get(offsets, &layout)?;
         let mregs = match mask {
             Some(m) => Some(self.get(m, &layout)?),
@@ -915,26 +996,72 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Some(o) => Some(self.get(o, &layout)?),
             None => None,
         };
+        let dist = self.dist(&layout, &t.shape);
+        let width = self.layout_vector_width(&layout, offsets, dtype);
+        let rd = reg_dtype(dtype);
         let mut out = Vec::with_capacity(offs.len());
-        for i in 0..offs.len() {
+        for (first, count) in Self::vector_groups(&dist, width) {
+            let range = first..first + count;
+            if count > 1 {
+                let masks: Vec<E::V> = mregs.as_ref().map(|m| m[range.clone()].to_vec()).unwrap_or_default();
+                match self.all(&masks) {
+                    None => {
+                        let vals = self.load_vec(buffer, dtype, offs[first], idx_dtype, count as u32);
+                        out.extend(vals);
+                    }
+                    Some(all) => {
+                        // Whole vector in bounds: one access; a partial one at a tail: per lane.
+                        self.e.begin_if(all, &vec![rd; count]);
+                        let vals = self.load_vec(buffer, dtype, offs[first], idx_dtype, count as u32);
+                        self.e.begin_else(&vals);
+                        let mut scalar = Vec::with_capacity(count);
+                        for i in range.clone() {
+                            scalar.push(self.masked_load_elem(buffer, dtype, offs[i], idx_dtype, masks[i - first], oregs.as_ref().map(|o| o[i])));
+                        }
+                        out.extend(self.e.end_if(&scalar));
+                    }
+                }
+                continue;
+            }
+            let i = first;
             let v = match &mregs {
                 None => self.load_elem(buffer, dtype, offs[i], idx_dtype),
-                Some(m) => {
-                    // Masked lanes read element 0 (buffers always hold one) and take `other`.
-                    let zero = self.e.constant(idx_dtype, Scalar::Int(0));
-                    let safe = self.e.select(idx_dtype, m[i], offs[i], zero);
-                    let v = self.load_elem(buffer, dtype, safe, idx_dtype);
-                    let o = match &oregs {
-                        Some(o) => o[i],
-                        None => self.zero(dtype),
-                    };
-                    self.e.select(reg_dtype(dtype), m[i], v, o)
-                }
+                Some(m) => self.masked_load_elem(buffer, dtype, offs[i], idx_dtype, m[i], oregs.as_ref().map(|o| o[i])),
             };
             out.push(v);
         }
         self.set_data(r, layout, out);
         Ok(())
+    }
+
+    /// `mask ? buffer[index] : other`, reading element 0 (buffers always hold one) when masked.
+    fn masked_load_elem(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, mask: E::V, other: Option<E::V>) -> E::V {
+        let zero = self.e.constant(idx_dtype, Scalar::Int(0));
+        let safe = self.e.select(idx_dtype, mask, index, zero);
+        let v = self.load_elem(buffer, dtype, safe, idx_dtype);
+        let o = match other {
+            Some(o) => o,
+            None => self.zero(dtype),
+        };
+        self.e.select(reg_dtype(dtype), mask, v, o)
+    }
+
+    fn load_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32) -> Vec<E::V> {
+        let vals = self.e.load_global_vec(buffer, dtype, index, idx_dtype, n);
+        if dtype == DType::BF16 {
+            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+        } else {
+            vals
+        }
+    }
+
+    fn store_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, values: &[E::V]) {
+        let vals: Vec<E::V> = if dtype == DType::BF16 {
+            values.iter().map(|&v| self.e.cast(DType::F32, DType::BF16, v)).collect()
+        } else {
+            values.to_vec()
+        };
+        self.e.store_global_vec(buffer, dtype, index, idx_dtype, &vals);
     }
 
     fn zero(&mut self, dtype: DType) -> E::V {
@@ -980,7 +1107,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.e.end_if(&[]);
             return Ok(());
         }
-        let layout = self.pick_layout(&[value, offsets], &t.shape);
+        let layout = self.access_layout(offsets, Some(value), dtype);
         let _ = inst;
         let offs = self.get(offsets, &layout)?;
         let vals = self.get(value, &layout)?;
@@ -989,12 +1116,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             None => None,
         };
         let dist = self.dist(&layout, &t.shape);
-        let owners = if dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty() {
-            self.coords(&dist).owner
-        } else {
-            vec![None; dist.num_regs()]
-        };
-        for i in 0..offs.len() {
+        let replicated = dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty();
+        let owners = if replicated { self.coords(&dist).owner } else { vec![None; dist.num_regs()] };
+        let width = if replicated { 1 } else { self.layout_vector_width(&layout, offsets, dtype) };
+        for (first, count) in Self::vector_groups(&dist, width) {
+            if count > 1 {
+                let range = first..first + count;
+                let masks: Vec<E::V> = mregs.as_ref().map(|m| m[range.clone()].to_vec()).unwrap_or_default();
+                match self.all(&masks) {
+                    None => self.store_vec(buffer, dtype, offs[first], idx_dtype, &vals[range]),
+                    Some(all) => {
+                        self.e.begin_if(all, &[]);
+                        self.store_vec(buffer, dtype, offs[first], idx_dtype, &vals[range.clone()]);
+                        self.e.begin_else(&[]);
+                        for i in range {
+                            self.e.begin_if(masks[i - first], &[]);
+                            self.store_elem(buffer, dtype, offs[i], idx_dtype, vals[i]);
+                            self.e.begin_else(&[]);
+                            self.e.end_if(&[]);
+                        }
+                        self.e.end_if(&[]);
+                    }
+                }
+                continue;
+            }
+            let i = first;
             let m = mregs.as_ref().map(|m| m[i]);
             match self.and(m, owners[i]) {
                 None => self.store_elem(buffer, dtype, offs[i], idx_dtype, vals[i]),
@@ -1370,7 +1516,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let (al, aregs) = self.get_natural(a)?;
         let (bl, bregs) = self.get_natural(b)?;
         let (adist, bdist) = (self.dist(&al, &at.shape), self.dist(&bl, &bt.shape));
-        let kc = dot_chunk(&adist, 1, &bdist, 0, m, n, k);
+        let (kc, chunking) = dot_chunk(&adist, 1, &bdist, 0, m, n, k);
         // Operands share one array when their dtypes match: a at 0, b after it.
         let b_base = if ad == bd { m * kc } else { 0 };
         if ad == bd {
@@ -1407,23 +1553,29 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             // registers whose k falls in this chunk (known statically, see `dot_chunk`).
             let k0v = self.c_i32(k0 as i64);
             for (i, reg) in adist.regs.iter().enumerate() {
-                if reg[1] / kc as u32 != chunk as u32 && kc < k {
-                    continue;
-                }
+                let pred = match chunking {
+                    Chunking::Whole => None,
+                    Chunking::Static if reg[1] / kc as u32 != chunk as u32 => continue,
+                    Chunking::Static => None,
+                    Chunking::Dynamic => Some(self.in_chunk(ac.coords[i][1], k0, kc)),
+                };
                 let kk = self.e.binary(BinaryOp::Sub, DType::I32, ac.coords[i][1], k0v);
                 let row = self.e.binary(BinaryOp::Mul, DType::I32, ac.coords[i][0], kcv);
                 let slot = self.e.binary(BinaryOp::Add, DType::I32, row, kk);
-                self.e.store_shared(ad, slot, aregs[i]);
+                self.store_shared_if(pred, ad, slot, aregs[i]);
             }
             for (i, reg) in bdist.regs.iter().enumerate() {
-                if reg[0] / kc as u32 != chunk as u32 && kc < k {
-                    continue;
-                }
+                let pred = match chunking {
+                    Chunking::Whole => None,
+                    Chunking::Static if reg[0] / kc as u32 != chunk as u32 => continue,
+                    Chunking::Static => None,
+                    Chunking::Dynamic => Some(self.in_chunk(bc.coords[i][0], k0, kc)),
+                };
                 let kk = self.e.binary(BinaryOp::Sub, DType::I32, bc.coords[i][0], k0v);
                 let row = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
                 let rb = self.e.binary(BinaryOp::Add, DType::I32, row, bb);
                 let slot = self.e.binary(BinaryOp::Add, DType::I32, rb, bc.coords[i][1]);
-                self.e.store_shared(bd, slot, bregs[i]);
+                self.store_shared_if(pred, bd, slot, bregs[i]);
             }
             self.e.barrier();
             let carried: Vec<(DType, E::V)> = accregs.iter().map(|&v| (racc, v)).collect();
@@ -1458,34 +1610,66 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         self.set_data(r, layout, accregs);
         Ok(())
     }
+
+    /// `k0 <= k < k0 + kc`.
+    fn in_chunk(&mut self, k: E::V, k0: u32, kc: usize) -> E::V {
+        let lo = self.c_i32(k0 as i64);
+        let hi = self.c_i32(k0 as i64 + kc as i64);
+        let a = self.e.cmp(CmpPred::Ge, DType::I32, k, lo);
+        let b = self.e.cmp(CmpPred::Lt, DType::I32, k, hi);
+        self.e.binary(BinaryOp::And, DType::I1, a, b)
+    }
+
+    fn store_shared_if(&mut self, pred: Option<E::V>, dtype: DType, index: E::V, value: E::V) {
+        match pred {
+            None => self.e.store_shared(dtype, index, value),
+            Some(p) => {
+                self.e.begin_if(p, &[]);
+                self.e.store_shared(dtype, index, value);
+                self.e.begin_else(&[]);
+                self.e.end_if(&[]);
+            }
+        }
+    }
+}
+
+/// How a dot's K chunks are staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunking {
+    /// All of K at once.
+    Whole,
+    /// Each register's chunk is known at compile time.
+    Static,
+    /// Each register checks at run time whether its K falls in the chunk.
+    Dynamic,
 }
 
 /// Bytes of shared memory a dot may stage at once before it splits K into chunks.
 const DOT_STAGING_BYTES: usize = 16 * 1024;
 
 /// The K chunk a dot stages at a time: all of K when it fits in [`DOT_STAGING_BYTES`] (at 4
-/// bytes an element), else the smallest power of two >= 16 for which every register's chunk is
-/// known statically: its static offset along K, plus the largest thread term, stays inside one
-/// chunk.
-fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: usize) -> usize {
-    if (m + n) * k * 4 <= DOT_STAGING_BYTES || a.wrap[a_k] || b.wrap[b_k] {
-        return k;
+/// bytes an element); else the smallest power of two >= 16 for which every register's chunk is
+/// known statically (its static offset along K plus the largest thread term stays inside one
+/// chunk); else chunks of 16 to 64 with a run-time check per register.
+fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: usize) -> (usize, Chunking) {
+    if (m + n) * k * 4 <= DOT_STAGING_BYTES {
+        return (k, Chunking::Whole);
     }
     let max_term = |d: &Dist, dim: usize| d.terms[dim].iter().map(|t| t.mask * t.mult).sum::<u32>() as usize;
     let fits = |d: &Dist, dim: usize, kc: usize| {
         let mt = max_term(d, dim);
-        d.regs.iter().all(|r| (r[dim] as usize % kc) + mt < kc)
+        !d.wrap[dim] && d.regs.iter().all(|r| (r[dim] as usize % kc) + mt < kc)
     };
     let mut kc = 16;
-    while kc < k {
-        if (m + n) * kc * 4 > DOT_STAGING_BYTES && kc > 16 {
-            break;
-        }
+    while kc < k && ((m + n) * kc * 4 <= DOT_STAGING_BYTES || kc == 16) {
         if fits(a, a_k, kc) && fits(b, b_k, kc) {
-            return kc;
+            return (kc, Chunking::Static);
         }
         kc *= 2;
     }
-    // The layouts put one thread's K range across chunks: stage everything.
-    k
+    let mut kc = 64;
+    while kc > 16 && (m + n) * kc * 4 > DOT_STAGING_BYTES {
+        kc /= 2;
+    }
+    (kc.min(k), Chunking::Dynamic)
 }

@@ -153,6 +153,11 @@ impl Emitter for Recorder {
         self.push(SInst::Atomic { dst, op, buffer, dtype, index, cmp, value });
         dst
     }
+    fn max_vector(&self, dtype: DType) -> u32 {
+        // Vector accesses run as consecutive scalar ones here, but the lowering takes its
+        // vector paths (layouts, whole-vector masks), which is what the emulator checks.
+        16 / dtype.size_bytes() as u32
+    }
     fn reserve_shared(&mut self, dtype: DType, len: u32) {
         match self.shared.iter_mut().find(|(d, _)| *d == dtype) {
             Some((_, n)) => *n = (*n).max(len),

@@ -560,9 +560,9 @@ impl Builder {
             .filter_map(|o| if let Operand::Tile(t) = o { Some(t.dtype()) } else { None })
             .reduce(promote)
             .unwrap_or(DType::I32);
-        let lower = self.coerce(lower, iv_dtype, &[], &loc);
-        let upper = self.coerce(upper, iv_dtype, &[], &loc);
-        let step = self.coerce(step, iv_dtype, &[], &loc);
+        let lower = self.to_dtype(lower, iv_dtype, &loc);
+        let upper = self.to_dtype(upper, iv_dtype, &loc);
+        let step = self.to_dtype(step, iv_dtype, &loc);
         let mut arg_types = vec![Type::scalar(iv_dtype)];
         arg_types.extend(init.iter().map(|t| t.ty()));
         let block = self.region(
@@ -691,13 +691,18 @@ impl Builder {
         }
     }
 
+    /// Turns an operand into a value of `dtype`, keeping its shape (a literal becomes a scalar).
+    fn to_dtype<'b>(&'b self, o: Operand<'b>, dtype: DType, loc: &Loc) -> Tile<'b> {
+        match o {
+            Operand::Tile(t) => self.cast_at(t, dtype, loc),
+            lit => self.constant_at(lit, dtype, loc.clone()),
+        }
+    }
+
     /// Turns an operand into a tile of `dtype` and `shape` (literal -> constant + splat; tile ->
     /// cast + broadcast).
     fn coerce<'b>(&'b self, o: Operand<'b>, dtype: DType, shape: &[usize], loc: &Loc) -> Tile<'b> {
-        let t = match o {
-            Operand::Tile(t) => self.cast_at(t, dtype, loc),
-            lit => self.constant_at(lit, dtype, loc.clone()),
-        };
+        let t = self.to_dtype(o, dtype, loc);
         self.broadcast_at(t, shape, loc)
     }
 
@@ -708,8 +713,8 @@ impl Builder {
             (Operand::Tile(t), lit) | (lit, Operand::Tile(t)) => literal_with(t.dtype(), lit),
             (x, y) => promote(literal_dtype(x), literal_dtype(y)),
         };
-        let a = self.coerce(a, dtype, &[], loc);
-        let b = self.coerce(b, dtype, &[], loc);
+        let a = self.to_dtype(a, dtype, loc);
+        let b = self.to_dtype(b, dtype, loc);
         self.broadcast_pair(a, b, loc)
     }
 

@@ -1,7 +1,28 @@
-//! The interpreter: runs a tile program over its grid on the CPU. (Being written.)
+//! The interpreter: runs a tile program over its grid on the CPU.
+//!
+//! It is the oracle every backend is tested against and the debugging mode users expect
+//! (Triton's `TRITON_INTERPRET=1`), so it favours exact, checked semantics over speed:
+//! - program instances run in parallel (rayon), as on a GPU; their buffer accesses go through
+//!   relaxed atomics ([`HostBuffer`]), so racing instances behave like racing GPU blocks;
+//! - values of a float dtype are held as f32 and rounded to their dtype after every operation,
+//!   which gives bit-exact f16/bf16 results for `+ - * / sqrt fma` (f32 carries more than
+//!   2p + 2 bits for p = 11 and 8, so the double rounding is innocuous) and correctly rounded
+//!   results of the f32 functions for the transcendental ones;
+//! - integers are held as i64 and wrapped to their width after every operation;
+//! - a masked-off lane reads `other` and never touches memory; an unmasked out-of-bounds access,
+//!   an integer division by zero, a shift past the width and a zero loop step are errors that name
+//!   the operation, its source location, the program id and the offending value.
+//!
+//! The program is verified before it runs, so nothing below panics on a program the verifier
+//! accepted.
+
+use half::{bf16, f16};
+use rayon::prelude::*;
 
 use crate::buffer::HostBuffer;
-use crate::ir::{Program, Scalar};
+use crate::dtype::DType;
+use crate::ir::*;
+use crate::verify::{verify, VerifyError};
 
 /// A launch argument, one per program parameter, in order.
 #[derive(Clone, Copy, Debug)]
@@ -10,12 +31,838 @@ pub enum Arg<'a> {
     Scalar(Scalar),
 }
 
+/// Why a launch failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InterpError {
-    #[error("{0}")]
-    Other(String),
+    #[error("program `{program}` is invalid: {source}")]
+    Verify { program: String, source: VerifyError },
+    #[error("program `{program}` takes {want} arguments, the launch passed {got}")]
+    ArgCount { program: String, want: usize, got: usize },
+    #[error("argument {index} (`{param}`): expected {want}, got {got}")]
+    ArgType { index: usize, param: String, want: String, got: String },
+    #[error("`{op}` at {loc}, program {pid:?}, lane {lane}: offset {offset} is out of bounds of buffer `{buffer}` ({len} elements)")]
+    OutOfBounds { op: String, loc: Loc, pid: [u32; 3], lane: usize, offset: i64, buffer: String, len: usize },
+    #[error("`{op}` at {loc}, program {pid:?}, lane {lane}: integer division by zero")]
+    DivisionByZero { op: String, loc: Loc, pid: [u32; 3], lane: usize },
+    #[error("`{op}` at {loc}, program {pid:?}, lane {lane}: shift by {amount} is outside 0..{bits}")]
+    ShiftOutOfRange { op: String, loc: Loc, pid: [u32; 3], lane: usize, amount: i64, bits: u32 },
+    #[error("`for` at {loc}, program {pid:?}: the loop step is zero")]
+    ZeroStep { loc: Loc, pid: [u32; 3] },
+    #[error("grid {grid:?} has {total} program instances, more than the interpreter's limit of 2^32")]
+    GridTooLarge { grid: [u32; 3], total: u64 },
 }
 
-pub fn run(_program: &Program, _grid: [u32; 3], _args: &[Arg<'_>]) -> Result<(), InterpError> {
-    Err(InterpError::Other("the interpreter is not written yet".into()))
+/// Runs `program` once per point of `grid` with `args`.
+pub fn run(program: &Program, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), InterpError> {
+    verify(program).map_err(|source| InterpError::Verify { program: program.name.clone(), source })?;
+    check_args(program, args)?;
+    let total = grid.iter().map(|&g| g as u64).product::<u64>();
+    if total > u32::MAX as u64 {
+        return Err(InterpError::GridTooLarge { grid, total });
+    }
+    (0..total).into_par_iter().try_for_each(|lin| {
+        let pid = [
+            (lin % grid[0] as u64) as u32,
+            ((lin / grid[0] as u64) % grid[1] as u64) as u32,
+            (lin / (grid[0] as u64 * grid[1] as u64)) as u32,
+        ];
+        let mut inst = Instance { program, args, grid, pid, env: vec![None; program.values.len()] };
+        inst.block(&program.body, &[]).map(|_| ())
+    })
+}
+
+fn check_args(program: &Program, args: &[Arg<'_>]) -> Result<(), InterpError> {
+    if args.len() != program.params.len() {
+        return Err(InterpError::ArgCount { program: program.name.clone(), want: program.params.len(), got: args.len() });
+    }
+    for (index, (param, arg)) in program.params.iter().zip(args).enumerate() {
+        let mismatch = |want: String, got: String| InterpError::ArgType { index, param: param.name.clone(), want, got };
+        match (&param.kind, arg) {
+            (ParamKind::Buffer { dtype, .. }, Arg::Buffer(b)) => {
+                if b.dtype() != *dtype {
+                    return Err(mismatch(format!("a buffer of {dtype}"), format!("a buffer of {}", b.dtype())));
+                }
+            }
+            (ParamKind::Scalar { dtype }, Arg::Scalar(s)) => {
+                if !s.fits(*dtype) {
+                    return Err(mismatch(format!("a {dtype} scalar"), format!("{s}")));
+                }
+            }
+            (ParamKind::Buffer { dtype, .. }, Arg::Scalar(s)) => {
+                return Err(mismatch(format!("a buffer of {dtype}"), format!("the scalar {s}")));
+            }
+            (ParamKind::Scalar { dtype }, Arg::Buffer(b)) => {
+                return Err(mismatch(format!("a {dtype} scalar"), format!("a buffer of {}", b.dtype())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The elements of one value, row-major. Scalars have one element.
+#[derive(Clone, Debug)]
+enum Data {
+    Int(Vec<i64>),
+    Float(Vec<f32>),
+}
+
+impl Data {
+    fn len(&self) -> usize {
+        match self {
+            Data::Int(v) => v.len(),
+            Data::Float(v) => v.len(),
+        }
+    }
+    fn ints(&self) -> &[i64] {
+        match self {
+            Data::Int(v) => v,
+            // The verifier guarantees dtypes, so this arm is never taken for a verified program.
+            Data::Float(_) => &[],
+        }
+    }
+    fn floats(&self) -> &[f32] {
+        match self {
+            Data::Float(v) => v,
+            Data::Int(_) => &[],
+        }
+    }
+    /// Elements as f64, whatever the representation.
+    fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            Data::Int(v) => v[i] as f64,
+            Data::Float(v) => v[i] as f64,
+        }
+    }
+    /// Gathers `idx` (indices into self).
+    fn gather(&self, idx: &[usize]) -> Data {
+        match self {
+            Data::Int(v) => Data::Int(idx.iter().map(|&i| v[i]).collect()),
+            Data::Float(v) => Data::Float(idx.iter().map(|&i| v[i]).collect()),
+        }
+    }
+}
+
+/// Rounds an f32 to the nearest value of a float dtype (ties to even).
+fn round_to(dtype: DType, x: f32) -> f32 {
+    match dtype {
+        DType::F16 => f16::from_f32(x).to_f32(),
+        DType::BF16 => bf16::from_f32(x).to_f32(),
+        _ => x,
+    }
+}
+
+/// Wraps an i64 to an integer dtype's width (sign- or zero-extending back).
+fn wrap_to(dtype: DType, x: i64) -> i64 {
+    match dtype {
+        DType::I1 => x & 1,
+        DType::I8 => x as i8 as i64,
+        DType::U8 => x as u8 as i64,
+        DType::I16 => x as i16 as i64,
+        DType::I32 => x as i32 as i64,
+        DType::U32 => x as u32 as i64,
+        _ => x,
+    }
+}
+
+fn from_bits(dtype: DType, bits: u64) -> Result<i64, f32> {
+    match dtype {
+        DType::F16 => Err(f16::from_bits(bits as u16).to_f32()),
+        DType::BF16 => Err(bf16::from_bits(bits as u16).to_f32()),
+        DType::F32 => Err(f32::from_bits(bits as u32)),
+        d => Ok(wrap_to(d, bits as i64)),
+    }
+}
+
+fn float_bits(dtype: DType, x: f32) -> u64 {
+    match dtype {
+        DType::F16 => f16::from_f32(x).to_bits() as u64,
+        DType::BF16 => bf16::from_f32(x).to_bits() as u64,
+        _ => x.to_bits() as u64,
+    }
+}
+
+/// Row-major strides of `shape`.
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// For each element of `out_shape` (row-major), the source index given per-dimension source
+/// strides (0 for broadcast dimensions).
+fn strided_indices(out_shape: &[usize], src_strides: &[usize]) -> Vec<usize> {
+    let n: usize = out_shape.iter().product();
+    let mut idx = Vec::with_capacity(n);
+    let mut counter = vec![0usize; out_shape.len()];
+    for _ in 0..n {
+        idx.push(counter.iter().zip(src_strides).map(|(c, s)| c * s).sum());
+        for d in (0..out_shape.len()).rev() {
+            counter[d] += 1;
+            if counter[d] < out_shape[d] {
+                break;
+            }
+            counter[d] = 0;
+        }
+    }
+    idx
+}
+
+struct Instance<'a> {
+    program: &'a Program,
+    args: &'a [Arg<'a>],
+    grid: [u32; 3],
+    pid: [u32; 3],
+    env: Vec<Option<Data>>,
+}
+
+type R<T> = Result<T, InterpError>;
+
+impl<'a> Instance<'a> {
+    fn get(&self, v: Value) -> &Data {
+        // Defined before use: the verifier checked dominance.
+        self.env[v.index()].as_ref().expect("verified programs define values before use")
+    }
+
+    fn ty(&self, v: Value) -> &'a Type {
+        self.program.ty(v)
+    }
+
+    fn set(&mut self, v: Value, d: Data) {
+        self.env[v.index()] = Some(d);
+    }
+
+    /// Runs a block with `args` bound; returns the values of its `yield` (empty for the body).
+    fn block(&mut self, block: &'a Block, args: &[Data]) -> R<Vec<Data>> {
+        for (&a, d) in block.args.iter().zip(args) {
+            self.set(a, d.clone());
+        }
+        for inst in &block.insts {
+            if let Op::Yield { values } = &inst.op {
+                return Ok(values.iter().map(|&v| self.get(v).clone()).collect());
+            }
+            self.inst(inst)?;
+        }
+        Ok(Vec::new())
+    }
+
+    fn inst(&mut self, inst: &'a Inst) -> R<()> {
+        let res = |i: usize| inst.results[i];
+        let out = match &inst.op {
+            Op::Arg { param } => match self.args[*param as usize] {
+                Arg::Scalar(s) => {
+                    let dtype = self.ty(res(0)).dtype;
+                    scalar_data(s, dtype)
+                }
+                Arg::Buffer(_) => unreachable!("arguments were checked against the parameters"),
+            },
+            Op::ProgramId { axis } => Data::Int(vec![self.pid[*axis as usize] as i64]),
+            Op::NumPrograms { axis } => Data::Int(vec![self.grid[*axis as usize] as i64]),
+            Op::Const { value } => scalar_data(*value, self.ty(res(0)).dtype),
+            Op::Arange { start, end } => Data::Int((*start..*end).collect()),
+            Op::Splat { x } => {
+                let n = self.ty(res(0)).numel();
+                match self.get(*x) {
+                    Data::Int(v) => Data::Int(vec![v[0]; n]),
+                    Data::Float(v) => Data::Float(vec![v[0]; n]),
+                }
+            }
+            Op::Broadcast { x } => {
+                let src = &self.ty(*x).shape;
+                let out_shape = &self.ty(res(0)).shape;
+                let st: Vec<usize> =
+                    strides(src).iter().zip(src).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect();
+                self.get(*x).gather(&strided_indices(out_shape, &st))
+            }
+            Op::ExpandDims { x, .. } | Op::Reshape { x } => self.get(*x).clone(),
+            Op::Trans { x, perm } => {
+                let src_strides = strides(&self.ty(*x).shape);
+                let st: Vec<usize> = perm.iter().map(|&p| src_strides[p as usize]).collect();
+                self.get(*x).gather(&strided_indices(&self.ty(res(0)).shape, &st))
+            }
+            Op::Unary { op, x } => self.unary(*op, *x, inst)?,
+            Op::Binary { op, lhs, rhs } => self.binary(*op, *lhs, *rhs, inst)?,
+            Op::Cmp { pred, lhs, rhs } => {
+                let p = *pred;
+                let cmp = |o: std::cmp::Ordering| match p {
+                    CmpPred::Eq => o.is_eq(),
+                    CmpPred::Ne => o.is_ne(),
+                    CmpPred::Lt => o.is_lt(),
+                    CmpPred::Le => o.is_le(),
+                    CmpPred::Gt => o.is_gt(),
+                    CmpPred::Ge => o.is_ge(),
+                };
+                match (self.get(*lhs), self.get(*rhs)) {
+                    (Data::Int(a), Data::Int(b)) => {
+                        Data::Int(a.iter().zip(b).map(|(x, y)| cmp(x.cmp(y)) as i64).collect())
+                    }
+                    (Data::Float(a), Data::Float(b)) => Data::Int(
+                        a.iter()
+                            .zip(b)
+                            // Unordered (NaN) compares false except for `ne`.
+                            .map(|(x, y)| x.partial_cmp(y).map_or(p == CmpPred::Ne, cmp) as i64)
+                            .collect(),
+                    ),
+                    _ => unreachable!("verified: operands share a dtype"),
+                }
+            }
+            Op::Select { cond, on_true, on_false } => {
+                let c = self.get(*cond).ints();
+                match (self.get(*on_true), self.get(*on_false)) {
+                    (Data::Int(a), Data::Int(b)) => {
+                        Data::Int(c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c != 0 { a } else { b }).collect())
+                    }
+                    (Data::Float(a), Data::Float(b)) => {
+                        Data::Float(c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c != 0 { a } else { b }).collect())
+                    }
+                    _ => unreachable!("verified: both values share a dtype"),
+                }
+            }
+            Op::Fma { a, b, c } => {
+                let dtype = self.ty(res(0)).dtype;
+                let (a, b, c) = (self.get(*a).floats(), self.get(*b).floats(), self.get(*c).floats());
+                Data::Float((0..a.len()).map(|i| round_to(dtype, a[i].mul_add(b[i], c[i]))).collect())
+            }
+            Op::Cast { x } => cast(self.get(*x), self.ty(*x).dtype, self.ty(res(0)).dtype),
+            Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other, res(0))?,
+            Op::Store { buffer, offsets, value, mask } => {
+                self.store(inst, *buffer, *offsets, *value, *mask)?;
+                return Ok(());
+            }
+            Op::Atomic { op, buffer, offsets, value, mask } => {
+                self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?
+            }
+            Op::AtomicCas { buffer, offsets, cmp, value, mask } => {
+                self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?
+            }
+            Op::Reduce { x, axis, combine } => self.reduce(*x, *axis as usize, combine, res(0))?,
+            Op::Scan { x, axis, combine, reverse } => self.scan(*x, *axis as usize, combine, *reverse)?,
+            Op::Dot { a, b, acc } => self.dot(*a, *b, *acc, res(0)),
+            Op::For { lower, upper, step, init, body } => {
+                let lo = self.get(*lower).ints()[0];
+                let hi = self.get(*upper).ints()[0];
+                let st = self.get(*step).ints()[0];
+                if st == 0 {
+                    return Err(InterpError::ZeroStep { loc: inst.loc.clone(), pid: self.pid });
+                }
+                let iv_dtype = self.ty(*lower).dtype;
+                let mut carried: Vec<Data> = init.iter().map(|&v| self.get(v).clone()).collect();
+                let mut iv = lo;
+                while (st > 0 && iv < hi) || (st < 0 && iv > hi) {
+                    let mut args = Vec::with_capacity(carried.len() + 1);
+                    args.push(Data::Int(vec![iv]));
+                    args.append(&mut carried);
+                    carried = self.block(body, &args)?;
+                    // The induction variable lives in its dtype; stop rather than wrap around.
+                    match iv.checked_add(st) {
+                        Some(next) if wrap_to(iv_dtype, next) == next => iv = next,
+                        _ => break,
+                    }
+                }
+                for (&r, d) in inst.results.iter().zip(carried) {
+                    self.set(r, d);
+                }
+                return Ok(());
+            }
+            Op::If { cond, then_block, else_block } => {
+                let c = self.get(*cond).ints()[0] != 0;
+                let outs = self.block(if c { then_block } else { else_block }, &[])?;
+                for (&r, d) in inst.results.iter().zip(outs) {
+                    self.set(r, d);
+                }
+                return Ok(());
+            }
+            Op::Yield { .. } => return Ok(()),
+        };
+        self.set(res(0), out);
+        Ok(())
+    }
+
+    fn unary(&self, op: UnaryOp, x: Value, inst: &Inst) -> R<Data> {
+        let dtype = self.ty(x).dtype;
+        let _ = inst;
+        Ok(match self.get(x) {
+            Data::Int(v) => Data::Int(
+                v.iter()
+                    .map(|&a| {
+                        let r = match op {
+                            UnaryOp::Neg => a.wrapping_neg(),
+                            UnaryOp::Not => !a,
+                            UnaryOp::Abs => a.wrapping_abs(),
+                            // float-only ops never reach integers (verified)
+                            _ => a,
+                        };
+                        wrap_to(dtype, r)
+                    })
+                    .collect(),
+            ),
+            Data::Float(v) => Data::Float(
+                v.iter()
+                    .map(|&a| {
+                        let r = match op {
+                            UnaryOp::Neg => -a,
+                            UnaryOp::Not => a,
+                            UnaryOp::Abs => a.abs(),
+                            UnaryOp::Exp => a.exp(),
+                            UnaryOp::Exp2 => a.exp2(),
+                            UnaryOp::Log => a.ln(),
+                            UnaryOp::Log2 => a.log2(),
+                            UnaryOp::Sqrt => a.sqrt(),
+                            UnaryOp::Rsqrt => 1.0 / a.sqrt(),
+                            UnaryOp::Sin => a.sin(),
+                            UnaryOp::Cos => a.cos(),
+                            UnaryOp::Tanh => a.tanh(),
+                            UnaryOp::Erf => libm::erff(a),
+                            UnaryOp::Floor => a.floor(),
+                            UnaryOp::Ceil => a.ceil(),
+                        };
+                        round_to(dtype, r)
+                    })
+                    .collect(),
+            ),
+        })
+    }
+
+    fn binary(&self, op: BinaryOp, lhs: Value, rhs: Value, inst: &Inst) -> R<Data> {
+        let dtype = self.ty(lhs).dtype;
+        Ok(match (self.get(lhs), self.get(rhs)) {
+            (Data::Int(a), Data::Int(b)) => {
+                let signed = dtype.is_signed_int();
+                let bits = dtype.bits();
+                let mut out = Vec::with_capacity(a.len());
+                for (lane, (&x, &y)) in a.iter().zip(b).enumerate() {
+                    let r = match op {
+                        BinaryOp::Add => x.wrapping_add(y),
+                        BinaryOp::Sub => x.wrapping_sub(y),
+                        BinaryOp::Mul => x.wrapping_mul(y),
+                        BinaryOp::Div | BinaryOp::Rem => {
+                            if y == 0 {
+                                return Err(InterpError::DivisionByZero {
+                                    op: inst.op.name().into(),
+                                    loc: inst.loc.clone(),
+                                    pid: self.pid,
+                                    lane,
+                                });
+                            }
+                            // Values of unsigned dtypes are held non-negative, so i64 division
+                            // is unsigned division for them; wrapping covers i64::MIN / -1.
+                            if op == BinaryOp::Div { x.wrapping_div(y) } else { x.wrapping_rem(y) }
+                        }
+                        BinaryOp::And => x & y,
+                        BinaryOp::Or => x | y,
+                        BinaryOp::Xor => x ^ y,
+                        BinaryOp::Shl | BinaryOp::Shr => {
+                            if y < 0 || y >= bits as i64 {
+                                return Err(InterpError::ShiftOutOfRange {
+                                    op: inst.op.name().into(),
+                                    loc: inst.loc.clone(),
+                                    pid: self.pid,
+                                    lane,
+                                    amount: y,
+                                    bits,
+                                });
+                            }
+                            if op == BinaryOp::Shl {
+                                x.wrapping_shl(y as u32)
+                            } else if signed {
+                                x >> y
+                            } else {
+                                // Unsigned values are held zero-extended: a plain shift is logical.
+                                ((x as u64) >> y) as i64
+                            }
+                        }
+                        BinaryOp::Max => x.max(y),
+                        BinaryOp::Min => x.min(y),
+                    };
+                    out.push(wrap_to(dtype, r));
+                }
+                Data::Int(out)
+            }
+            (Data::Float(a), Data::Float(b)) => Data::Float(
+                a.iter()
+                    .zip(b)
+                    .map(|(&x, &y)| {
+                        let r = match op {
+                            BinaryOp::Add => x + y,
+                            BinaryOp::Sub => x - y,
+                            BinaryOp::Mul => x * y,
+                            BinaryOp::Div => x / y,
+                            BinaryOp::Rem => x % y,
+                            // f32::max/min are IEEE maxNum/minNum: a NaN loses to a number.
+                            BinaryOp::Max => x.max(y),
+                            BinaryOp::Min => x.min(y),
+                            // integer-only ops never reach floats (verified)
+                            _ => x,
+                        };
+                        round_to(dtype, r)
+                    })
+                    .collect(),
+            ),
+            _ => unreachable!("verified: operands share a dtype"),
+        })
+    }
+
+    fn buffer(&self, id: BufferId) -> (&'a HostBuffer, &'a str) {
+        match self.args[id as usize] {
+            Arg::Buffer(b) => (b, self.program.params[id as usize].name.as_str()),
+            Arg::Scalar(_) => unreachable!("arguments were checked against the parameters"),
+        }
+    }
+
+    /// Checks every active lane's offset; returns them as element indices.
+    fn offsets(&self, inst: &Inst, buffer: BufferId, offsets: Value, mask: Option<Value>) -> R<Vec<Option<usize>>> {
+        let (buf, name) = self.buffer(buffer);
+        let offs = self.get(offsets).ints();
+        let mask = mask.map(|m| self.get(m).ints());
+        offs.iter()
+            .enumerate()
+            .map(|(lane, &o)| {
+                if mask.is_some_and(|m| m[lane] == 0) {
+                    return Ok(None);
+                }
+                if o < 0 || o as u64 >= buf.len() as u64 {
+                    return Err(InterpError::OutOfBounds {
+                        op: inst.op.name().into(),
+                        loc: inst.loc.clone(),
+                        pid: self.pid,
+                        lane,
+                        offset: o,
+                        buffer: name.to_string(),
+                        len: buf.len(),
+                    });
+                }
+                Ok(Some(o as usize))
+            })
+            .collect()
+    }
+
+    fn load(&self, inst: &Inst, buffer: BufferId, offsets: Value, mask: Option<Value>, other: Option<Value>, res: Value) -> R<Data> {
+        let (buf, _) = self.buffer(buffer);
+        let dtype = self.ty(res).dtype;
+        let idx = self.offsets(inst, buffer, offsets, mask)?;
+        let other = other.map(|o| self.get(o));
+        Ok(if dtype.is_float() {
+            Data::Float(
+                idx.iter()
+                    .enumerate()
+                    .map(|(lane, i)| match i {
+                        Some(i) => from_bits(dtype, buf.load_bits(*i)).unwrap_err(),
+                        // Without `other` a masked-off lane is unspecified: NaN makes its use visible.
+                        None => other.map_or(f32::NAN, |o| o.floats()[lane]),
+                    })
+                    .collect(),
+            )
+        } else {
+            Data::Int(
+                idx.iter()
+                    .enumerate()
+                    .map(|(lane, i)| match i {
+                        Some(i) => from_bits(dtype, buf.load_bits(*i)).unwrap_or_default(),
+                        None => other.map_or(0, |o| o.ints()[lane]),
+                    })
+                    .collect(),
+            )
+        })
+    }
+
+    fn store(&self, inst: &Inst, buffer: BufferId, offsets: Value, value: Value, mask: Option<Value>) -> R<()> {
+        let (buf, _) = self.buffer(buffer);
+        let dtype = buf.dtype();
+        let idx = self.offsets(inst, buffer, offsets, mask)?;
+        let val = self.get(value);
+        for (lane, i) in idx.iter().enumerate() {
+            if let Some(i) = i {
+                let bits = match val {
+                    Data::Float(v) => float_bits(dtype, v[lane]),
+                    Data::Int(v) => v[lane] as u64,
+                };
+                buf.store_bits(*i, bits);
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &self,
+        inst: &Inst,
+        op: Option<AtomicOp>,
+        buffer: BufferId,
+        offsets: Value,
+        cmp: Option<Value>,
+        value: Value,
+        mask: Option<Value>,
+    ) -> R<Data> {
+        let (buf, _) = self.buffer(buffer);
+        let dtype = buf.dtype();
+        let idx = self.offsets(inst, buffer, offsets, mask)?;
+        let val = self.get(value);
+        let cmpv = cmp.map(|c| self.get(c));
+        let mut old = Vec::with_capacity(idx.len());
+        for (lane, i) in idx.iter().enumerate() {
+            let Some(i) = *i else {
+                old.push(None);
+                continue;
+            };
+            let prev = buf.atomic_update_bits(i, |bits| {
+                let cur = from_bits(dtype, bits);
+                match (cur, val) {
+                    (Ok(c), Data::Int(v)) => {
+                        let x = v[lane];
+                        let n = match op {
+                            Some(AtomicOp::Add) => c.wrapping_add(x),
+                            Some(AtomicOp::Max) => c.max(x),
+                            Some(AtomicOp::Min) => c.min(x),
+                            Some(AtomicOp::Xchg) => x,
+                            None => {
+                                if c == cmpv.map_or(0, |d| d.ints()[lane]) {
+                                    x
+                                } else {
+                                    c
+                                }
+                            }
+                        };
+                        wrap_to(dtype, n) as u64
+                    }
+                    (Err(c), Data::Float(v)) => {
+                        let x = v[lane];
+                        let n = match op {
+                            Some(AtomicOp::Add) => c + x,
+                            Some(AtomicOp::Max) => c.max(x),
+                            Some(AtomicOp::Min) => c.min(x),
+                            Some(AtomicOp::Xchg) => x,
+                            None => {
+                                if c.to_bits() == cmpv.map_or(0, |d| d.floats()[lane].to_bits()) {
+                                    x
+                                } else {
+                                    c
+                                }
+                            }
+                        };
+                        float_bits(dtype, n)
+                    }
+                    _ => bits,
+                }
+            });
+            old.push(Some(from_bits(dtype, prev)));
+        }
+        Ok(if dtype.is_float() {
+            Data::Float(old.into_iter().map(|o| o.map_or(f32::NAN, |r| r.unwrap_err())).collect())
+        } else {
+            Data::Int(old.into_iter().map(|o| o.map_or(0, |r| r.unwrap_or_default())).collect())
+        })
+    }
+
+    /// Combines two elements with a built-in or custom function.
+    fn combine2(&mut self, combine: &'a Combine, dtype: DType, a: Elem, b: Elem) -> R<Elem> {
+        Ok(match (combine, a, b) {
+            (Combine::Sum, Elem::I(x), Elem::I(y)) => Elem::I(wrap_to(dtype, x.wrapping_add(y))),
+            (Combine::Prod, Elem::I(x), Elem::I(y)) => Elem::I(wrap_to(dtype, x.wrapping_mul(y))),
+            (Combine::Max, Elem::I(x), Elem::I(y)) => Elem::I(x.max(y)),
+            (Combine::Min, Elem::I(x), Elem::I(y)) => Elem::I(x.min(y)),
+            (Combine::Sum, Elem::F(x), Elem::F(y)) => Elem::F(round_to(dtype, x + y)),
+            (Combine::Prod, Elem::F(x), Elem::F(y)) => Elem::F(round_to(dtype, x * y)),
+            (Combine::Max, Elem::F(x), Elem::F(y)) => Elem::F(x.max(y)),
+            (Combine::Min, Elem::F(x), Elem::F(y)) => Elem::F(x.min(y)),
+            (Combine::Custom(block), a, b) => {
+                let out = self.block(block, &[a.data(), b.data()])?;
+                match out.first() {
+                    Some(Data::Int(v)) => Elem::I(v[0]),
+                    Some(Data::Float(v)) => Elem::F(v[0]),
+                    None => a,
+                }
+            }
+            // Argmax/argmin are handled by the caller; mixed kinds cannot occur (verified).
+            (_, a, _) => a,
+        })
+    }
+
+    /// The axis slices of `x`: for each output position (row-major over the other dims), the
+    /// indices of the elements along `axis`.
+    fn slices(shape: &[usize], axis: usize) -> Vec<Vec<usize>> {
+        let st = strides(shape);
+        let n = shape[axis];
+        let outer: usize = shape[..axis].iter().product();
+        let inner: usize = shape[axis + 1..].iter().product();
+        let mut out = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                let base = o * n * inner + i;
+                out.push((0..n).map(|k| base + k * st[axis]).collect());
+            }
+        }
+        out
+    }
+
+    fn reduce(&mut self, x: Value, axis: usize, combine: &'a Combine, res: Value) -> R<Data> {
+        let ty = self.ty(x);
+        let dtype = ty.dtype;
+        let data = self.get(x).clone();
+        let slices = Self::slices(&ty.shape, axis);
+        let arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
+        let mut out = Vec::with_capacity(slices.len());
+        for s in &slices {
+            if arg {
+                // Lowest index wins ties; a NaN never wins over a number, as with maxNum.
+                let mut best = 0usize;
+                for k in 1..s.len() {
+                    let (b, c) = (data.get_f64(s[best]), data.get_f64(s[k]));
+                    let better = match combine {
+                        Combine::ArgMax => c > b || (b.is_nan() && !c.is_nan()),
+                        _ => c < b || (b.is_nan() && !c.is_nan()),
+                    };
+                    if better {
+                        best = k;
+                    }
+                }
+                out.push(Elem::I(best as i64));
+                continue;
+            }
+            // Pairwise tree over the power-of-two extent, the order a GPU's butterfly takes.
+            let mut v: Vec<Elem> = s.iter().map(|&i| Elem::of(&data, i)).collect();
+            let mut half = v.len() / 2;
+            while half > 0 {
+                for i in 0..half {
+                    v[i] = self.combine2(combine, dtype, v[i], v[i + half])?;
+                }
+                v.truncate(half);
+                half /= 2;
+            }
+            out.push(v[0]);
+        }
+        let _ = res;
+        Ok(Elem::collect(out, if arg { DType::I32 } else { dtype }))
+    }
+
+    fn scan(&mut self, x: Value, axis: usize, combine: &'a Combine, reverse: bool) -> R<Data> {
+        let ty = self.ty(x);
+        let dtype = ty.dtype;
+        let data = self.get(x).clone();
+        let mut out: Vec<Elem> = (0..data.len()).map(|i| Elem::of(&data, i)).collect();
+        for mut s in Self::slices(&ty.shape, axis) {
+            if reverse {
+                s.reverse();
+            }
+            for k in 1..s.len() {
+                out[s[k]] = self.combine2(combine, dtype, out[s[k - 1]], out[s[k]])?;
+            }
+        }
+        Ok(Elem::collect(out, dtype))
+    }
+
+    fn dot(&self, a: Value, b: Value, acc: Value, res: Value) -> Data {
+        let (m, k) = (self.ty(a).shape[0], self.ty(a).shape[1]);
+        let n = self.ty(b).shape[1];
+        let dtype = self.ty(res).dtype;
+        match (self.get(a), self.get(b), self.get(acc)) {
+            (Data::Float(a), Data::Float(b), Data::Float(c)) => {
+                // Products of f16/bf16 are exact in f32; accumulation is in f32 and the result
+                // is rounded once to the accumulator's dtype.
+                let mut out = c.clone();
+                for i in 0..m {
+                    let row = &mut out[i * n..(i + 1) * n];
+                    for kk in 0..k {
+                        let av = a[i * k + kk];
+                        let brow = &b[kk * n..(kk + 1) * n];
+                        for (o, &bv) in row.iter_mut().zip(brow) {
+                            *o = av.mul_add(bv, *o);
+                        }
+                    }
+                }
+                if dtype != DType::F32 {
+                    out.iter_mut().for_each(|x| *x = round_to(dtype, *x));
+                }
+                Data::Float(out)
+            }
+            (Data::Int(a), Data::Int(b), Data::Int(c)) => {
+                let mut out = c.clone();
+                for i in 0..m {
+                    for kk in 0..k {
+                        let av = a[i * k + kk];
+                        for j in 0..n {
+                            out[i * n + j] = out[i * n + j].wrapping_add(av.wrapping_mul(b[kk * n + j]));
+                        }
+                    }
+                }
+                Data::Int(out.into_iter().map(|x| wrap_to(dtype, x)).collect())
+            }
+            _ => unreachable!("verified: dot dtypes"),
+        }
+    }
+}
+
+/// One element during reductions and scans.
+#[derive(Clone, Copy, Debug)]
+enum Elem {
+    I(i64),
+    F(f32),
+}
+
+impl Elem {
+    fn of(d: &Data, i: usize) -> Elem {
+        match d {
+            Data::Int(v) => Elem::I(v[i]),
+            Data::Float(v) => Elem::F(v[i]),
+        }
+    }
+    fn data(self) -> Data {
+        match self {
+            Elem::I(x) => Data::Int(vec![x]),
+            Elem::F(x) => Data::Float(vec![x]),
+        }
+    }
+    fn collect(v: Vec<Elem>, dtype: DType) -> Data {
+        if dtype.is_float() {
+            Data::Float(v.into_iter().map(|e| if let Elem::F(x) = e { x } else { 0.0 }).collect())
+        } else {
+            Data::Int(v.into_iter().map(|e| if let Elem::I(x) = e { x } else { 0 }).collect())
+        }
+    }
+}
+
+fn scalar_data(s: Scalar, dtype: DType) -> Data {
+    if dtype.is_float() {
+        Data::Float(vec![round_to(dtype, s.as_f64() as f32)])
+    } else {
+        let i = match s {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+        };
+        Data::Int(vec![wrap_to(dtype, i)])
+    }
+}
+
+/// Conversion semantics of [`Op::Cast`].
+fn cast(x: &Data, from: DType, to: DType) -> Data {
+    match (x, to.is_float()) {
+        (Data::Float(v), true) => Data::Float(v.iter().map(|&a| round_to(to, a)).collect()),
+        (Data::Int(v), true) => Data::Float(
+            v.iter()
+                .map(|&a| match to {
+                    // Straight from the integer (exact in f64 below 2^53), rounded once.
+                    DType::F16 => f16::from_f64(a as f64).to_f32(),
+                    DType::BF16 => bf16::from_f64(a as f64).to_f32(),
+                    _ => a as f32,
+                })
+                .collect(),
+        ),
+        (Data::Float(v), false) => Data::Int(
+            v.iter()
+                .map(|&a| {
+                    if to == DType::I1 {
+                        return (a != 0.0) as i64;
+                    }
+                    // Truncate toward zero, saturate, NaN -> 0 (Rust's `as`), then clamp.
+                    let (lo, hi) = to.int_range().unwrap_or((i64::MIN, i64::MAX));
+                    (a as i64).clamp(lo, hi)
+                })
+                .collect(),
+        ),
+        (Data::Int(v), false) => {
+            let _ = from;
+            Data::Int(v.iter().map(|&a| if to == DType::I1 { (a != 0) as i64 } else { wrap_to(to, a) }).collect())
+        }
+    }
 }

@@ -369,7 +369,8 @@ pub enum Op {
     /// `a * b + c`, fused for floats.
     Fma { a: Value, b: Value, c: Value },
     /// Conversion to the result dtype: float rounding is round-to-nearest-even; float to integer
-    /// truncates toward zero and saturates (NaN becomes 0); integer to integer wraps.
+    /// truncates toward zero and saturates (NaN becomes 0); integer to integer wraps; anything to
+    /// `i1` is `x != 0`.
     Cast { x: Value },
     /// Reads `buffer[offsets]` where `mask` holds; masked-off lanes take `other` (or are
     /// unspecified when `other` is absent). Offsets are i32, u32 or i64; the result has their shape.

@@ -5,8 +5,10 @@
 //! backend is tested against.
 //!
 //! ```
-//! use tilekit_core::{Builder, DType, HostBuffer, interp::{self, Arg}, Scalar};
+//! use tilekit_core::interp::{self, Arg};
+//! use tilekit_core::{Builder, DType, HostBuffer, Scalar};
 //!
+//! // A Triton-style vector add: each program handles BLOCK elements; the tail is masked.
 //! const BLOCK: usize = 128;
 //! let k = Builder::new("add");
 //! let x = k.input("x", DType::F32);
@@ -17,7 +19,19 @@
 //! let mask = offs.lt(n);
 //! let sum = k.load_masked(x, offs, mask, 0.0) + k.load_masked(y, offs, mask, 0.0);
 //! k.store_masked(out, offs, sum, mask);
-//! let program = k.finish().unwrap();
+//! let program = k.finish().expect("the verifier accepts it");
+//!
+//! // Run it on the interpreter over a grid of ceil(n / BLOCK) programs.
+//! let len = 1000;
+//! let xs: Vec<f32> = (0..len).map(|i| i as f32).collect();
+//! let ys: Vec<f32> = (0..len).map(|i| 0.5 * i as f32).collect();
+//! let (xb, yb) = (HostBuffer::from_slice(&xs), HostBuffer::from_slice(&ys));
+//! let ob = HostBuffer::zeros(DType::F32, len);
+//! let grid = [len.div_ceil(BLOCK) as u32, 1, 1];
+//! interp::run(&program, grid, &[
+//!     Arg::Buffer(&xb), Arg::Buffer(&yb), Arg::Buffer(&ob), Arg::Scalar(Scalar::Int(len as i64)),
+//! ]).unwrap();
+//! assert_eq!(ob.to_vec::<f32>().unwrap()[999], 1.5 * 999.0);
 //! ```
 
 pub mod buffer;

@@ -49,5 +49,5 @@ install_pip() {
   log "Python packages: $*"
   # Debian's own Python refuses user installs into it by default (PEP 668); the tools installed
   # here are for this machine's tests only.
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check "$@"
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$@"
 }

@@ -442,10 +442,11 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 LaunchArg::Scalar(s) => s.to_string(),
             })
             .collect();
-        let _ = writeln!(text, "// {} {} [{}]", kernel.name(), problem, config);
+        // `;` starts a comment in the text form, so a single launch's output parses back as is.
+        let _ = writeln!(text, "; {} {} [{}]", kernel.name(), problem, config);
         let _ = writeln!(
             text,
-            "// launch {} of {count}: grid [{}, {}, {}], args ({})",
+            "; launch {} of {count}: grid [{}, {}, {}], args ({})",
             i + 1,
             launch.grid[0],
             launch.grid[1],

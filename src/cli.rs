@@ -146,15 +146,21 @@ pub enum CliError {
     #[error("kernel `{kernel}` has no meta-parameter `{key}`; its meta-parameters: {known}")]
     ConfigKey { kernel: String, key: String, known: String },
     #[error("kernel `{kernel}` cannot plan {problem} with config {config}: {source}")]
-    Plan { kernel: String, problem: String, config: String, source: KernelError },
+    Plan { kernel: String, problem: String, config: String, source: Box<KernelError> },
     #[error(transparent)]
-    Device(#[from] DeviceError),
+    Device(Box<DeviceError>),
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]
     Io(#[from] io::Error),
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<DeviceError> for CliError {
+    fn from(e: DeviceError) -> CliError {
+        CliError::Device(Box::new(e))
+    }
 }
 
 impl CliError {
@@ -320,7 +326,7 @@ fn plan(kernel: &dyn Kernel, problem: &Problem, config: &Config) -> Result<Plan,
         kernel: kernel.name().to_string(),
         problem: problem.to_string(),
         config: config.to_string(),
-        source,
+        source: Box::new(source),
     })
 }
 

@@ -30,6 +30,7 @@ Examples:
   tilekit kernels                          list the kernel library
   tilekit ir vector_add --config BLOCK=256 print the tile IR of one configuration
   tilekit run vector_add --shape 1M        run on the interpreter and compare with the reference
+  tilekit run --all --problems tests       every kernel on its small test problems
   tilekit run --all --all-dtypes           every kernel, every dtype, default problems
   tilekit devices --json                   devices reachable now, as JSON";
 
@@ -59,7 +60,9 @@ pub enum Command {
     ///
     /// Prints, per output, the norm-wise relative error, the tolerance, PASS or FAIL and the
     /// wall time of the launches. Exits with 1 when any output fails and 2 on bad input.
-    #[command(override_usage = "tilekit run [OPTIONS] <KERNEL>\n       tilekit run --all [--all-dtypes | --dtype <DTYPE>] [OPTIONS]")]
+    #[command(
+        override_usage = "tilekit run [OPTIONS] <KERNEL>\n       tilekit run --all [--problems tests] [--all-dtypes | --dtype <DTYPE>] [OPTIONS]"
+    )]
     Run(RunArgs),
     /// List the devices tilekit can run on now.
     Devices(ListArgs),
@@ -107,12 +110,16 @@ pub struct RunArgs {
     /// Kernel name, as `tilekit kernels` lists it.
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub kernel: Option<String>,
-    /// Run every kernel of the library on its default problem and default configuration.
+    /// Run every kernel of the library, each in its default configuration.
     #[arg(long)]
     pub all: bool,
     /// Run once per dtype the kernel supports (with --all: for every kernel).
     #[arg(long, conflicts_with = "dtype")]
     pub all_dtypes: bool,
+    /// Which problems to run: each kernel's default problem (sized for a GPU, so a large one can
+    /// take minutes on the interpreter), or its test problems (small, odd sizes, every option).
+    #[arg(long, value_enum, default_value_t = ProblemSet::Default, conflicts_with_all = ["shape", "opts"])]
+    pub problems: ProblemSet,
     #[command(flatten)]
     pub problem: ProblemArgs,
     /// Device to run on (`tilekit devices` lists them).
@@ -124,6 +131,15 @@ pub struct RunArgs {
     /// Print JSON results instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The problems `tilekit run` runs when no --shape is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProblemSet {
+    /// The kernel's default problem, changed by --shape, --dtype and --opt.
+    Default,
+    /// The kernel's test problems.
+    Tests,
 }
 
 /// Bad input or a failure before anything ran. Each message is one line that names the problem.
@@ -509,7 +525,6 @@ struct Job {
 }
 
 fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
-    let mut jobs = Vec::new();
     if args.all {
         for (flag, set) in [
             ("--shape", args.problem.shape.is_some()),
@@ -518,45 +533,61 @@ fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
         ] {
             if set {
                 return Err(CliError::Usage(format!(
-                    "{flag} cannot be used with --all: each kernel runs its own default problem and configuration"
+                    "{flag} cannot be used with --all: each kernel runs its own problems and default configuration"
                 )));
             }
         }
-        let dtype = args.problem.dtype.as_deref().map(parse_dtype).transpose()?;
-        for kernel in kernels::all() {
-            let kernel: Arc<dyn Kernel> = Arc::from(kernel);
-            let default = kernel.default_problem();
-            let dtypes: Vec<DType> = match dtype {
-                Some(d) if kernel.dtypes().contains(&d) => vec![d],
-                Some(_) => continue,
-                None if args.all_dtypes => kernel.dtypes().to_vec(),
-                None => vec![default.dtype],
+    }
+    let selected: Vec<Arc<dyn Kernel>> = if args.all {
+        kernels::all().into_iter().map(Arc::from).collect()
+    } else {
+        let name = args.kernel.as_deref().ok_or_else(|| CliError::Usage("name a kernel or pass --all".into()))?;
+        vec![Arc::from(find_kernel(name)?)]
+    };
+    let dtype = args.problem.dtype.as_deref().map(parse_dtype).transpose()?;
+
+    let mut jobs = Vec::new();
+    for kernel in selected {
+        let dtypes: Vec<DType> = match dtype {
+            // With --all, --dtype selects the kernels that support it.
+            Some(d) if args.all && !kernel.dtypes().contains(&d) => continue,
+            Some(d) => {
+                check_dtype(kernel.as_ref(), d)?;
+                vec![d]
+            }
+            None if args.all_dtypes => kernel.dtypes().to_vec(),
+            None => vec![kernel.default_problem().dtype],
+        };
+        let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
+        for d in dtypes {
+            let problems = match args.problems {
+                ProblemSet::Default => vec![resolve_problem(kernel.as_ref(), &args.problem, Some(d))?],
+                ProblemSet::Tests => kernel.test_problems(d),
             };
-            let config = kernel.configs().first().cloned().unwrap_or_default();
-            for d in dtypes {
-                let problem = Problem { dtype: d, ..default.clone() };
-                let outputs = kernel.plan(&problem, &config).map(|p| output_names(&p)).map_err(|e| e.to_string());
+            for problem in problems {
+                let outputs = match kernel.plan(&problem, &config) {
+                    Ok(p) => Ok(output_names(&p)),
+                    // One named kernel that cannot plan its problem is bad input, reported before
+                    // anything runs; across the library it is one failed result among many.
+                    Err(source) if !args.all => {
+                        return Err(CliError::Plan {
+                            kernel: kernel.name().to_string(),
+                            problem: problem.to_string(),
+                            config: config.to_string(),
+                            source: Box::new(source),
+                        })
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
                 jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs });
             }
         }
-        if jobs.is_empty() {
-            return Err(CliError::Usage(format!(
-                "no kernel supports dtype {}",
-                args.problem.dtype.as_deref().unwrap_or_default()
-            )));
-        }
-    } else {
-        let name = args.kernel.as_deref().ok_or_else(|| CliError::Usage("name a kernel or pass --all".into()))?;
-        let kernel: Arc<dyn Kernel> = Arc::from(find_kernel(name)?);
-        let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
-        let dtypes: Vec<Option<DType>> =
-            if args.all_dtypes { kernel.dtypes().iter().map(|&d| Some(d)).collect() } else { vec![None] };
-        for d in dtypes {
-            let problem = resolve_problem(kernel.as_ref(), &args.problem, d)?;
-            // One named kernel that cannot plan its problem is bad input, reported before anything runs.
-            let p = plan(kernel.as_ref(), &problem, &config)?;
-            jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs: Ok(output_names(&p)) });
-        }
+    }
+    if jobs.is_empty() {
+        return Err(CliError::Usage(match &args.problem.dtype {
+            Some(d) => format!("no kernel supports dtype {d}"),
+            None => "nothing to run".into(),
+        }));
     }
     Ok(jobs)
 }
@@ -807,6 +838,26 @@ mod tests {
             assert_eq!(j.problem.shape, vec![33]);
             assert_eq!(j.outputs.as_ref().unwrap(), &vec!["out".to_string()]);
         }
+    }
+
+    #[test]
+    fn run_all_plans_each_kernel_once_on_its_default_problem() {
+        let Command::Run(a) = parse(&["run", "--all"]).command else { panic!("run") };
+        let jobs = jobs(&a).unwrap();
+        let all = kernels::all();
+        assert_eq!(jobs.len(), all.len());
+        for (j, k) in jobs.iter().zip(&all) {
+            assert_eq!(j.kernel.name(), k.name());
+            assert_eq!(j.problem, k.default_problem());
+            assert_eq!(j.config, k.configs()[0]);
+            assert!(j.outputs.is_ok(), "{}: {:?}", k.name(), j.outputs);
+        }
+        let Command::Run(a) = parse(&["run", "--all", "--all-dtypes"]).command else { panic!("run") };
+        assert_eq!(jobs_count(&a), all.iter().map(|k| k.dtypes().len()).sum::<usize>());
+    }
+
+    fn jobs_count(a: &RunArgs) -> usize {
+        jobs(a).map(|j| j.len()).unwrap_or(0)
     }
 
     #[test]

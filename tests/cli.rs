@@ -163,13 +163,36 @@ fn run_all_dtypes_runs_each_dtype() {
 }
 
 #[test]
-fn run_all_covers_the_library() {
-    let v = json(&["run", "--all", "--json"]);
-    let names: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["kernel"].as_str().unwrap()).collect();
-    let want: Vec<&str> = kernels::all().iter().map(|k| k.name()).collect();
-    assert_eq!(names, want);
-    let failures: Vec<&Value> = v["results"].as_array().unwrap().iter().filter(|r| r["status"] != "pass").collect();
+fn run_all_covers_the_library_on_its_test_problems() {
+    let v = json(&["run", "--all", "--problems", "tests", "--json"]);
+    let results = v["results"].as_array().unwrap();
+    let got: Vec<(&str, &str)> = results.iter().map(|r| (r["kernel"].as_str().unwrap(), r["problem"].as_str().unwrap())).collect();
+    let want: Vec<(String, String)> = kernels::all()
+        .iter()
+        .flat_map(|k| {
+            let name = k.name().to_string();
+            k.test_problems(k.default_problem().dtype).into_iter().map(move |p| (name.clone(), p.to_string()))
+        })
+        .collect();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for ((gk, gp), (wk, wp)) in got.iter().zip(&want) {
+        assert_eq!((*gk, *gp), (wk.as_str(), wp.as_str()));
+    }
+    let failures: Vec<&Value> = results.iter().filter(|r| r["status"] != "pass").collect();
     assert!(failures.is_empty(), "failing kernels: {failures:#?}");
+    assert_eq!(v["passed"], results.len());
+}
+
+#[test]
+fn run_all_with_a_dtype_selects_the_kernels_that_support_it() {
+    let v = json(&["run", "--all", "--problems", "tests", "--dtype", "i32", "--json"]);
+    let kernels: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["kernel"].as_str().unwrap()).collect();
+    assert!(kernels.contains(&"vector_add"), "{v}");
+    for name in kernels {
+        let k = kernels::find(name).unwrap();
+        assert!(k.dtypes().contains(&tilekit::DType::I32), "{name} does not support i32");
+    }
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["dtype"] == "i32"));
 }
 
 #[test]
@@ -186,11 +209,20 @@ fn bad_input_is_one_line_and_exit_code_2() {
     bad_input(&["run", "vector_add", "--opt", "causal"], &["--opt `causal`"]);
     bad_input(&["run", "vector_add", "--device", "nowhere"], &["`nowhere`", "interpreter"]);
     bad_input(&["run", "--all", "--shape", "1M"], &["--shape", "--all"]);
+    bad_input(&["run", "--all", "--config", "BLOCK=64"], &["--config", "--all"]);
+    bad_input(&["run", "--all", "--dtype", "u8"], &["no kernel supports dtype u8"]);
 }
 
 #[test]
 fn malformed_command_lines_exit_with_2() {
-    for args in [&["run"][..], &["frobnicate"], &["run", "vector_add", "--all"], &["kernels", "--bogus"]] {
+    for args in [
+        &["run"][..],
+        &["frobnicate"],
+        &["run", "vector_add", "--all"],
+        &["kernels", "--bogus"],
+        &["run", "vector_add", "--problems", "tests", "--shape", "5"],
+        &["run", "vector_add", "--problems", "some"],
+    ] {
         let o = tilekit(args);
         assert_eq!(o.status.code(), Some(2), "tilekit {args:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("panicked"));

@@ -6,7 +6,21 @@ use tilekit::kernels;
 use tilekit::Device;
 
 /// Kernels with a test below; `every_kernel_is_tested` keeps this list honest.
-const TESTED: &[&str] = &["vector_add"];
+const TESTED: &[&str] = &[
+    "vector_add",
+    "softmax",
+    "softmax_online",
+    "layernorm",
+    "rmsnorm",
+    "sum",
+    "cumsum",
+    "histogram",
+    "matmul",
+    "attention",
+    "swiglu",
+    "rotary",
+    "spmv",
+];
 
 fn check_kernel(name: &str) {
     let kernel = kernels::find(name).unwrap_or_else(|| panic!("no kernel `{name}`"));
@@ -48,4 +62,64 @@ fn every_kernel_is_tested() {
 #[test]
 fn vector_add() {
     check_kernel("vector_add");
+}
+
+#[test]
+fn softmax() {
+    check_kernel("softmax");
+}
+
+#[test]
+fn softmax_online() {
+    check_kernel("softmax_online");
+}
+
+#[test]
+fn layernorm() {
+    check_kernel("layernorm");
+}
+
+#[test]
+fn rmsnorm() {
+    check_kernel("rmsnorm");
+}
+
+#[test]
+fn sum() {
+    check_kernel("sum");
+}
+
+#[test]
+fn cumsum() {
+    check_kernel("cumsum");
+}
+
+#[test]
+fn histogram() {
+    check_kernel("histogram");
+}
+
+#[test]
+fn matmul() {
+    check_kernel("matmul");
+}
+
+#[test]
+fn attention() {
+    check_kernel("attention");
+}
+
+#[test]
+fn swiglu() {
+    check_kernel("swiglu");
+}
+
+#[test]
+fn rotary() {
+    check_kernel("rotary");
+}
+
+#[test]
+fn spmv() {
+    check_kernel("spmv");
 }

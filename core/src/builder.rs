@@ -1164,3 +1164,4 @@ impl std::str::FromStr for Config {
         Ok(c)
     }
 }
+

@@ -37,6 +37,7 @@
 pub mod buffer;
 pub mod builder;
 pub mod dtype;
+pub mod gpu;
 pub mod interp;
 pub mod ir;
 pub mod text;

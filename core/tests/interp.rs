@@ -397,7 +397,7 @@ fn trans_broadcast_and_reshape_move_elements() {
 #[test]
 fn launch_arguments_are_checked() {
     let k = Builder::new("args");
-    let x = k.input("x", DType::F32);
+    let x = k.output("x", DType::F32);
     let n = k.scalar("n", DType::U8);
     k.store(x, k.arange(0, 2), n.cast(DType::F32));
     let p = k.finish().unwrap();

@@ -11,6 +11,18 @@ use std::fmt;
 use rand::rngs::StdRng;
 use tilekit_core::{Config, ConfigError, DType, HostBuffer, Program, Scalar};
 
+pub mod attention;
+pub mod cumsum;
+pub mod histogram;
+pub mod layernorm;
+pub mod matmul;
+pub mod rmsnorm;
+pub mod rotary;
+pub mod softmax;
+pub mod softmax_online;
+pub mod spmv;
+pub mod sum;
+pub mod swiglu;
 pub mod vector_add;
 
 /// What one run computes: a shape, the element dtype and kernel-specific options.
@@ -224,7 +236,21 @@ pub fn default_tolerance(dtype: DType) -> f64 {
 
 /// Every library kernel.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    vec![Box::new(vector_add::VectorAdd)]
+    vec![
+        Box::new(vector_add::VectorAdd),
+        Box::new(softmax::Softmax),
+        Box::new(softmax_online::SoftmaxOnline),
+        Box::new(layernorm::LayerNorm),
+        Box::new(rmsnorm::RmsNorm),
+        Box::new(sum::Sum),
+        Box::new(cumsum::Cumsum),
+        Box::new(histogram::Histogram),
+        Box::new(matmul::Matmul),
+        Box::new(attention::Attention),
+        Box::new(swiglu::Swiglu),
+        Box::new(rotary::Rotary),
+        Box::new(spmv::Spmv),
+    ]
 }
 
 /// The kernel called `name`.

@@ -1,0 +1,97 @@
+//! The primitives a backend supplies to the shared per-thread emission.
+//!
+//! [`super::lower`] decides, for every tile value, which thread holds which element and emits
+//! the per-thread scalar program through this trait. A backend (SPIR-V, LLVM) implements only
+//! these primitives: scalar arithmetic, thread and program ids, global and shared memory,
+//! barriers, lane shuffles and structured control flow. Everything about tiles, layouts and
+//! reductions stays in the shared lowering.
+//!
+//! Every value is a scalar of a [`DType`]; `i1` is the backend's boolean. bf16 arithmetic never
+//! reaches a backend: the lowering computes in f32 and converts, so a backend needs bf16 only for
+//! loads, stores and casts to and from f32. Control flow is structured and uniform across the
+//! program (conditions and loop bounds are the same in every thread), so barriers may appear
+//! inside `if` and loop bodies.
+
+use std::fmt::Debug;
+
+use crate::dtype::{DType, Scalar};
+use crate::ir::{AtomicOp, BinaryOp, CmpPred, UnaryOp};
+
+pub trait Emitter {
+    /// A scalar SSA value in the backend.
+    type V: Copy + Debug;
+
+    /// A constant of `dtype`.
+    fn constant(&mut self, dtype: DType, value: Scalar) -> Self::V;
+    /// This thread's index within its program, i32 in `0..threads`.
+    fn thread_index(&mut self) -> Self::V;
+    /// This program's index along grid `axis`, i32.
+    fn program_id(&mut self, axis: u32) -> Self::V;
+    /// The grid extent along `axis`, i32.
+    fn num_programs(&mut self, axis: u32) -> Self::V;
+    /// The value of scalar parameter `param` (index into the program's parameters).
+    fn scalar_param(&mut self, param: u32, dtype: DType) -> Self::V;
+
+    /// `op x`; never called with bf16, nor with f16 for transcendental ops.
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: Self::V) -> Self::V;
+    /// `a op b`; never called with bf16. Integer `Div`/`Rem` truncate (C semantics); `Shr` is
+    /// arithmetic for signed dtypes; float `Max`/`Min` are IEEE maxNum/minNum.
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: Self::V, b: Self::V) -> Self::V;
+    /// Comparison giving `i1`; unordered float compares are false except `Ne`.
+    fn cmp(&mut self, pred: CmpPred, dtype: DType, a: Self::V, b: Self::V) -> Self::V;
+    fn select(&mut self, dtype: DType, cond: Self::V, a: Self::V, b: Self::V) -> Self::V;
+    /// Fused `a * b + c` (f32 or f16).
+    fn fma(&mut self, dtype: DType, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// Conversion with [`crate::ir::Op::Cast`] semantics.
+    fn cast(&mut self, from: DType, to: DType, x: Self::V) -> Self::V;
+
+    /// `buffer[index]`; `index_dtype` is i32, u32 or i64 and the index is in bounds.
+    fn load_global(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType) -> Self::V;
+    /// `buffer[index] = value`.
+    fn store_global(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, value: Self::V);
+    /// Atomic read-modify-write (`op`), or compare-and-swap when `op` is `None` (`cmp` given);
+    /// returns the old value.
+    #[allow(clippy::too_many_arguments)]
+    fn atomic_global(
+        &mut self,
+        op: Option<AtomicOp>,
+        buffer: u32,
+        dtype: DType,
+        index: Self::V,
+        index_dtype: DType,
+        cmp: Option<Self::V>,
+        value: Self::V,
+    ) -> Self::V;
+
+    /// Declares that shared memory holds at least `len` elements of `dtype` (one array per
+    /// dtype; calls only grow it).
+    fn reserve_shared(&mut self, dtype: DType, len: u32);
+    /// `shared[index]` with an i32 index.
+    fn load_shared(&mut self, dtype: DType, index: Self::V) -> Self::V;
+    fn store_shared(&mut self, dtype: DType, index: Self::V, value: Self::V);
+    /// Every thread of the program reaches this point and sees the shared-memory writes made
+    /// before it.
+    fn barrier(&mut self);
+    /// The value held by lane `lane ^ lane_mask` of this warp.
+    fn shuffle_xor(&mut self, dtype: DType, value: Self::V, lane_mask: u32) -> Self::V;
+
+    /// Opens `if cond { ... }` whose branches yield values of `result_dtypes`.
+    fn begin_if(&mut self, cond: Self::V, result_dtypes: &[DType]);
+    /// Ends the then-branch with its yielded values and opens the else-branch.
+    fn begin_else(&mut self, then_values: &[Self::V]);
+    /// Ends the else-branch; returns the values the `if` produces.
+    fn end_if(&mut self, else_values: &[Self::V]) -> Vec<Self::V>;
+
+    /// Opens `for iv in lower..upper step step` (a negative step counts down) carrying
+    /// `carried`; returns the induction variable and the carried values inside the body.
+    fn begin_loop(
+        &mut self,
+        iv_dtype: DType,
+        lower: Self::V,
+        upper: Self::V,
+        step: Self::V,
+        carried: &[(DType, Self::V)],
+    ) -> (Self::V, Vec<Self::V>);
+    /// Closes the body with the next carried values; returns the values after the loop.
+    fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
+}

@@ -1,0 +1,157 @@
+//! What a device offers the compiler: the facts layout assignment, reductions and backends
+//! decide by. Presets cover offline compilation; runtimes build one from a live device.
+
+use std::fmt;
+
+use crate::dtype::DType;
+
+/// The instruction set family a target compiles to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// SPIR-V for Vulkan (and wgpu's Vulkan backend).
+    SpirV,
+    /// PTX for NVIDIA GPUs.
+    Ptx,
+    /// AMDGCN code objects.
+    Amdgcn,
+}
+
+/// Subgroup (warp) operations available inside a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SubgroupOps {
+    /// Lane shuffles (`shuffle_xor`), used for butterfly reductions.
+    pub shuffle: bool,
+    /// Subgroup arithmetic (`reduce`, clustered reduce).
+    pub arithmetic: bool,
+}
+
+/// A matrix instruction the target executes per subgroup: `[m, k] x [k, n] + [m, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatrixInstr {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: DType,
+    pub b: DType,
+    pub acc: DType,
+}
+
+/// Everything the compiler may assume about a device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// A name for reports (`vulkan:llvmpipe`, `nvidia-h200-vulkan`).
+    pub name: String,
+    pub isa: Isa,
+    /// Threads per warp (subgroup). Layouts and reductions are built for exactly this width.
+    pub subgroup_size: u32,
+    /// Largest number of threads in one program (workgroup).
+    pub max_threads_per_program: u32,
+    /// Shared (workgroup) memory one program may use, in bytes.
+    pub shared_memory_bytes: u32,
+    pub subgroup_ops: SubgroupOps,
+    /// Storage and arithmetic support for the narrow and wide types.
+    pub f16: bool,
+    pub bf16: bool,
+    pub i8: bool,
+    pub i16: bool,
+    pub i64: bool,
+    /// Float atomic add on f32 buffers.
+    pub atomic_float_add: bool,
+    /// Widest global access one thread issues, in bytes (16 on every GPU of interest).
+    pub max_vector_bytes: u32,
+    /// Bytes of push constants / kernel parameters for scalars.
+    pub max_push_constant_bytes: u32,
+    /// Largest grid extent per axis.
+    pub max_grid: [u32; 3],
+    /// Matrix instructions `dot` may use; empty means FMA only.
+    pub matrix: Vec<MatrixInstr>,
+}
+
+impl Target {
+    /// A conservative Vulkan 1.2+ device: subgroups of 32 with shuffles and arithmetic, f16 and
+    /// 8/16-bit storage, no i64, 32 KiB of shared memory.
+    pub fn vulkan_baseline() -> Target {
+        Target {
+            name: "vulkan-baseline".into(),
+            isa: Isa::SpirV,
+            subgroup_size: 32,
+            max_threads_per_program: 1024,
+            shared_memory_bytes: 32 * 1024,
+            subgroup_ops: SubgroupOps { shuffle: true, arithmetic: true },
+            f16: true,
+            bf16: false,
+            i8: true,
+            i16: true,
+            i64: false,
+            atomic_float_add: false,
+            max_vector_bytes: 16,
+            max_push_constant_bytes: 128,
+            max_grid: [65535, 65535, 65535],
+            matrix: Vec::new(),
+        }
+    }
+
+    /// Mesa's lavapipe (llvmpipe) as Debian 12 ships it: subgroups of 8, 32 KiB shared memory.
+    pub fn lavapipe() -> Target {
+        Target {
+            name: "vulkan:llvmpipe".into(),
+            subgroup_size: 8,
+            i64: true,
+            atomic_float_add: true,
+            ..Target::vulkan_baseline()
+        }
+    }
+
+    /// The NVIDIA H200 through Vulkan: warps of 32, 48 KiB of shared memory per workgroup,
+    /// cooperative matrices (used once `dot` lowers to them).
+    pub fn h200_vulkan() -> Target {
+        Target {
+            name: "vulkan:nvidia-h200".into(),
+            shared_memory_bytes: 48 * 1024,
+            i64: true,
+            atomic_float_add: true,
+            max_push_constant_bytes: 256,
+            max_grid: [2147483647, 65535, 65535],
+            matrix: vec![
+                MatrixInstr { m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F32 },
+                MatrixInstr { m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F16 },
+            ],
+            ..Target::vulkan_baseline()
+        }
+    }
+
+    /// Offline presets by name, for `tilekit ir --gpu --target NAME`.
+    pub fn preset(name: &str) -> Option<Target> {
+        match name {
+            "vulkan" | "vulkan-baseline" => Some(Target::vulkan_baseline()),
+            "lavapipe" | "llvmpipe" | "vulkan:llvmpipe" => Some(Target::lavapipe()),
+            "h200" | "h200-vulkan" | "vulkan:nvidia-h200" => Some(Target::h200_vulkan()),
+            _ => None,
+        }
+    }
+
+    pub const PRESETS: [&'static str; 3] = ["vulkan-baseline", "lavapipe", "h200-vulkan"];
+
+    /// Whether values of `dtype` can live in buffers and registers on this target.
+    pub fn supports(&self, dtype: DType) -> bool {
+        match dtype {
+            DType::F16 => self.f16,
+            // bf16 is emulated on 16-bit integers where the device has no native support.
+            DType::BF16 => self.i16 || self.bf16,
+            DType::I8 | DType::U8 | DType::I1 => self.i8,
+            DType::I16 => self.i16,
+            DType::I64 => self.i64,
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({:?}, warp {}, {} threads, {} B shared)",
+            self.name, self.isa, self.subgroup_size, self.max_threads_per_program, self.shared_memory_bytes
+        )
+    }
+}

@@ -1,0 +1,373 @@
+//! `C = act(A @ B + bias)`: Triton's matmul tutorial with a fused epilogue.
+//!
+//! A is `M x K`, B is `K x N`, C is `M x N`, all row-major and of one dtype (f16, bf16 or f32);
+//! products accumulate in f32. Each program computes one `BLOCK_M x BLOCK_N` tile of C with a loop
+//! over K in steps of `BLOCK_K`, one `dot` per step.
+//!
+//! Programs are numbered on a 1-D grid and mapped to tiles in *grouped* order: `GROUP_M` tile rows
+//! form a super-row that is walked column by column, so programs running at the same time share
+//! rows of A and columns of B in L2 instead of each streaming its own (the tutorial's "L2 cache
+//! optimizations"). Every load and store is masked, so M, N and K need not be multiples of the
+//! blocks.
+//!
+//! Options: `bias=1` adds a length-N vector to every row; `act=` is `none`, `relu`, `gelu` or
+//! `silu`, applied in f32 before the cast to the output dtype. `gelu` is the tanh approximation
+//! `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2's, and PyTorch's
+//! `approximate="tanh"`): it needs only `tanh`, which every target has.
+//!
+//! `num_warps` and `num_stages` are part of the configuration for GPU lowering (warps per program,
+//! software-pipelining depth of the loads feeding `dot`); they do not change the tile program.
+
+use rand::rngs::StdRng;
+use tilekit_core::{Builder, Config, DType, HostBuffer, Program, Scalar, Tile};
+
+use super::*;
+
+pub struct Matmul;
+
+/// The fused activation of the epilogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    None,
+    Relu,
+    /// Tanh approximation.
+    Gelu,
+    Silu,
+}
+
+/// `sqrt(2 / pi)`, the tanh-GELU input scale.
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const GELU_CUBIC: f64 = 0.044_715;
+
+impl Activation {
+    pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::Gelu, Activation::Silu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::Gelu => "gelu",
+            Activation::Silu => "silu",
+        }
+    }
+
+    /// Parses the `act` option; absent means `none`.
+    pub fn parse(text: Option<&str>) -> Result<Activation, KernelError> {
+        match text {
+            None => Ok(Activation::None),
+            Some(t) => Activation::ALL.into_iter().find(|a| a.name() == t).ok_or_else(|| {
+                KernelError::Parse(format!("act=`{t}` is not an activation (expected none, relu, gelu or silu)"))
+            }),
+        }
+    }
+
+    /// The activation on an f32 tile.
+    #[track_caller]
+    pub fn apply(self, x: Tile<'_>) -> Tile<'_> {
+        match self {
+            Activation::None => x,
+            Activation::Relu => x.maximum(0.0),
+            Activation::Gelu => {
+                let inner = (x + x * x * x * GELU_CUBIC) * SQRT_2_OVER_PI;
+                x * 0.5 * (inner.tanh() + 1.0)
+            }
+            Activation::Silu => x / ((-x).exp() + 1.0),
+        }
+    }
+
+    /// The activation in f64, for references.
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            Activation::None => x,
+            Activation::Relu => x.max(0.0),
+            Activation::Gelu => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)).tanh()),
+            Activation::Silu => x / (1.0 + (-x).exp()),
+        }
+    }
+}
+
+/// Tile sizes and program ordering of one configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulMeta {
+    pub block_m: usize,
+    pub block_n: usize,
+    pub block_k: usize,
+    pub group_m: usize,
+}
+
+impl MatmulMeta {
+    pub fn from_config(config: &Config) -> Result<MatmulMeta, KernelError> {
+        let meta = MatmulMeta {
+            block_m: config.block("BLOCK_M")?,
+            block_n: config.block("BLOCK_N")?,
+            block_k: config.block("BLOCK_K")?,
+            group_m: config.count("GROUP_M")?,
+        };
+        for (key, v) in [("BLOCK_M", meta.block_m), ("BLOCK_N", meta.block_n), ("BLOCK_K", meta.block_k)] {
+            if v < 16 {
+                return Err(KernelError::BadConfig(format!("{key} = {v}: `dot` needs tile extents of at least 16")));
+            }
+        }
+        // Recorded for GPU lowering; checked here so a bad value fails at plan time.
+        for key in ["num_warps", "num_stages"] {
+            if config.get(key).is_ok() {
+                config.count(key)?;
+            }
+        }
+        Ok(meta)
+    }
+}
+
+/// The tile program for one configuration. Parameters: `a`, `b`, [`bias`], `c`, then the i32
+/// scalars `M`, `N`, `K`.
+pub fn build(dtype: DType, meta: MatmulMeta, bias: bool, act: Activation) -> Result<Program, KernelError> {
+    let MatmulMeta { block_m: bm, block_n: bn, block_k: bk, group_m } = meta;
+    let k = Builder::new("matmul");
+    let a = k.input("a", dtype);
+    let b = k.input("b", dtype);
+    let bias = bias.then(|| k.input("bias", dtype));
+    let c = k.output("c", dtype);
+    let m = k.scalar("M", DType::I32);
+    let n = k.scalar("N", DType::I32);
+    let kdim = k.scalar("K", DType::I32);
+    let (bm_i, bn_i, bk_i, gm_i) = (bm as i32, bn as i32, bk as i32, group_m as i32);
+
+    // Grouped ordering: pid -> (pid_m, pid_n), GROUP_M tile rows per group, the last group
+    // possibly shorter.
+    let pid = k.program_id(0);
+    let num_pid_m = (m + (bm_i - 1)) / bm_i;
+    let num_pid_n = (n + (bn_i - 1)) / bn_i;
+    let num_pid_in_group = num_pid_n * gm_i;
+    let group_id = pid / num_pid_in_group;
+    let first_pid_m = group_id * gm_i;
+    let group_size_m = (num_pid_m - first_pid_m).minimum(gm_i);
+    let pid_in_group = pid % num_pid_in_group;
+    let pid_m = first_pid_m + pid_in_group % group_size_m;
+    let pid_n = pid_in_group / group_size_m;
+
+    let rm = pid_m * bm_i + k.arange(0, bm as i64);
+    let rn = pid_n * bn_i + k.arange(0, bn as i64);
+    let rk = k.arange(0, bk as i64);
+    let mask_m = rm.expand_dims(1).lt(m);
+    let mask_n = rn.expand_dims(0).lt(n);
+
+    let k_tiles = (kdim + (bk_i - 1)) / bk_i;
+    let acc0 = k.zeros(&[bm, bn], DType::F32);
+    let [acc] = k.for_range(0, k_tiles, 1, [acc0], |kt, [acc]| {
+        let kk = kt * bk_i + rk;
+        let a_offs = rm.expand_dims(1) * kdim + kk.expand_dims(0);
+        let a_tile = k.load_masked(a, a_offs, mask_m & kk.expand_dims(0).lt(kdim), 0);
+        let b_offs = kk.expand_dims(1) * n + rn.expand_dims(0);
+        let b_tile = k.load_masked(b, b_offs, kk.expand_dims(1).lt(kdim) & mask_n, 0);
+        [a_tile.dot(b_tile, acc)]
+    });
+
+    let mut acc = acc;
+    if let Some(bias) = bias {
+        let row = k.load_masked(bias, rn, rn.lt(n), 0).cast(DType::F32);
+        acc = acc + row.expand_dims(0);
+    }
+    let out = act.apply(acc).cast(dtype);
+    let c_offs = rm.expand_dims(1) * n + rn.expand_dims(0);
+    k.store_masked(c, c_offs, out, mask_m & mask_n);
+    Ok(k.finish()?)
+}
+
+/// `n` as an i32 offset bound, or an error saying which extent is too large.
+fn offset_bound(what: &str, n: usize) -> Result<i32, KernelError> {
+    i32::try_from(n).map_err(|_| KernelError::BadConfig(format!("{what} = {n} exceeds i32 offsets")))
+}
+
+/// `(M, N, K)` of a problem, each at least 1.
+fn dims(problem: &Problem) -> Result<(usize, usize, usize), KernelError> {
+    let expected = "M x N x K, each at least 1";
+    if problem.shape.len() != 3 || problem.shape.contains(&0) {
+        return Err(KernelError::Shape { shape: problem.shape.clone(), expected: expected.into() });
+    }
+    Ok((problem.shape[0], problem.shape[1], problem.shape[2]))
+}
+
+impl Kernel for Matmul {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+    fn description(&self) -> &'static str {
+        "C = act(A @ B + bias), f32 accumulation, grouped program order"
+    }
+    fn dtypes(&self) -> &'static [DType] {
+        &[DType::F16, DType::BF16, DType::F32]
+    }
+    fn shape_doc(&self) -> &'static str {
+        "M x N x K (options: bias=1, act=none|relu|gelu|silu)"
+    }
+    fn default_problem(&self) -> Problem {
+        Problem::new(&[4096, 4096, 4096], DType::F16)
+    }
+    fn test_problems(&self, dtype: DType) -> Vec<Problem> {
+        // (M, N, K, bias, act): primes and odd sizes leave partial tiles on every edge; 67 rows
+        // make 5 tile rows at BLOCK_M=16, so GROUP_M=2 leaves a short last group; K = 1 and 130
+        // give one partial and several K steps; 520 rows make 9 tile rows at BLOCK_M=64, so
+        // GROUP_M=8 has a full group and a short one.
+        let cases: [(usize, usize, usize, bool, &str); 11] = [
+            (1, 1, 1, false, "none"),
+            (1, 1, 1, true, "relu"),
+            (17, 31, 67, true, "relu"),
+            (67, 17, 31, false, "gelu"),
+            (31, 67, 17, true, "silu"),
+            (67, 45, 33, true, "none"),
+            (5, 70, 1, true, "gelu"),
+            (3, 2, 130, false, "relu"),
+            (67, 33, 19, false, "silu"),
+            (130, 97, 75, true, "gelu"),
+            (520, 40, 16, false, "none"),
+        ];
+        cases
+            .iter()
+            .map(|&(m, n, kd, bias, act)| {
+                let p = Problem::new(&[m, n, kd], dtype).with("act", act);
+                if bias {
+                    p.with("bias", "1")
+                } else {
+                    p
+                }
+            })
+            .collect()
+    }
+    fn configs(&self) -> Vec<Config> {
+        let c = |bm: i64, bn: i64, bk: i64, g: i64, w: i64, s: i64| {
+            Config::new()
+                .with("BLOCK_M", bm)
+                .with("BLOCK_N", bn)
+                .with("BLOCK_K", bk)
+                .with("GROUP_M", g)
+                .with("num_warps", w)
+                .with("num_stages", s)
+        };
+        vec![
+            c(64, 64, 32, 8, 4, 3),
+            c(16, 16, 16, 2, 2, 2),
+            c(128, 128, 32, 8, 8, 3),
+            c(128, 64, 32, 8, 4, 4),
+            c(64, 128, 32, 8, 4, 4),
+            c(128, 256, 64, 8, 8, 3),
+            c(64, 64, 64, 8, 4, 3),
+            c(32, 64, 32, 8, 4, 5),
+        ]
+    }
+    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+        self.check_dtype(problem)?;
+        let (m, n, kd) = dims(problem)?;
+        let bias = problem.flag("bias");
+        let act = Activation::parse(problem.opt("act"))?;
+        let meta = MatmulMeta::from_config(config)?;
+        // Masked-off lanes still compute offsets, so bound them over the padded extents.
+        let (pm, pn, pk) = (
+            cdiv(m, meta.block_m) * meta.block_m,
+            cdiv(n, meta.block_n) * meta.block_n,
+            cdiv(kd, meta.block_k) * meta.block_k,
+        );
+        offset_bound("padded M * K", pm.saturating_mul(pk))?;
+        offset_bound("padded K * N", pk.saturating_mul(pn))?;
+        offset_bound("padded M * N", pm.saturating_mul(pn))?;
+        let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));
+        offset_bound("number of tiles", tiles)?;
+        let dtype = problem.dtype;
+        let buf = |name: &str, len: usize, role| BufferSpec { name: name.into(), dtype, len, role };
+        let mut buffers = vec![buf("a", m * kd, Role::Input), buf("b", kd * n, Role::Input)];
+        if bias {
+            buffers.push(buf("bias", n, Role::Input));
+        }
+        buffers.push(buf("c", m * n, Role::Output { zeroed: false }));
+        let mut args: Vec<LaunchArg> = (0..buffers.len()).map(LaunchArg::Buffer).collect();
+        for d in [m, n, kd] {
+            args.push(LaunchArg::Scalar(Scalar::Int(d as i64)));
+        }
+        Ok(Plan {
+            buffers,
+            launches: vec![Launch { program: build(dtype, meta, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }],
+        })
+    }
+    fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
+        let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
+        let dtype = problem.dtype;
+        let mut v = vec![random_buffer(rng, dtype, m * kd, -1.0, 1.0), random_buffer(rng, dtype, kd * n, -1.0, 1.0)];
+        if problem.flag("bias") {
+            v.push(random_buffer(rng, dtype, n, -1.0, 1.0));
+        }
+        v
+    }
+    fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+        let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
+        let act = Activation::parse(problem.opt("act")).unwrap_or(Activation::None);
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let bias = if problem.flag("bias") { inputs.get(2) } else { None };
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            let row = &mut c[i * n..(i + 1) * n];
+            for p in 0..kd {
+                let aip = a[i * kd + p];
+                for (j, cj) in row.iter_mut().enumerate() {
+                    *cj += aip * b[p * n + j];
+                }
+            }
+            for (j, cj) in row.iter_mut().enumerate() {
+                let x = *cj + bias.map_or(0.0, |bv| bv[j]);
+                *cj = act.eval(x);
+            }
+        }
+        vec![c]
+    }
+    fn tolerance(&self, problem: &Problem) -> f64 {
+        match problem.dtype {
+            // f32 in and out: the f32 sum of K products carries a relative error around
+            // sqrt(K) * 2^-24, far below this.
+            DType::F32 => 1e-5,
+            // f16/bf16 products are exact in f32 and the sum is f32, so the one rounding of the
+            // output dominates: at most 2^-11 (f16) or 2^-8 (bf16) per element, about half that
+            // in the norm; a bound twice the maximum still fails on any wrong element.
+            DType::F16 => 1e-3,
+            DType::BF16 => 8e-3,
+            _ => 0.0,
+        }
+    }
+    fn cost(&self, problem: &Problem) -> Cost {
+        let Ok((m, n, kd)) = dims(problem) else { return Cost::default() };
+        let (m, n, kd) = (m as u64, n as u64, kd as u64);
+        let elems = m * kd + kd * n + m * n + if problem.flag("bias") { n } else { 0 };
+        // The multiply-adds only: the epilogue's O(MN) work is noise next to 2MNK.
+        Cost { bytes: elems * problem.dtype.size_bytes() as u64, flops: 2 * m * n * kd }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_problems_and_configs_are_errors() {
+        let config = Matmul.configs()[0].clone();
+        let p = Problem::new(&[16, 16, 16], DType::F16);
+        assert!(matches!(Matmul.plan(&p.clone().with("act", "tanh"), &config), Err(KernelError::Parse(_))));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[16, 0, 16], DType::F16), &config),
+            Err(KernelError::Shape { .. })
+        ));
+        assert!(matches!(Matmul.plan(&Problem::new(&[16, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
+        assert!(matches!(Matmul.plan(&p, &config.clone().with("BLOCK_K", 8)), Err(KernelError::BadConfig(_))));
+        assert!(matches!(Matmul.plan(&p, &config.clone().with("GROUP_M", 0)), Err(KernelError::Config(_))));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[1 << 16, 1 << 16, 64], DType::F16), &config),
+            Err(KernelError::BadConfig(_))
+        ));
+        assert!(matches!(
+            Matmul.plan(&Problem::new(&[16, 16, 16], DType::I32), &config),
+            Err(KernelError::DType { .. })
+        ));
+    }
+
+    #[test]
+    fn cost_counts_each_operand_once() {
+        let p = Problem::new(&[3, 5, 7], DType::F16).with("bias", "1");
+        assert_eq!(Matmul.cost(&p), Cost { bytes: 2 * (21 + 35 + 15 + 5), flops: 2 * 105 });
+    }
+}

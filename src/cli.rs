@@ -484,8 +484,8 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-fn program_text(program: &crate::Program, _locations: bool) -> String {
-    crate::text::print(program)
+fn program_text(program: &crate::Program, locations: bool) -> String {
+    crate::text::print_with(program, &crate::text::PrintOptions { locations })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -125,9 +125,43 @@ fn ir_prints_every_launch_with_config_overrides() {
 #[test]
 fn ir_locations_name_the_kernel_source() {
     let with = ok(&["ir", "vector_add", "--shape", "77", "--locations"]);
-    assert!(with.contains("vector_add.rs"), "--locations should name the kernel's source file:\n{with}");
+    assert!(with.contains("loc(\"src/kernels/vector_add.rs\""), "--locations should name the kernel's source file:\n{with}");
     let plain = ok(&["ir", "vector_add", "--shape", "77"]);
-    assert!(!plain.is_empty());
+    assert!(plain.contains("program vector_add(") && !plain.contains("loc("), "{plain}");
+}
+
+#[test]
+fn ir_of_one_launch_parses_back_to_the_planned_program() {
+    use tilekit::kernels::Problem;
+    let text = ok(&["ir", "vector_add", "--shape", "1000", "--dtype", "bf16", "--config", "BLOCK=128", "--locations"]);
+    let parsed = tilekit::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let kernel = kernels::find("vector_add").unwrap();
+    let config = kernel.configs()[0].merged(&"BLOCK=128".parse().unwrap());
+    let plan = kernel.plan(&Problem::new(&[1000], tilekit::DType::BF16), &config).unwrap();
+    assert_eq!(parsed, plan.launches[0].program);
+}
+
+#[test]
+fn ir_prints_every_launch_of_a_multi_launch_plan() {
+    // Find a kernel that plans more than one launch by default, so the test follows the library.
+    let Some(k) = kernels::all().into_iter().find(|k| {
+        k.plan(&k.test_problems(k.dtypes()[0])[0], &k.configs()[0]).is_ok_and(|p| p.launches.len() > 1)
+    }) else {
+        return;
+    };
+    let p = &k.test_problems(k.dtypes()[0])[0];
+    let shape = p.shape_string();
+    let mut args = vec!["ir", k.name(), "--shape", &shape, "--dtype", p.dtype.name()];
+    let opts: Vec<String> = p.opts.iter().map(|(key, v)| format!("{key}={v}")).collect();
+    for o in &opts {
+        args.extend(["--opt", o.as_str()]);
+    }
+    let out = ok(&args);
+    let n = k.plan(p, &k.configs()[0]).unwrap().launches.len();
+    for i in 1..=n {
+        assert!(out.contains(&format!("; launch {i} of {n}:")), "{out}");
+    }
+    assert_eq!(out.matches("\nprogram ").count() + usize::from(out.starts_with("program ")), n, "{out}");
 }
 
 #[test]

@@ -288,7 +288,7 @@ pub fn resolve_problem(kernel: &dyn Kernel, args: &ProblemArgs, dtype: Option<DT
         if !ranks.contains(&shape.len()) {
             return Err(CliError::Rank {
                 kernel: kernel.name().to_string(),
-                expected: kernel.shape_doc().to_string(),
+                expected: kernel.shape_doc().split(" (").next().unwrap_or_default().to_string(),
                 rank: problem.shape.len(),
                 text: text.clone(),
             });
@@ -404,13 +404,19 @@ fn list_kernels(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let rows: Vec<Vec<String>> = infos
         .iter()
         .map(|k| {
+            // A shape's explanation ("M x N x K (options: ...)") would make the column as wide as
+            // the terminal; it moves to the end of the description, the free-width column.
+            let (shape, note) = match k.shape.split_once(" (") {
+                Some((shape, note)) => (shape.to_string(), format!(" ({note}")),
+                None => (k.shape.clone(), String::new()),
+            };
             vec![
                 k.name.clone(),
                 k.dtypes.join(","),
-                k.shape.clone(),
+                shape,
                 k.configs.to_string(),
                 k.default_problem.text.clone(),
-                k.description.clone(),
+                k.description.clone() + &note,
             ]
         })
         .collect();

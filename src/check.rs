@@ -145,7 +145,7 @@ pub fn check(
         };
         buffers.push(b);
     }
-    let elapsed: Duration = device.run_plan(&plan, &buffers)?;
+    let elapsed: Duration = device.run_plan(&plan, &buffers, config)?;
     let reference = kernel.reference(problem, &input_values);
     let want = plan.outputs().count();
     if reference.len() != want {

@@ -11,7 +11,7 @@ pub mod device;
 pub mod kernels;
 
 pub use tilekit_core::{
-    builder, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar,
+    builder, gpu, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar,
     Tile, Type,
 };
 pub use device::Device;

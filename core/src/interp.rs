@@ -143,7 +143,7 @@ impl Data {
 }
 
 /// Rounds an f32 to the nearest value of a float dtype (ties to even).
-fn round_to(dtype: DType, x: f32) -> f32 {
+pub(crate) fn round_to(dtype: DType, x: f32) -> f32 {
     match dtype {
         DType::F16 => f16::from_f32(x).to_f32(),
         DType::BF16 => bf16::from_f32(x).to_f32(),
@@ -152,7 +152,7 @@ fn round_to(dtype: DType, x: f32) -> f32 {
 }
 
 /// Wraps an i64 to an integer dtype's width (sign- or zero-extending back).
-fn wrap_to(dtype: DType, x: i64) -> i64 {
+pub(crate) fn wrap_to(dtype: DType, x: i64) -> i64 {
     match dtype {
         DType::I1 => x & 1,
         DType::I8 => x as i8 as i64,
@@ -164,7 +164,7 @@ fn wrap_to(dtype: DType, x: i64) -> i64 {
     }
 }
 
-fn from_bits(dtype: DType, bits: u64) -> Result<i64, f32> {
+pub(crate) fn from_bits(dtype: DType, bits: u64) -> Result<i64, f32> {
     match dtype {
         DType::F16 => Err(f16::from_bits(bits as u16).to_f32()),
         DType::BF16 => Err(bf16::from_bits(bits as u16).to_f32()),
@@ -173,7 +173,7 @@ fn from_bits(dtype: DType, bits: u64) -> Result<i64, f32> {
     }
 }
 
-fn float_bits(dtype: DType, x: f32) -> u64 {
+pub(crate) fn float_bits(dtype: DType, x: f32) -> u64 {
     match dtype {
         DType::F16 => f16::from_f32(x).to_bits() as u64,
         DType::BF16 => bf16::from_f32(x).to_bits() as u64,
@@ -383,44 +383,8 @@ impl<'a> Instance<'a> {
         let dtype = self.ty(x).dtype;
         let _ = inst;
         Ok(match self.get(x) {
-            Data::Int(v) => Data::Int(
-                v.iter()
-                    .map(|&a| {
-                        let r = match op {
-                            UnaryOp::Neg => a.wrapping_neg(),
-                            UnaryOp::Not => !a,
-                            UnaryOp::Abs => a.wrapping_abs(),
-                            // float-only ops never reach integers (verified)
-                            _ => a,
-                        };
-                        wrap_to(dtype, r)
-                    })
-                    .collect(),
-            ),
-            Data::Float(v) => Data::Float(
-                v.iter()
-                    .map(|&a| {
-                        let r = match op {
-                            UnaryOp::Neg => -a,
-                            UnaryOp::Not => a,
-                            UnaryOp::Abs => a.abs(),
-                            UnaryOp::Exp => a.exp(),
-                            UnaryOp::Exp2 => a.exp2(),
-                            UnaryOp::Log => a.ln(),
-                            UnaryOp::Log2 => a.log2(),
-                            UnaryOp::Sqrt => a.sqrt(),
-                            UnaryOp::Rsqrt => 1.0 / a.sqrt(),
-                            UnaryOp::Sin => a.sin(),
-                            UnaryOp::Cos => a.cos(),
-                            UnaryOp::Tanh => a.tanh(),
-                            UnaryOp::Erf => libm::erff(a),
-                            UnaryOp::Floor => a.floor(),
-                            UnaryOp::Ceil => a.ceil(),
-                        };
-                        round_to(dtype, r)
-                    })
-                    .collect(),
-            ),
+            Data::Int(v) => Data::Int(v.iter().map(|&a| unary_int(op, dtype, a)).collect()),
+            Data::Float(v) => Data::Float(v.iter().map(|&a| unary_float(op, dtype, a)).collect()),
         })
     }
 
@@ -428,77 +392,30 @@ impl<'a> Instance<'a> {
         let dtype = self.ty(lhs).dtype;
         Ok(match (self.get(lhs), self.get(rhs)) {
             (Data::Int(a), Data::Int(b)) => {
-                let signed = dtype.is_signed_int();
                 let bits = dtype.bits();
                 let mut out = Vec::with_capacity(a.len());
                 for (lane, (&x, &y)) in a.iter().zip(b).enumerate() {
-                    let r = match op {
-                        BinaryOp::Add => x.wrapping_add(y),
-                        BinaryOp::Sub => x.wrapping_sub(y),
-                        BinaryOp::Mul => x.wrapping_mul(y),
-                        BinaryOp::Div | BinaryOp::Rem => {
-                            if y == 0 {
-                                return Err(InterpError::DivisionByZero {
-                                    op: inst.op.name().into(),
-                                    loc: inst.loc.clone(),
-                                    pid: self.pid,
-                                    lane,
-                                });
-                            }
-                            // Values of unsigned dtypes are held non-negative, so i64 division
-                            // is unsigned division for them; wrapping covers i64::MIN / -1.
-                            if op == BinaryOp::Div { x.wrapping_div(y) } else { x.wrapping_rem(y) }
-                        }
-                        BinaryOp::And => x & y,
-                        BinaryOp::Or => x | y,
-                        BinaryOp::Xor => x ^ y,
-                        BinaryOp::Shl | BinaryOp::Shr => {
-                            if y < 0 || y >= bits as i64 {
-                                return Err(InterpError::ShiftOutOfRange {
-                                    op: inst.op.name().into(),
-                                    loc: inst.loc.clone(),
-                                    pid: self.pid,
-                                    lane,
-                                    amount: y,
-                                    bits,
-                                });
-                            }
-                            if op == BinaryOp::Shl {
-                                x.wrapping_shl(y as u32)
-                            } else if signed {
-                                x >> y
-                            } else {
-                                // Unsigned values are held zero-extended: a plain shift is logical.
-                                ((x as u64) >> y) as i64
-                            }
-                        }
-                        BinaryOp::Max => x.max(y),
-                        BinaryOp::Min => x.min(y),
-                    };
-                    out.push(wrap_to(dtype, r));
+                    let r = binary_int(op, dtype, x, y).map_err(|e| match e {
+                        IntFault::DivisionByZero => InterpError::DivisionByZero {
+                            op: inst.op.name().into(),
+                            loc: inst.loc.clone(),
+                            pid: self.pid,
+                            lane,
+                        },
+                        IntFault::Shift => InterpError::ShiftOutOfRange {
+                            op: inst.op.name().into(),
+                            loc: inst.loc.clone(),
+                            pid: self.pid,
+                            lane,
+                            amount: y,
+                            bits,
+                        },
+                    })?;
+                    out.push(r);
                 }
                 Data::Int(out)
             }
-            (Data::Float(a), Data::Float(b)) => Data::Float(
-                a.iter()
-                    .zip(b)
-                    .map(|(&x, &y)| {
-                        let r = match op {
-                            BinaryOp::Add => x + y,
-                            BinaryOp::Sub => x - y,
-                            BinaryOp::Mul => x * y,
-                            BinaryOp::Div => x / y,
-                            BinaryOp::Rem => x % y,
-                            // f32::max/min are IEEE maxNum/minNum: a NaN loses to a number.
-                            BinaryOp::Max => x.max(y),
-                            BinaryOp::Min => x.min(y),
-                            // integer-only ops never reach floats (verified)
-                            _ => x,
-                        };
-                        round_to(dtype, r)
-                    })
-                    .collect(),
-            ),
+            (Data::Float(a), Data::Float(b)) => Data::Float(a.iter().zip(b).map(|(&x, &y)| binary_float(op, dtype, x, y)).collect()),
             _ => unreachable!("verified: operands share a dtype"),
         })
     }
@@ -605,46 +522,9 @@ impl<'a> Instance<'a> {
                 old.push(None);
                 continue;
             };
-            let prev = buf.atomic_update_bits(i, |bits| {
-                let cur = from_bits(dtype, bits);
-                match (cur, val) {
-                    (Ok(c), Data::Int(v)) => {
-                        let x = v[lane];
-                        let n = match op {
-                            Some(AtomicOp::Add) => c.wrapping_add(x),
-                            Some(AtomicOp::Max) => c.max(x),
-                            Some(AtomicOp::Min) => c.min(x),
-                            Some(AtomicOp::Xchg) => x,
-                            None => {
-                                if c == cmpv.map_or(0, |d| d.ints()[lane]) {
-                                    x
-                                } else {
-                                    c
-                                }
-                            }
-                        };
-                        wrap_to(dtype, n) as u64
-                    }
-                    (Err(c), Data::Float(v)) => {
-                        let x = v[lane];
-                        let n = match op {
-                            Some(AtomicOp::Add) => c + x,
-                            Some(AtomicOp::Max) => c.max(x),
-                            Some(AtomicOp::Min) => c.min(x),
-                            Some(AtomicOp::Xchg) => x,
-                            None => {
-                                if c.to_bits() == cmpv.map_or(0, |d| d.floats()[lane].to_bits()) {
-                                    x
-                                } else {
-                                    c
-                                }
-                            }
-                        };
-                        float_bits(dtype, n)
-                    }
-                    _ => bits,
-                }
-            });
+            let value = Elem::of(val, lane);
+            let cmp = cmpv.map(|c| Elem::of(c, lane));
+            let prev = buf.atomic_update_bits(i, |bits| atomic_new_bits(op, dtype, bits, value, cmp));
             old.push(Some(from_bits(dtype, prev)));
         }
         Ok(if dtype.is_float() {
@@ -793,8 +673,8 @@ impl<'a> Instance<'a> {
 }
 
 /// One element during reductions and scans.
-#[derive(Clone, Copy, Debug)]
-enum Elem {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Elem {
     I(i64),
     F(f32),
 }
@@ -836,33 +716,177 @@ fn scalar_data(s: Scalar, dtype: DType) -> Data {
 
 /// Conversion semantics of [`Op::Cast`].
 fn cast(x: &Data, from: DType, to: DType) -> Data {
+    let _ = from;
     match (x, to.is_float()) {
         (Data::Float(v), true) => Data::Float(v.iter().map(|&a| round_to(to, a)).collect()),
-        (Data::Int(v), true) => Data::Float(
-            v.iter()
-                .map(|&a| match to {
-                    // Straight from the integer (exact in f64 below 2^53), rounded once.
-                    DType::F16 => f16::from_f64(a as f64).to_f32(),
-                    DType::BF16 => bf16::from_f64(a as f64).to_f32(),
-                    _ => a as f32,
-                })
-                .collect(),
-        ),
-        (Data::Float(v), false) => Data::Int(
-            v.iter()
-                .map(|&a| {
-                    if to == DType::I1 {
-                        return (a != 0.0) as i64;
-                    }
-                    // Truncate toward zero, saturate, NaN -> 0 (Rust's `as`), then clamp.
-                    let (lo, hi) = to.int_range().unwrap_or((i64::MIN, i64::MAX));
-                    (a as i64).clamp(lo, hi)
-                })
-                .collect(),
-        ),
-        (Data::Int(v), false) => {
-            let _ = from;
-            Data::Int(v.iter().map(|&a| if to == DType::I1 { (a != 0) as i64 } else { wrap_to(to, a) }).collect())
+        (Data::Int(v), true) => Data::Float(v.iter().map(|&a| int_to_float(to, a)).collect()),
+        (Data::Float(v), false) => Data::Int(v.iter().map(|&a| float_to_int(to, a)).collect()),
+        (Data::Int(v), false) => Data::Int(v.iter().map(|&a| int_to_int(to, a)).collect()),
+    }
+}
+
+/// An integer converted to a float dtype, rounded once (exact in f64 below 2^53).
+pub(crate) fn int_to_float(to: DType, a: i64) -> f32 {
+    match to {
+        DType::F16 => f16::from_f64(a as f64).to_f32(),
+        DType::BF16 => bf16::from_f64(a as f64).to_f32(),
+        _ => a as f32,
+    }
+}
+
+/// A float converted to an integer dtype: truncated toward zero, saturated, NaN -> 0; `i1` is
+/// `a != 0`.
+pub(crate) fn float_to_int(to: DType, a: f32) -> i64 {
+    if to == DType::I1 {
+        return (a != 0.0) as i64;
+    }
+    let (lo, hi) = to.int_range().unwrap_or((i64::MIN, i64::MAX));
+    (a as i64).clamp(lo, hi)
+}
+
+/// An integer converted to another: wrapped, or `a != 0` for `i1`.
+pub(crate) fn int_to_int(to: DType, a: i64) -> i64 {
+    if to == DType::I1 {
+        (a != 0) as i64
+    } else {
+        wrap_to(to, a)
+    }
+}
+
+/// `op a` on an integer held as i64, wrapped to `dtype`.
+pub(crate) fn unary_int(op: UnaryOp, dtype: DType, a: i64) -> i64 {
+    let r = match op {
+        UnaryOp::Neg => a.wrapping_neg(),
+        UnaryOp::Not => !a,
+        UnaryOp::Abs => a.wrapping_abs(),
+        // float-only ops never reach integers (verified)
+        _ => a,
+    };
+    wrap_to(dtype, r)
+}
+
+/// `op a` on a float held as f32, rounded to `dtype`.
+pub(crate) fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
+    let r = match op {
+        UnaryOp::Neg => -a,
+        UnaryOp::Not => a,
+        UnaryOp::Abs => a.abs(),
+        UnaryOp::Exp => a.exp(),
+        UnaryOp::Exp2 => a.exp2(),
+        UnaryOp::Log => a.ln(),
+        UnaryOp::Log2 => a.log2(),
+        UnaryOp::Sqrt => a.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / a.sqrt(),
+        UnaryOp::Sin => a.sin(),
+        UnaryOp::Cos => a.cos(),
+        UnaryOp::Tanh => a.tanh(),
+        UnaryOp::Erf => libm::erff(a),
+        UnaryOp::Floor => a.floor(),
+        UnaryOp::Ceil => a.ceil(),
+    };
+    round_to(dtype, r)
+}
+
+/// An integer fault the interpreter reports with its location.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IntFault {
+    DivisionByZero,
+    Shift,
+}
+
+/// `x op y` on integers held as i64, wrapped to `dtype`.
+pub(crate) fn binary_int(op: BinaryOp, dtype: DType, x: i64, y: i64) -> Result<i64, IntFault> {
+    let r = match op {
+        BinaryOp::Add => x.wrapping_add(y),
+        BinaryOp::Sub => x.wrapping_sub(y),
+        BinaryOp::Mul => x.wrapping_mul(y),
+        BinaryOp::Div | BinaryOp::Rem => {
+            if y == 0 {
+                return Err(IntFault::DivisionByZero);
+            }
+            // Values of unsigned dtypes are held non-negative, so i64 division is unsigned
+            // division for them; wrapping covers i64::MIN / -1.
+            if op == BinaryOp::Div {
+                x.wrapping_div(y)
+            } else {
+                x.wrapping_rem(y)
+            }
         }
+        BinaryOp::And => x & y,
+        BinaryOp::Or => x | y,
+        BinaryOp::Xor => x ^ y,
+        BinaryOp::Shl | BinaryOp::Shr => {
+            if y < 0 || y >= dtype.bits() as i64 {
+                return Err(IntFault::Shift);
+            }
+            if op == BinaryOp::Shl {
+                x.wrapping_shl(y as u32)
+            } else if dtype.is_signed_int() {
+                x >> y
+            } else {
+                // Unsigned values are held zero-extended: a plain shift is logical.
+                ((x as u64) >> y) as i64
+            }
+        }
+        BinaryOp::Max => x.max(y),
+        BinaryOp::Min => x.min(y),
+    };
+    Ok(wrap_to(dtype, r))
+}
+
+/// `x op y` on floats held as f32, rounded to `dtype`.
+pub(crate) fn binary_float(op: BinaryOp, dtype: DType, x: f32, y: f32) -> f32 {
+    let r = match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        BinaryOp::Rem => x % y,
+        // f32::max/min are IEEE maxNum/minNum: a NaN loses to a number.
+        BinaryOp::Max => x.max(y),
+        BinaryOp::Min => x.min(y),
+        // integer-only ops never reach floats (verified)
+        _ => x,
+    };
+    round_to(dtype, r)
+}
+
+/// The new bits of an atomic's element: `op` applied to the old bits and `value`, or, for
+/// compare-and-swap (`op` is `None`), `value` where the old value equals `cmp` bitwise.
+pub(crate) fn atomic_new_bits(op: Option<AtomicOp>, dtype: DType, bits: u64, value: Elem, cmp: Option<Elem>) -> u64 {
+    match (from_bits(dtype, bits), value) {
+        (Ok(c), Elem::I(x)) => {
+            let n = match op {
+                Some(AtomicOp::Add) => c.wrapping_add(x),
+                Some(AtomicOp::Max) => c.max(x),
+                Some(AtomicOp::Min) => c.min(x),
+                Some(AtomicOp::Xchg) => x,
+                None => {
+                    if Some(Elem::I(c)) == cmp {
+                        x
+                    } else {
+                        c
+                    }
+                }
+            };
+            wrap_to(dtype, n) as u64
+        }
+        (Err(c), Elem::F(x)) => {
+            let n = match op {
+                Some(AtomicOp::Add) => c + x,
+                Some(AtomicOp::Max) => c.max(x),
+                Some(AtomicOp::Min) => c.min(x),
+                Some(AtomicOp::Xchg) => x,
+                None => {
+                    if matches!(cmp, Some(Elem::F(y)) if y.to_bits() == c.to_bits()) {
+                        x
+                    } else {
+                        c
+                    }
+                }
+            };
+            float_bits(dtype, n)
+        }
+        _ => bits,
     }
 }

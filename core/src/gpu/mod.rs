@@ -6,7 +6,57 @@
 
 pub mod emit;
 pub mod layout;
+pub mod lower;
+pub mod simt;
 pub mod target;
 
 pub use emit::Emitter;
 pub use target::{Isa, MatrixInstr, SubgroupOps, Target};
+
+use crate::ir::Program;
+use crate::text::{print_with, PrintOptions};
+
+/// The GPU IR as text: the tile program with the layout the lowering gave every data value
+/// (recipes, materialized per use, and scalars are marked as such), headed by the launch shape
+/// and resources. This is what `tilekit ir --gpu` prints.
+pub fn describe(program: &Program, target: &Target, options: &lower::LowerOptions) -> Result<String, lower::LowerError> {
+    let lowered = simt::compile(program, target, options)?;
+    let info = &lowered.info;
+    let mut out = String::new();
+    out.push_str(&format!("; target {target}\n"));
+    out.push_str(&format!(
+        "; {} threads ({} warps of {}), {} bytes of shared memory{}, {} layout conversions, {} per-thread instructions\n",
+        info.threads,
+        options.num_warps,
+        target.subgroup_size,
+        info.shared_bytes,
+        if info.shared.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", info.shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + "))
+        },
+        info.conversions,
+        lowered.num_instructions(),
+    ));
+    let text = print_with(program, &PrintOptions { locations: false });
+    for line in text.lines() {
+        out.push_str(line);
+        let t = line.trim_start();
+        let first = t.strip_prefix('%').and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next());
+        if let Some(idx) = first.and_then(|d| d.parse::<usize>().ok()) {
+            if t.contains(" = ") {
+                let note = match info.homes.get(idx) {
+                    Some(Some(l)) => format!("{l}"),
+                    _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => {
+                        "#uniform".to_string()
+                    }
+                    _ => "#recipe".to_string(),
+                };
+                out.push_str("  ; ");
+                out.push_str(&note);
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}

@@ -1,0 +1,1491 @@
+//! Lowering a tile program to a per-thread scalar program, shared by every backend.
+//!
+//! Values fall in three classes:
+//! - *scalars* (rank 0) are computed by every thread (`#uniform`);
+//! - *recipes* are pure functions of thread coordinates and scalars (`arange`, `splat`,
+//!   `broadcast`, `expand_dims`, `trans` and elementwise ops over recipes). They have no home: a
+//!   use materializes them directly in the layout it needs, so index arithmetic never moves data
+//!   between threads;
+//! - *data* (loads, reductions, scans, dots, loop-carried and `if` values, elementwise ops over
+//!   data) live in one *home* layout, computed once; a use in another layout converts through
+//!   shared memory.
+//!
+//! Homes are chosen for coalescing: a blocked layout with lanes along the contiguous last
+//! dimension ([`Blocked::for_shape`]), inherited by everything computed from a value, and a
+//! slice of its operand's layout for a reduction. Reductions combine within a thread, then
+//! across lanes with shuffles (xor butterfly) when the target has them, then across warps
+//! through shared memory. Every shared-memory use starts with a barrier, so uses never overlap
+//! and the requirement is the largest single use per dtype, checked against the target.
+//!
+//! bf16 values are held in f32 registers rounded to bf16 after every operation, which is exactly
+//! the interpreter's semantics; backends see bf16 only at loads, stores and casts.
+
+use std::collections::HashMap;
+
+use crate::dtype::{DType, Scalar};
+use crate::gpu::emit::Emitter;
+use crate::gpu::layout::{Blocked, Dist, Layout, ThreadSrc, ThreadTerm};
+use crate::gpu::target::Target;
+use crate::ir::*;
+use crate::verify::{verify, VerifyError};
+
+/// Launch-shape choices that are not part of the tile program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LowerOptions {
+    /// Warps per program; threads = num_warps * subgroup size.
+    pub num_warps: u32,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions { num_warps: 4 }
+    }
+}
+
+/// Most registers one tile value may take per thread before the lowering refuses: beyond this
+/// every GPU spills.
+pub const MAX_REGS_PER_VALUE: usize = 256;
+
+/// Why a program cannot be lowered for a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error("{threads} threads per program ({num_warps} warps of {warp}) exceed the target's limit of {max}")]
+    Threads { threads: u32, num_warps: u32, warp: u32, max: u32 },
+    #[error("`{op}` at {loc}: target {target} does not support {dtype}")]
+    DType { op: String, loc: Loc, dtype: DType, target: String },
+    #[error("`{op}` at {loc}: {ty} needs {regs} registers per thread with {threads} threads; at most {max} (use smaller blocks or more warps)")]
+    Registers { op: String, loc: Loc, ty: String, regs: usize, threads: u32, max: usize },
+    #[error("the program needs {needed} bytes of shared memory ({detail}), the target has {available}")]
+    SharedMemory { needed: u64, available: u32, detail: String },
+    #[error("`{op}` at {loc}: {what} is not supported by this lowering yet")]
+    Unsupported { op: String, loc: Loc, what: String },
+}
+
+/// What the lowering decided, for reports and for `tilekit ir --gpu`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowerInfo {
+    pub threads: u32,
+    /// Home layout of every data value (index = value), `None` for scalars and recipes.
+    pub homes: Vec<Option<Layout>>,
+    /// Shared memory per dtype in elements, and the total in bytes.
+    pub shared: Vec<(DType, u32)>,
+    pub shared_bytes: u64,
+    /// Layout conversions through shared memory that were emitted.
+    pub conversions: usize,
+}
+
+type R<T> = Result<T, LowerError>;
+
+/// Lowers `program` for `target` through `emitter`.
+pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOptions, emitter: &mut E) -> R<LowerInfo> {
+    verify(program)?;
+    let warp = target.subgroup_size.max(1);
+    let threads = options.num_warps.max(1) * warp;
+    if threads > target.max_threads_per_program {
+        return Err(LowerError::Threads { threads, num_warps: options.num_warps, warp, max: target.max_threads_per_program });
+    }
+    check_dtypes(program, target)?;
+    let mut lw = Lowerer {
+        p: program,
+        target,
+        e: emitter,
+        warp,
+        num_warps: options.num_warps.max(1),
+        threads,
+        tid: None,
+        lane: None,
+        warp_id: None,
+        scalars: HashMap::new(),
+        data: HashMap::new(),
+        memo: HashMap::new(),
+        depth: 0,
+        shared: HashMap::new(),
+        conversions: 0,
+        homes: vec![None; program.values.len()],
+    };
+    let tid = lw.e.thread_index();
+    let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
+    let lane = lw.e.binary(BinaryOp::And, DType::I32, tid, wmask);
+    let wshift = lw.e.constant(DType::I32, Scalar::Int(warp.trailing_zeros() as i64));
+    let warp_id = lw.e.binary(BinaryOp::Shr, DType::I32, tid, wshift);
+    lw.tid = Some(tid);
+    lw.lane = Some(lane);
+    lw.warp_id = Some(warp_id);
+    lw.block(&program.body)?;
+    let mut shared: Vec<(DType, u32)> = lw.shared.iter().map(|(&d, &n)| (d, n)).collect();
+    shared.sort();
+    let shared_bytes: u64 = shared.iter().map(|&(d, n)| n as u64 * smem_elem_bytes(d)).sum();
+    if shared_bytes > target.shared_memory_bytes as u64 {
+        let detail = shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + ");
+        return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
+    }
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions })
+}
+
+/// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
+fn smem_elem_bytes(d: DType) -> u64 {
+    if d == DType::I1 {
+        4
+    } else {
+        d.size_bytes() as u64
+    }
+}
+
+fn check_dtypes(program: &Program, target: &Target) -> R<()> {
+    let mut err = None;
+    program.walk(&mut |inst| {
+        if err.is_some() {
+            return;
+        }
+        for &r in &inst.results {
+            let d = program.ty(r).dtype;
+            if !target.supports(d) {
+                err = Some(LowerError::DType { op: inst.op.name().into(), loc: inst.loc.clone(), dtype: d, target: target.name.clone() });
+            }
+        }
+    });
+    for p in &program.params {
+        let d = match p.kind {
+            ParamKind::Buffer { dtype, .. } | ParamKind::Scalar { dtype } => dtype,
+        };
+        if !target.supports(d) && err.is_none() {
+            err = Some(LowerError::DType { op: format!("parameter {}", p.name), loc: Loc::default(), dtype: d, target: target.name.clone() });
+        }
+    }
+    err.map_or(Ok(()), Err)
+}
+
+/// The dtype a value of `d` has in registers.
+fn reg_dtype(d: DType) -> DType {
+    if d == DType::BF16 {
+        DType::F32
+    } else {
+        d
+    }
+}
+
+/// Memoized per-layout materializations, valid at `depth` and deeper.
+struct MemoEntry<V> {
+    depth: usize,
+    regs: Vec<V>,
+}
+
+struct Lowerer<'a, E: Emitter> {
+    p: &'a Program,
+    target: &'a Target,
+    e: &'a mut E,
+    warp: u32,
+    num_warps: u32,
+    threads: u32,
+    tid: Option<E::V>,
+    lane: Option<E::V>,
+    warp_id: Option<E::V>,
+    scalars: HashMap<Value, E::V>,
+    /// Data values: home layout and registers.
+    data: HashMap<Value, (Layout, Vec<E::V>)>,
+    memo: HashMap<(Value, Layout), MemoEntry<E::V>>,
+    depth: usize,
+    shared: HashMap<DType, u32>,
+    conversions: usize,
+    homes: Vec<Option<Layout>>,
+}
+
+/// Coordinates of a distribution's registers in this thread.
+struct Coords<V> {
+    /// Per register, per dimension.
+    coords: Vec<Vec<V>>,
+    /// Per register, whether this thread owns the element (None: always).
+    owner: Vec<Option<V>>,
+}
+
+impl<'a, E: Emitter> Lowerer<'a, E> {
+    fn ty(&self, v: Value) -> &'a Type {
+        self.p.ty(v)
+    }
+
+    fn c_i32(&mut self, x: i64) -> E::V {
+        self.e.constant(DType::I32, Scalar::Int(x))
+    }
+
+    fn push_scope(&mut self) {
+        self.depth += 1;
+    }
+
+    fn pop_scope(&mut self) {
+        self.depth -= 1;
+        let d = self.depth;
+        self.memo.retain(|_, m| m.depth <= d);
+    }
+
+    fn default_layout(&self, shape: &[usize]) -> Layout {
+        if shape.is_empty() {
+            return Layout::Uniform;
+        }
+        Layout::Blocked(Blocked::for_shape(shape, 1, self.warp, self.num_warps))
+    }
+
+    fn dist(&self, layout: &Layout, shape: &[usize]) -> Dist {
+        layout.dist(shape, self.warp)
+    }
+
+    fn check_regs(&self, inst: &Inst, ty: &Type, layout: &Layout) -> R<()> {
+        let n = self.dist(layout, &ty.shape).num_regs();
+        if n > MAX_REGS_PER_VALUE {
+            return Err(LowerError::Registers {
+                op: inst.op.name().into(),
+                loc: inst.loc.clone(),
+                ty: ty.to_string(),
+                regs: n,
+                threads: self.threads,
+                max: MAX_REGS_PER_VALUE,
+            });
+        }
+        Ok(())
+    }
+
+    fn reserve(&mut self, dtype: DType, len: usize) {
+        let len = len as u32;
+        let e = self.shared.entry(dtype).or_insert(0);
+        *e = (*e).max(len);
+        self.e.reserve_shared(dtype, len);
+    }
+
+    // ----- classes -----
+
+    fn is_data(&self, v: Value) -> bool {
+        self.data.contains_key(&v)
+    }
+
+    fn set_data(&mut self, v: Value, layout: Layout, regs: Vec<E::V>) {
+        self.homes[v.index()] = Some(layout.clone());
+        self.data.insert(v, (layout, regs));
+    }
+
+    fn scalar(&self, v: Value) -> E::V {
+        self.scalars[&v]
+    }
+
+    // ----- thread coordinates -----
+
+    fn term_value(&mut self, t: &ThreadTerm) -> E::V {
+        let src = match t.src {
+            ThreadSrc::Lane => self.lane,
+            ThreadSrc::Warp => self.warp_id,
+        }
+        .expect("thread ids are emitted first");
+        let sh = self.c_i32(t.shift as i64);
+        let x = self.e.binary(BinaryOp::Shr, DType::I32, src, sh);
+        let m = self.c_i32(t.mask as i64);
+        let x = self.e.binary(BinaryOp::And, DType::I32, x, m);
+        if t.mult == 1 {
+            x
+        } else {
+            let mult = self.c_i32(t.mult as i64);
+            self.e.binary(BinaryOp::Mul, DType::I32, x, mult)
+        }
+    }
+
+    /// Per-register coordinates and ownership of `dist` in this thread.
+    fn coords(&mut self, dist: &Dist) -> Coords<E::V> {
+        let rank = dist.shape.len();
+        let bases: Vec<Option<E::V>> = (0..rank)
+            .map(|d| {
+                let terms = dist.terms[d].clone();
+                let mut acc: Option<E::V> = None;
+                for t in &terms {
+                    let v = self.term_value(t);
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => self.e.binary(BinaryOp::Add, DType::I32, a, v),
+                    });
+                }
+                acc
+            })
+            .collect();
+        let mut replica_ok: Option<E::V> = None;
+        for t in dist.replica_terms.clone() {
+            let v = self.term_value(&t);
+            let zero = self.c_i32(0);
+            let c = self.e.cmp(CmpPred::Eq, DType::I32, v, zero);
+            replica_ok = Some(match replica_ok {
+                None => c,
+                Some(a) => self.e.binary(BinaryOp::And, DType::I1, a, c),
+            });
+        }
+        let mut coords = Vec::with_capacity(dist.regs.len());
+        let mut owner = Vec::with_capacity(dist.regs.len());
+        for r in &dist.regs {
+            let mut cs = Vec::with_capacity(rank);
+            let mut own = replica_ok;
+            for d in 0..rank {
+                let st = self.c_i32(r[d] as i64);
+                let u = match bases[d] {
+                    Some(b) => self.e.binary(BinaryOp::Add, DType::I32, st, b),
+                    None => st,
+                };
+                if dist.wrap[d] {
+                    let ext = self.c_i32(dist.shape[d] as i64);
+                    let inb = self.e.cmp(CmpPred::Lt, DType::I32, u, ext);
+                    own = Some(match own {
+                        None => inb,
+                        Some(a) => self.e.binary(BinaryOp::And, DType::I1, a, inb),
+                    });
+                    let m = self.c_i32(dist.shape[d] as i64 - 1);
+                    cs.push(self.e.binary(BinaryOp::And, DType::I32, u, m));
+                } else {
+                    cs.push(u);
+                }
+            }
+            coords.push(cs);
+            owner.push(own);
+        }
+        Coords { coords, owner }
+    }
+
+    /// Row-major linear index of coordinates in `shape`.
+    fn linear(&mut self, coords: &[E::V], shape: &[usize]) -> E::V {
+        let mut acc: Option<E::V> = None;
+        for (d, &c) in coords.iter().enumerate() {
+            acc = Some(match acc {
+                None => c,
+                Some(a) => {
+                    let ext = self.c_i32(shape[d] as i64);
+                    let m = self.e.binary(BinaryOp::Mul, DType::I32, a, ext);
+                    self.e.binary(BinaryOp::Add, DType::I32, m, c)
+                }
+            });
+        }
+        acc.unwrap_or_else(|| self.c_i32(0))
+    }
+
+    // ----- materialization -----
+
+    /// The registers of tile `v` in `layout`.
+    fn get(&mut self, v: Value, layout: &Layout) -> R<Vec<E::V>> {
+        let ty = self.ty(v);
+        if ty.is_scalar() {
+            return Ok(vec![self.scalar(v)]);
+        }
+        if let Some((home, regs)) = self.data.get(&v) {
+            if home == layout {
+                return Ok(regs.clone());
+            }
+        }
+        if let Some(m) = self.memo.get(&(v, layout.clone())) {
+            return Ok(m.regs.clone());
+        }
+        let regs = if let Some((home, regs)) = self.data.get(&v).cloned() {
+            self.convert(&ty.shape, ty.dtype, &home, &regs, layout)?
+        } else {
+            self.materialize(v, layout)?
+        };
+        self.memo.insert((v, layout.clone()), MemoEntry { depth: self.depth, regs: regs.clone() });
+        Ok(regs)
+    }
+
+    /// Registers of `v` in its home if it is data, else in the default layout for its shape.
+    fn get_natural(&mut self, v: Value) -> R<(Layout, Vec<E::V>)> {
+        if let Some((home, regs)) = self.data.get(&v) {
+            return Ok((home.clone(), regs.clone()));
+        }
+        let l = self.default_layout(&self.ty(v).shape);
+        let regs = self.get(v, &l)?;
+        Ok((l, regs))
+    }
+
+    /// The layout an op over `operands` computes in: the home of its first data operand, else
+    /// the default for `shape`.
+    fn pick_layout(&self, operands: &[Value], shape: &[usize]) -> Layout {
+        operands
+            .iter()
+            .find_map(|v| self.data.get(v).map(|(l, _)| l.clone()))
+            .unwrap_or_else(|| self.default_layout(shape))
+    }
+
+    /// Emits a recipe value in `layout`.
+    fn materialize(&mut self, v: Value, layout: &Layout) -> R<Vec<E::V>> {
+        let inst = self.def(v);
+        let ty = self.ty(v);
+        let dist = self.dist(layout, &ty.shape);
+        match &inst.op {
+            Op::Arange { start, .. } => {
+                let c = self.coords(&dist);
+                let s = self.c_i32(*start);
+                Ok(c.coords.iter().map(|cs| self.e.binary(BinaryOp::Add, DType::I32, cs[0], s)).collect())
+            }
+            Op::Splat { x } => {
+                let s = self.scalar(*x);
+                Ok(vec![s; dist.num_regs()])
+            }
+            Op::Broadcast { x } => {
+                let xin = self.get(*x, layout)?;
+                let din = self.dist(layout, &self.ty(*x).shape);
+                self.remap(&dist, &din, &xin, |r| r.to_vec())
+            }
+            Op::ExpandDims { x, axis } => {
+                let sl = Layout::Slice { dim: *axis, parent: Box::new(layout.clone()) };
+                let xin = self.get(*x, &sl)?;
+                let din = self.dist(&sl, &self.ty(*x).shape);
+                let a = *axis as usize;
+                self.remap(&dist, &din, &xin, |r| {
+                    let mut r = r.to_vec();
+                    r.remove(a);
+                    r
+                })
+            }
+            Op::Trans { x, perm } => {
+                let mut inv = vec![0u32; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inv[p as usize] = i as u32;
+                }
+                match layout.permuted(&inv) {
+                    Some(xl) => {
+                        let xin = self.get(*x, &xl)?;
+                        let din = self.dist(&xl, &self.ty(*x).shape);
+                        let perm = perm.clone();
+                        self.remap(&dist, &din, &xin, |r| {
+                            let mut o = vec![0u32; r.len()];
+                            for (i, &p) in perm.iter().enumerate() {
+                                o[p as usize] = r[i];
+                            }
+                            o
+                        })
+                    }
+                    None => {
+                        // A slice layout has no permuted form: exchange through shared memory.
+                        let (xl, xregs) = self.get_natural(*x)?;
+                        let xshape = self.ty(*x).shape.clone();
+                        let perm = perm.clone();
+                        self.exchange(ty.dtype, &xshape, &xl, &xregs, &ty.shape, layout, |c| {
+                            let mut o = vec![c[0]; c.len()];
+                            for (i, &p) in perm.iter().enumerate() {
+                                o[p as usize] = c[i];
+                            }
+                            o
+                        })
+                    }
+                }
+            }
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                let ops = inst.op.operands();
+                let mut regs_in = Vec::with_capacity(ops.len());
+                for &o in &ops {
+                    regs_in.push(self.get(o, layout)?);
+                }
+                let n = dist.num_regs();
+                let mut out = Vec::with_capacity(n);
+                for r in 0..n {
+                    let args: Vec<E::V> = regs_in.iter().map(|rs| rs[r]).collect();
+                    out.push(self.scalar_op(inst, &args));
+                }
+                Ok(out)
+            }
+            _ => unreachable!("only recipe ops are materialized lazily"),
+        }
+    }
+
+    /// Picks, for every register of `out`, the register of `input` with the same static offsets
+    /// (after `key_of` maps output offsets to input offsets).
+    fn remap(&mut self, out: &Dist, input: &Dist, regs: &[E::V], key_of: impl Fn(&[u32]) -> Vec<u32>) -> R<Vec<E::V>> {
+        let idx = input.index();
+        out.regs
+            .iter()
+            .map(|r| {
+                let k = input.key(&key_of(r));
+                idx.get(&k).map(|&i| regs[i]).ok_or_else(|| LowerError::Unsupported {
+                    op: "layout".into(),
+                    loc: Loc::default(),
+                    what: format!("register {r:?} has no source in {:?}", input.shape),
+                })
+            })
+            .collect()
+    }
+
+    /// Moves a tile from one layout to another through shared memory.
+    fn convert(&mut self, shape: &[usize], dtype: DType, from: &Layout, regs: &[E::V], to: &Layout) -> R<Vec<E::V>> {
+        self.exchange(dtype, shape, from, regs, shape, to, |c| c.to_vec())
+    }
+
+    /// Writes `regs` (layout `from` over `src_shape`) to shared memory and reads back `to` over
+    /// `dst_shape`, where destination coordinates `c` read source coordinates `src_of(c)`.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange(
+        &mut self,
+        dtype: DType,
+        src_shape: &[usize],
+        from: &Layout,
+        regs: &[E::V],
+        dst_shape: &[usize],
+        to: &Layout,
+        src_of: impl Fn(&[E::V]) -> Vec<E::V>,
+    ) -> R<Vec<E::V>> {
+        self.conversions += 1;
+        let sd = reg_dtype(dtype);
+        let numel: usize = src_shape.iter().product();
+        self.reserve(sd, numel);
+        self.e.barrier();
+        let sdist = self.dist(from, src_shape);
+        let sc = self.coords(&sdist);
+        for (r, cs) in sc.coords.iter().enumerate() {
+            let lin = self.linear(cs, src_shape);
+            self.e.store_shared(sd, lin, regs[r]);
+        }
+        self.e.barrier();
+        let ddist = self.dist(to, dst_shape);
+        let dc = self.coords(&ddist);
+        let mut out = Vec::with_capacity(ddist.num_regs());
+        for cs in &dc.coords {
+            let src = src_of(cs);
+            let lin = self.linear(&src, src_shape);
+            out.push(self.e.load_shared(sd, lin));
+        }
+        Ok(out)
+    }
+
+    fn def(&self, v: Value) -> &'a Inst {
+        // Built once per lowering; programs are small, a linear search per recipe is cheap
+        // compared with emitting it.
+        fn find(b: &Block, v: Value) -> Option<&Inst> {
+            for inst in &b.insts {
+                if inst.results.contains(&v) {
+                    return Some(inst);
+                }
+                for nb in inst.op.blocks() {
+                    if let Some(i) = find(nb, v) {
+                        return Some(i);
+                    }
+                }
+            }
+            None
+        }
+        find(&self.p.body, v).expect("verified: every value used is defined")
+    }
+
+    // ----- scalar arithmetic -----
+
+    /// One element of an elementwise op, in register dtypes.
+    fn scalar_op(&mut self, inst: &Inst, args: &[E::V]) -> E::V {
+        let res_dtype = self.ty(inst.results[0]).dtype;
+        match &inst.op {
+            Op::Unary { op, x } => {
+                let d = self.ty(*x).dtype;
+                let transcendental = op.float_only() && !matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+                if d == DType::F16 && transcendental {
+                    let a = self.e.cast(DType::F16, DType::F32, args[0]);
+                    let r = self.e.unary(*op, DType::F32, a);
+                    self.e.cast(DType::F32, DType::F16, r)
+                } else {
+                    let r = self.e.unary(*op, reg_dtype(d), args[0]);
+                    self.round(d, r)
+                }
+            }
+            Op::Binary { op, lhs, .. } => {
+                let d = self.ty(*lhs).dtype;
+                let r = self.e.binary(*op, reg_dtype(d), args[0], args[1]);
+                self.round(d, r)
+            }
+            Op::Cmp { pred, lhs, .. } => {
+                let d = self.ty(*lhs).dtype;
+                self.e.cmp(*pred, reg_dtype(d), args[0], args[1])
+            }
+            Op::Select { .. } => self.e.select(reg_dtype(res_dtype), args[0], args[1], args[2]),
+            Op::Fma { .. } => {
+                let r = self.e.fma(reg_dtype(res_dtype), args[0], args[1], args[2]);
+                self.round(res_dtype, r)
+            }
+            Op::Cast { x } => self.cast(self.ty(*x).dtype, res_dtype, args[0]),
+            _ => unreachable!("not elementwise"),
+        }
+    }
+
+    /// Rounds an f32 register holding a bf16 value.
+    fn round(&mut self, d: DType, r: E::V) -> E::V {
+        if d == DType::BF16 {
+            let b = self.e.cast(DType::F32, DType::BF16, r);
+            self.e.cast(DType::BF16, DType::F32, b)
+        } else {
+            r
+        }
+    }
+
+    /// A cast between dtypes, in register dtypes.
+    fn cast(&mut self, from: DType, to: DType, x: E::V) -> E::V {
+        if from == to {
+            return x;
+        }
+        match (from == DType::BF16, to == DType::BF16) {
+            (true, _) => {
+                // Held as f32: cast from f32 (exactly the bf16 value).
+                if to == DType::F32 {
+                    x
+                } else {
+                    self.e.cast(DType::F32, to, x)
+                }
+            }
+            (false, true) => {
+                let f = if from == DType::F32 { x } else { self.e.cast(from, DType::F32, x) };
+                // Integers beyond 2^24 round twice here; bf16 cannot hold them closely anyway.
+                self.round(DType::BF16, f)
+            }
+            _ => self.e.cast(from, to, x),
+        }
+    }
+
+    fn load_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType) -> E::V {
+        let v = self.e.load_global(buffer, dtype, index, index_dtype);
+        if dtype == DType::BF16 {
+            self.e.cast(DType::BF16, DType::F32, v)
+        } else {
+            v
+        }
+    }
+
+    fn store_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType, value: E::V) {
+        let v = if dtype == DType::BF16 { self.e.cast(DType::F32, DType::BF16, value) } else { value };
+        self.e.store_global(buffer, dtype, index, index_dtype, v);
+    }
+
+    // ----- blocks -----
+
+    fn block(&mut self, b: &'a Block) -> R<Vec<&'a Inst>> {
+        for inst in &b.insts {
+            if let Op::Yield { .. } = inst.op {
+                return Ok(vec![inst]);
+            }
+            self.inst(inst)?;
+        }
+        Ok(vec![])
+    }
+
+    fn yielded(&self, b: &'a Block) -> Vec<Value> {
+        match b.insts.last() {
+            Some(Inst { op: Op::Yield { values }, .. }) => values.clone(),
+            _ => vec![],
+        }
+    }
+
+    /// Flattened registers of `values` in `layouts` (scalars: one register).
+    fn flatten(&mut self, values: &[Value], layouts: &[Layout]) -> R<Vec<E::V>> {
+        let mut out = Vec::new();
+        for (v, l) in values.iter().zip(layouts) {
+            out.extend(self.get(*v, l)?);
+        }
+        Ok(out)
+    }
+
+    /// Register dtypes of `values` in `layouts`, flattened.
+    fn flat_dtypes(&self, types: &[&Type], layouts: &[Layout]) -> Vec<DType> {
+        let mut out = Vec::new();
+        for (t, l) in types.iter().zip(layouts) {
+            let n = if t.is_scalar() { 1 } else { self.dist(l, &t.shape).num_regs() };
+            out.extend(std::iter::repeat_n(reg_dtype(t.dtype), n));
+        }
+        out
+    }
+
+    /// Binds results/args from flattened registers.
+    fn bind(&mut self, values: &[Value], layouts: &[Layout], regs: &[E::V]) {
+        let mut i = 0;
+        for (v, l) in values.iter().zip(layouts) {
+            let t = self.ty(*v);
+            if t.is_scalar() {
+                self.scalars.insert(*v, regs[i]);
+                i += 1;
+            } else {
+                let n = self.dist(l, &t.shape).num_regs();
+                self.set_data(*v, l.clone(), regs[i..i + n].to_vec());
+                i += n;
+            }
+        }
+    }
+
+    /// The layout a carried or yielded value keeps: its home if data, else the default.
+    fn carried_layout(&self, v: Value) -> Layout {
+        let t = self.ty(v);
+        if t.is_scalar() {
+            return Layout::Uniform;
+        }
+        self.data.get(&v).map(|(l, _)| l.clone()).unwrap_or_else(|| self.default_layout(&t.shape))
+    }
+
+    fn inst(&mut self, inst: &'a Inst) -> R<()> {
+        let res = inst.results.first().copied();
+        for &r in &inst.results {
+            let t = self.ty(r);
+            if !t.is_scalar() {
+                let l = self.default_layout(&t.shape);
+                self.check_regs(inst, t, &l)?;
+            }
+        }
+        let rank0 = res.is_some_and(|r| self.ty(r).is_scalar());
+        match &inst.op {
+            Op::Arg { param } => {
+                let d = self.ty(inst.results[0]).dtype;
+                let v = self.e.scalar_param(*param, d);
+                let v = if d == DType::BF16 { self.e.cast(DType::BF16, DType::F32, v) } else { v };
+                self.scalars.insert(inst.results[0], v);
+            }
+            Op::ProgramId { axis } => {
+                let v = self.e.program_id(*axis);
+                self.scalars.insert(inst.results[0], v);
+            }
+            Op::NumPrograms { axis } => {
+                let v = self.e.num_programs(*axis);
+                self.scalars.insert(inst.results[0], v);
+            }
+            Op::Const { value } => {
+                let d = self.ty(inst.results[0]).dtype;
+                let v = if d == DType::BF16 {
+                    // The constant's bf16 value, held as f32.
+                    let r = half::bf16::from_f64(value.as_f64()).to_f64();
+                    self.e.constant(DType::F32, Scalar::Float(r))
+                } else {
+                    self.e.constant(d, *value)
+                };
+                self.scalars.insert(inst.results[0], v);
+            }
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. }
+                if rank0 =>
+            {
+                let args: Vec<E::V> = inst.op.operands().iter().map(|&o| self.scalar(o)).collect();
+                let v = self.scalar_op(inst, &args);
+                self.scalars.insert(inst.results[0], v);
+            }
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                let ops = inst.op.operands();
+                if ops.iter().any(|o| self.is_data(*o)) {
+                    // Data: computed once, in the home of its first data operand.
+                    let r = inst.results[0];
+                    let layout = self.pick_layout(&ops, &self.ty(r).shape);
+                    let regs = self.materialize(r, &layout)?;
+                    self.set_data(r, layout, regs);
+                }
+                // Otherwise a recipe: emitted where it is used.
+            }
+            Op::Arange { .. } | Op::Splat { .. } | Op::Broadcast { .. } | Op::ExpandDims { .. } | Op::Trans { .. } => {}
+            Op::Reshape { x } => {
+                let r = inst.results[0];
+                let (xl, xregs) = self.get_natural(*x)?;
+                let t = self.ty(r).clone();
+                let xshape = self.ty(*x).shape.clone();
+                let out_layout = self.default_layout(&t.shape);
+                let regs = if t.is_scalar() {
+                    // [1, 1] -> []: every thread reads the one element.
+                    self.exchange(t.dtype, &xshape, &xl, &xregs, &[], &Layout::Uniform, |_| vec![])?
+                } else {
+                    let shape = t.shape.clone();
+                    let xs = xshape.clone();
+                    let rank_in = xs.len();
+                    // Row-major reshape: the linear index is preserved.
+                    let me = &mut *self;
+                    let _ = (shape.len(), rank_in);
+                    me.exchange_linear(t.dtype, &xs, &xl, &xregs, &t.shape, &out_layout)?
+                };
+                if t.is_scalar() {
+                    self.scalars.insert(r, regs[0]);
+                } else {
+                    self.set_data(r, out_layout, regs);
+                }
+            }
+            Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other)?,
+            Op::Store { buffer, offsets, value, mask } => self.store(inst, *buffer, *offsets, *value, *mask)?,
+            Op::Atomic { op, buffer, offsets, value, mask } => {
+                self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?
+            }
+            Op::AtomicCas { buffer, offsets, cmp, value, mask } => {
+                self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?
+            }
+            Op::Reduce { x, axis, combine } => self.reduce(inst, *x, *axis as usize, combine)?,
+            Op::Scan { x, axis, combine, reverse } => self.scan(inst, *x, *axis as usize, combine, *reverse)?,
+            Op::Dot { a, b, acc } => self.dot(inst, *a, *b, *acc)?,
+            Op::For { lower, upper, step, init, body } => {
+                let iv_dtype = self.ty(*lower).dtype;
+                let (lo, hi, st) = (self.scalar(*lower), self.scalar(*upper), self.scalar(*step));
+                let layouts: Vec<Layout> = init.iter().map(|&v| self.carried_layout(v)).collect();
+                let init_regs = self.flatten(init, &layouts)?;
+                let types: Vec<&Type> = init.iter().map(|&v| self.ty(v)).collect();
+                let dtypes = self.flat_dtypes(&types, &layouts);
+                let carried: Vec<(DType, E::V)> = dtypes.iter().copied().zip(init_regs).collect();
+                let (iv, args) = self.e.begin_loop(iv_dtype, lo, hi, st, &carried);
+                self.push_scope();
+                self.scalars.insert(body.args[0], iv);
+                self.bind(&body.args[1..], &layouts, &args);
+                self.block(body)?;
+                let ys = self.yielded(body);
+                let next = self.flatten(&ys, &layouts)?;
+                self.pop_scope();
+                let results = self.e.end_loop(&next);
+                self.bind(&inst.results, &layouts, &results);
+            }
+            Op::If { cond, then_block, else_block } => {
+                let c = self.scalar(*cond);
+                let layouts: Vec<Layout> = inst
+                    .results
+                    .iter()
+                    .map(|&r| {
+                        let t = self.ty(r);
+                        if t.is_scalar() {
+                            Layout::Uniform
+                        } else {
+                            self.default_layout(&t.shape)
+                        }
+                    })
+                    .collect();
+                let types: Vec<&Type> = inst.results.iter().map(|&r| self.ty(r)).collect();
+                let dtypes = self.flat_dtypes(&types, &layouts);
+                self.e.begin_if(c, &dtypes);
+                self.push_scope();
+                self.block(then_block)?;
+                let tv = self.yielded(then_block);
+                let then_regs = self.flatten(&tv, &layouts)?;
+                self.pop_scope();
+                self.e.begin_else(&then_regs);
+                self.push_scope();
+                self.block(else_block)?;
+                let ev = self.yielded(else_block);
+                let else_regs = self.flatten(&ev, &layouts)?;
+                self.pop_scope();
+                let results = self.e.end_if(&else_regs);
+                self.bind(&inst.results, &layouts, &results);
+            }
+            Op::Yield { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Reshape through shared memory: the row-major linear index is preserved.
+    fn exchange_linear(&mut self, dtype: DType, src_shape: &[usize], from: &Layout, regs: &[E::V], dst_shape: &[usize], to: &Layout) -> R<Vec<E::V>> {
+        self.conversions += 1;
+        let sd = reg_dtype(dtype);
+        let numel: usize = src_shape.iter().product();
+        self.reserve(sd, numel);
+        self.e.barrier();
+        let sdist = self.dist(from, src_shape);
+        let sc = self.coords(&sdist);
+        for (r, cs) in sc.coords.iter().enumerate() {
+            let lin = self.linear(cs, src_shape);
+            self.e.store_shared(sd, lin, regs[r]);
+        }
+        self.e.barrier();
+        let ddist = self.dist(to, dst_shape);
+        let dc = self.coords(&ddist);
+        let mut out = Vec::with_capacity(ddist.num_regs());
+        for cs in &dc.coords {
+            let lin = self.linear(cs, dst_shape);
+            out.push(self.e.load_shared(sd, lin));
+        }
+        Ok(out)
+    }
+
+    // ----- memory -----
+
+    fn load(&mut self, inst: &'a Inst, buffer: u32, offsets: Value, mask: Option<Value>, other: Option<Value>) -> R<()> {
+        let r = inst.results[0];
+        let t = self.ty(r);
+        let dtype = t.dtype;
+        let idx_dtype = self.ty(offsets).dtype;
+        if t.is_scalar() {
+            let off = self.scalar(offsets);
+            let v = match mask {
+                None => self.load_elem(buffer, dtype, off, idx_dtype),
+                Some(m) => {
+                    let mv = self.scalar(m);
+                    let zero = self.e.constant(idx_dtype, Scalar::Int(0));
+                    let safe = self.e.select(idx_dtype, mv, off, zero);
+                    let v = self.load_elem(buffer, dtype, safe, idx_dtype);
+                    let o = match other {
+                        Some(o) => self.scalar(o),
+                        None => self.zero(dtype),
+                    };
+                    self.e.select(reg_dtype(dtype), mv, v, o)
+                }
+            };
+            self.scalars.insert(r, v);
+            return Ok(());
+        }
+        let layout = self.pick_layout(&[offsets], &t.shape);
+        let offs = self.get(offsets, &layout)?;
+        let mregs = match mask {
+            Some(m) => Some(self.get(m, &layout)?),
+            None => None,
+        };
+        let oregs = match other {
+            Some(o) => Some(self.get(o, &layout)?),
+            None => None,
+        };
+        let mut out = Vec::with_capacity(offs.len());
+        for i in 0..offs.len() {
+            let v = match &mregs {
+                None => self.load_elem(buffer, dtype, offs[i], idx_dtype),
+                Some(m) => {
+                    // Masked lanes read element 0 (buffers always hold one) and take `other`.
+                    let zero = self.e.constant(idx_dtype, Scalar::Int(0));
+                    let safe = self.e.select(idx_dtype, m[i], offs[i], zero);
+                    let v = self.load_elem(buffer, dtype, safe, idx_dtype);
+                    let o = match &oregs {
+                        Some(o) => o[i],
+                        None => self.zero(dtype),
+                    };
+                    self.e.select(reg_dtype(dtype), m[i], v, o)
+                }
+            };
+            out.push(v);
+        }
+        self.set_data(r, layout, out);
+        Ok(())
+    }
+
+    fn zero(&mut self, dtype: DType) -> E::V {
+        let d = reg_dtype(dtype);
+        let s = if d.is_float() {
+            Scalar::Float(0.0)
+        } else if d == DType::I1 {
+            Scalar::Bool(false)
+        } else {
+            Scalar::Int(0)
+        };
+        self.e.constant(d, s)
+    }
+
+    /// `pred`s combined with `and`, `None` when there is none.
+    fn and(&mut self, a: Option<E::V>, b: Option<E::V>) -> Option<E::V> {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(self.e.binary(BinaryOp::And, DType::I1, x, y)),
+            (x, None) => x,
+            (None, y) => y,
+        }
+    }
+
+    /// For a scalar side effect: only thread 0 performs it.
+    fn first_thread(&mut self) -> E::V {
+        let zero = self.c_i32(0);
+        let tid = self.tid.expect("thread ids are emitted first");
+        self.e.cmp(CmpPred::Eq, DType::I32, tid, zero)
+    }
+
+    fn store(&mut self, inst: &'a Inst, buffer: u32, offsets: Value, value: Value, mask: Option<Value>) -> R<()> {
+        let t = self.ty(offsets);
+        let dtype = self.ty(value).dtype;
+        let idx_dtype = t.dtype;
+        if t.is_scalar() {
+            let (off, v) = (self.scalar(offsets), self.scalar(value));
+            let first = self.first_thread();
+            let m = mask.map(|m| self.scalar(m));
+            let pred = self.and(Some(first), m).expect("first is some");
+            self.e.begin_if(pred, &[]);
+            self.store_elem(buffer, dtype, off, idx_dtype, v);
+            self.e.begin_else(&[]);
+            self.e.end_if(&[]);
+            return Ok(());
+        }
+        let layout = self.pick_layout(&[value, offsets], &t.shape);
+        let _ = inst;
+        let offs = self.get(offsets, &layout)?;
+        let vals = self.get(value, &layout)?;
+        let mregs = match mask {
+            Some(m) => Some(self.get(m, &layout)?),
+            None => None,
+        };
+        let dist = self.dist(&layout, &t.shape);
+        let owners = if dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty() {
+            self.coords(&dist).owner
+        } else {
+            vec![None; dist.num_regs()]
+        };
+        for i in 0..offs.len() {
+            let m = mregs.as_ref().map(|m| m[i]);
+            match self.and(m, owners[i]) {
+                None => self.store_elem(buffer, dtype, offs[i], idx_dtype, vals[i]),
+                Some(p) => {
+                    self.e.begin_if(p, &[]);
+                    self.store_elem(buffer, dtype, offs[i], idx_dtype, vals[i]);
+                    self.e.begin_else(&[]);
+                    self.e.end_if(&[]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        inst: &'a Inst,
+        op: Option<AtomicOp>,
+        buffer: u32,
+        offsets: Value,
+        cmp: Option<Value>,
+        value: Value,
+        mask: Option<Value>,
+    ) -> R<()> {
+        let r = inst.results[0];
+        let t = self.ty(offsets);
+        let dtype = self.ty(value).dtype;
+        let idx_dtype = t.dtype;
+        if dtype == DType::BF16 || dtype == DType::F16 && op != Some(AtomicOp::Xchg) {
+            return Err(LowerError::Unsupported {
+                op: inst.op.name().into(),
+                loc: inst.loc.clone(),
+                what: format!("{} on {dtype}", inst.op.name()),
+            });
+        }
+        if t.is_scalar() {
+            let (off, v) = (self.scalar(offsets), self.scalar(value));
+            let c = cmp.map(|c| self.scalar(c));
+            let first = self.first_thread();
+            let m = mask.map(|m| self.scalar(m));
+            let pred = self.and(Some(first), m).expect("first is some");
+            let rd = reg_dtype(dtype);
+            self.e.begin_if(pred, &[rd]);
+            let old = self.e.atomic_global(op, buffer, dtype, off, idx_dtype, c, v);
+            self.e.begin_else(&[old]);
+            let z = self.zero(dtype);
+            let old = self.e.end_if(&[z])[0];
+            // Every thread gets thread 0's old value.
+            self.reserve(rd, 1);
+            self.e.barrier();
+            let zero = self.c_i32(0);
+            self.e.begin_if(first, &[]);
+            self.e.store_shared(rd, zero, old);
+            self.e.begin_else(&[]);
+            self.e.end_if(&[]);
+            self.e.barrier();
+            let v = self.e.load_shared(rd, zero);
+            self.scalars.insert(r, v);
+            return Ok(());
+        }
+        let layout = self.pick_layout(&[value, offsets], &t.shape);
+        let offs = self.get(offsets, &layout)?;
+        let vals = self.get(value, &layout)?;
+        let cregs = match cmp {
+            Some(c) => Some(self.get(c, &layout)?),
+            None => None,
+        };
+        let mregs = match mask {
+            Some(m) => Some(self.get(m, &layout)?),
+            None => None,
+        };
+        let dist = self.dist(&layout, &t.shape);
+        let owners = if dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty() {
+            self.coords(&dist).owner
+        } else {
+            vec![None; dist.num_regs()]
+        };
+        let rd = reg_dtype(dtype);
+        let mut out = Vec::with_capacity(offs.len());
+        for i in 0..offs.len() {
+            let m = mregs.as_ref().map(|m| m[i]);
+            let c = cregs.as_ref().map(|c| c[i]);
+            match self.and(m, owners[i]) {
+                None => out.push(self.e.atomic_global(op, buffer, dtype, offs[i], idx_dtype, c, vals[i])),
+                Some(p) => {
+                    self.e.begin_if(p, &[rd]);
+                    let old = self.e.atomic_global(op, buffer, dtype, offs[i], idx_dtype, c, vals[i]);
+                    self.e.begin_else(&[old]);
+                    let z = self.zero(dtype);
+                    out.push(self.e.end_if(&[z])[0]);
+                }
+            }
+        }
+        self.set_data(r, layout, out);
+        Ok(())
+    }
+
+    // ----- reductions -----
+
+    /// `combine(a, b)` for one pair of elements (values; indices for arg reductions).
+    fn combine(&mut self, combine: &'a Combine, dtype: DType, a: (E::V, Option<E::V>), b: (E::V, Option<E::V>)) -> R<(E::V, Option<E::V>)> {
+        let rd = reg_dtype(dtype);
+        Ok(match combine {
+            Combine::Sum => {
+                let v = self.e.binary(BinaryOp::Add, rd, a.0, b.0);
+                (self.round(dtype, v), None)
+            }
+            Combine::Prod => {
+                let v = self.e.binary(BinaryOp::Mul, rd, a.0, b.0);
+                (self.round(dtype, v), None)
+            }
+            Combine::Max => (self.e.binary(BinaryOp::Max, rd, a.0, b.0), None),
+            Combine::Min => (self.e.binary(BinaryOp::Min, rd, a.0, b.0), None),
+            Combine::ArgMax | Combine::ArgMin => {
+                let (ai, bi) = (a.1.expect("arg index"), b.1.expect("arg index"));
+                let pred = if matches!(combine, Combine::ArgMax) { CmpPred::Gt } else { CmpPred::Lt };
+                // b wins if strictly better, or equal with a lower index, or a is NaN and b not.
+                let better = self.e.cmp(pred, rd, b.0, a.0);
+                let eq = self.e.cmp(CmpPred::Eq, rd, b.0, a.0);
+                let lower = self.e.cmp(CmpPred::Lt, DType::I32, bi, ai);
+                let tie = self.e.binary(BinaryOp::And, DType::I1, eq, lower);
+                let mut win = self.e.binary(BinaryOp::Or, DType::I1, better, tie);
+                if rd.is_float() {
+                    let a_nan = self.e.cmp(CmpPred::Ne, rd, a.0, a.0);
+                    let b_num = self.e.cmp(CmpPred::Eq, rd, b.0, b.0);
+                    let nan_case = self.e.binary(BinaryOp::And, DType::I1, a_nan, b_num);
+                    win = self.e.binary(BinaryOp::Or, DType::I1, win, nan_case);
+                }
+                let v = self.e.select(rd, win, b.0, a.0);
+                let i = self.e.select(DType::I32, win, bi, ai);
+                (v, Some(i))
+            }
+            Combine::Custom(block) => {
+                self.push_scope();
+                self.scalars.insert(block.args[0], a.0);
+                self.scalars.insert(block.args[1], b.0);
+                self.block(block)?;
+                let y = self.yielded(block);
+                let v = self.scalar(y[0]);
+                self.pop_scope();
+                (v, None)
+            }
+        })
+    }
+
+    fn reduce(&mut self, inst: &'a Inst, x: Value, axis: usize, combine: &'a Combine) -> R<()> {
+        let r = inst.results[0];
+        let xt = self.ty(x).clone();
+        let dtype = xt.dtype;
+        let arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
+        let (xl, xregs) = self.get_natural(x)?;
+        let xdist = self.dist(&xl, &xt.shape);
+        let res_layout = Layout::Slice { dim: axis as u32, parent: Box::new(xl.clone()) };
+        let rt = self.ty(r).clone();
+        let rdist = self.dist(&res_layout, &rt.shape);
+        let xc = self.coords(&xdist);
+        let use_shuffles = !xdist.wrap[axis] && self.target.subgroup_ops.shuffle;
+        let mut partial: Vec<(E::V, Option<E::V>)> = Vec::with_capacity(rdist.num_regs());
+        if use_shuffles {
+            // 1. Within the thread: registers that differ only along the axis.
+            let ridx = rdist.index();
+            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rdist.num_regs()];
+            for (i, reg) in xdist.regs.iter().enumerate() {
+                let mut k = reg.clone();
+                k.remove(axis);
+                let key = rdist.key(&k);
+                if let Some(&g) = ridx.get(&key) {
+                    groups[g].push(i);
+                }
+            }
+            for g in &groups {
+                let mut acc: Option<(E::V, Option<E::V>)> = None;
+                for &i in g {
+                    let e = (xregs[i], if arg { Some(xc.coords[i][axis]) } else { None });
+                    acc = Some(match acc {
+                        None => e,
+                        Some(a) => self.combine(combine, dtype, a, e)?,
+                    });
+                }
+                partial.push(acc.expect("every result register has sources"));
+            }
+            // 2. Across lanes: xor butterfly over the lane bits along the axis.
+            let rd = reg_dtype(dtype);
+            for t in xdist.terms[axis].clone().iter().filter(|t| t.src == ThreadSrc::Lane) {
+                for bit in 0..t.mask.count_ones() {
+                    let lane_mask = 1u32 << (t.shift + bit);
+                    for p in partial.iter_mut() {
+                        let ov = self.e.shuffle_xor(rd, p.0, lane_mask);
+                        let oi = p.1.map(|i| self.e.shuffle_xor(DType::I32, i, lane_mask));
+                        *p = self.combine(combine, dtype, *p, (ov, oi))?;
+                    }
+                }
+            }
+            // 3. Across warps through shared memory.
+            let wterms: Vec<ThreadTerm> = xdist.terms[axis].iter().filter(|t| t.src == ThreadSrc::Warp).copied().collect();
+            if !wterms.is_empty() {
+                let nw: u32 = wterms.iter().map(|t| t.mask + 1).product();
+                let rnumel = rt.numel().max(1);
+                self.reserve(rd, nw as usize * rnumel);
+                if arg {
+                    self.reserve(DType::I32, nw as usize * rnumel);
+                }
+                self.e.barrier();
+                // This warp's index along the axis.
+                let mut widx: Option<E::V> = None;
+                let mut scale = 1u32;
+                for t in &wterms {
+                    let term = ThreadTerm { mult: scale, ..*t };
+                    let v = self.term_value(&term);
+                    widx = Some(match widx {
+                        None => v,
+                        Some(a) => self.e.binary(BinaryOp::Add, DType::I32, a, v),
+                    });
+                    scale *= t.mask + 1;
+                }
+                let widx = widx.expect("non-empty");
+                let rc = self.coords(&rdist);
+                let rn = self.c_i32(rnumel as i64);
+                let base = self.e.binary(BinaryOp::Mul, DType::I32, widx, rn);
+                let mut lins = Vec::new();
+                for (i, cs) in rc.coords.iter().enumerate() {
+                    let lin = self.linear(cs, &rt.shape);
+                    let slot = self.e.binary(BinaryOp::Add, DType::I32, base, lin);
+                    self.e.store_shared(rd, slot, partial[i].0);
+                    if let Some(ix) = partial[i].1 {
+                        self.e.store_shared(DType::I32, slot, ix);
+                    }
+                    lins.push(lin);
+                }
+                self.e.barrier();
+                for (i, lin) in lins.iter().enumerate() {
+                    let mut acc: Option<(E::V, Option<E::V>)> = None;
+                    for w in 0..nw {
+                        let off = self.c_i32((w as usize * rnumel) as i64);
+                        let slot = self.e.binary(BinaryOp::Add, DType::I32, off, *lin);
+                        let v = self.e.load_shared(rd, slot);
+                        let ix = if arg { Some(self.e.load_shared(DType::I32, slot)) } else { None };
+                        acc = Some(match acc {
+                            None => (v, ix),
+                            Some(a) => self.combine(combine, dtype, a, (v, ix))?,
+                        });
+                    }
+                    partial[i] = acc.expect("at least one warp");
+                }
+            }
+        } else {
+            partial = self.reduce_shared(&xt, &xl, &xregs, axis, combine, &rt, &rdist)?;
+        }
+        let out: Vec<E::V> = partial.iter().map(|p| if arg { p.1.expect("arg index") } else { p.0 }).collect();
+        if rt.is_scalar() {
+            self.scalars.insert(r, out[0]);
+        } else {
+            self.set_data(r, res_layout, out);
+        }
+        Ok(())
+    }
+
+    /// Reduction through shared memory: every thread reads its result elements' whole axis.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_shared(
+        &mut self,
+        xt: &Type,
+        xl: &Layout,
+        xregs: &[E::V],
+        axis: usize,
+        combine: &'a Combine,
+        rt: &Type,
+        rdist: &Dist,
+    ) -> R<Vec<(E::V, Option<E::V>)>> {
+        let dtype = xt.dtype;
+        let rd = reg_dtype(dtype);
+        let arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);
+        self.reserve(rd, xt.numel());
+        self.e.barrier();
+        let xdist = self.dist(xl, &xt.shape);
+        let xc = self.coords(&xdist);
+        for (i, cs) in xc.coords.iter().enumerate() {
+            let lin = self.linear(cs, &xt.shape);
+            self.e.store_shared(rd, lin, xregs[i]);
+        }
+        self.e.barrier();
+        let rc = self.coords(rdist);
+        let n = xt.shape[axis];
+        let stride: usize = xt.shape[axis + 1..].iter().product();
+        let mut out = Vec::with_capacity(rdist.num_regs());
+        for cs in &rc.coords {
+            // Coordinates of element 0 along the axis.
+            let mut full = cs.clone();
+            let zero = self.c_i32(0);
+            full.insert(axis, zero);
+            let base = self.linear(&full, &xt.shape);
+            let first = self.e.load_shared(rd, base);
+            let zero = self.c_i32(0);
+            let init: Vec<(DType, E::V)> = if arg { vec![(rd, first), (DType::I32, zero)] } else { vec![(rd, first)] };
+            let (lo, hi, st) = (self.c_i32(1), self.c_i32(n as i64), self.c_i32(1));
+            let (k, args) = self.e.begin_loop(DType::I32, lo, hi, st, &init);
+            self.push_scope();
+            let sv = self.c_i32(stride as i64);
+            let off = self.e.binary(BinaryOp::Mul, DType::I32, k, sv);
+            let slot = self.e.binary(BinaryOp::Add, DType::I32, base, off);
+            let v = self.e.load_shared(rd, slot);
+            let (nv, ni) = self.combine(combine, dtype, (args[0], args.get(1).copied()), (v, if arg { Some(k) } else { None }))?;
+            self.pop_scope();
+            let next: Vec<E::V> = if arg { vec![nv, ni.expect("arg")] } else { vec![nv] };
+            let res = self.e.end_loop(&next);
+            out.push((res[0], res.get(1).copied()));
+        }
+        let _ = rt;
+        Ok(out)
+    }
+
+    /// Inclusive scan along an axis: Hillis-Steele steps through shared memory.
+    fn scan(&mut self, inst: &'a Inst, x: Value, axis: usize, combine: &'a Combine, reverse: bool) -> R<()> {
+        let r = inst.results[0];
+        let xt = self.ty(x).clone();
+        let dtype = xt.dtype;
+        let rd = reg_dtype(dtype);
+        let (xl, mut regs) = self.get_natural(x)?;
+        let dist = self.dist(&xl, &xt.shape);
+        let c = self.coords(&dist);
+        let n = xt.shape[axis];
+        let stride: usize = xt.shape[axis + 1..].iter().product();
+        self.reserve(rd, xt.numel());
+        let lins: Vec<E::V> = c.coords.iter().map(|cs| self.linear(cs, &xt.shape)).collect();
+        let mut step = 1usize;
+        while step < n {
+            self.e.barrier();
+            for (i, &lin) in lins.iter().enumerate() {
+                self.e.store_shared(rd, lin, regs[i]);
+            }
+            self.e.barrier();
+            for (i, cs) in c.coords.iter().enumerate() {
+                // Forward: combine with element `k - step` when k >= step; reverse: `k + step`
+                // when k + step < n. Out-of-range lanes read themselves and keep their value.
+                let k = cs[axis];
+                let sv = self.c_i32(step as i64);
+                let (ok, nb) = if reverse {
+                    let kn = self.e.binary(BinaryOp::Add, DType::I32, k, sv);
+                    let lim = self.c_i32(n as i64);
+                    (self.e.cmp(CmpPred::Lt, DType::I32, kn, lim), BinaryOp::Add)
+                } else {
+                    (self.e.cmp(CmpPred::Ge, DType::I32, k, sv), BinaryOp::Sub)
+                };
+                let delta = self.c_i32((step * stride) as i64);
+                let other = self.e.binary(nb, DType::I32, lins[i], delta);
+                let slot = self.e.select(DType::I32, ok, other, lins[i]);
+                let v = self.e.load_shared(rd, slot);
+                let (comb, _) = if reverse {
+                    self.combine(combine, dtype, (regs[i], None), (v, None))?
+                } else {
+                    self.combine(combine, dtype, (v, None), (regs[i], None))?
+                };
+                regs[i] = self.e.select(rd, ok, comb, regs[i]);
+            }
+            step *= 2;
+        }
+        self.set_data(r, xl, regs);
+        Ok(())
+    }
+
+    /// `a @ b + acc` with FMAs: the operands go through shared memory, K in chunks, and every
+    /// thread accumulates its registers over each chunk.
+    fn dot(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value) -> R<()> {
+        let r = inst.results[0];
+        let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
+        let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
+        let (ad, bd) = (reg_dtype(at.dtype), reg_dtype(bt.dtype));
+        let accd = self.ty(acc).dtype;
+        let racc = reg_dtype(accd);
+        let layout = self.pick_layout(&[acc], &[m, n]);
+        let mut accregs = self.get(acc, &layout)?;
+        let (al, aregs) = self.get_natural(a)?;
+        let (bl, bregs) = self.get_natural(b)?;
+        let (adist, bdist) = (self.dist(&al, &at.shape), self.dist(&bl, &bt.shape));
+        let kc = dot_chunk(&adist, 1, &bdist, 0, m, n, k);
+        // Operands share one array when their dtypes match: a at 0, b after it.
+        let b_base = if ad == bd { m * kc } else { 0 };
+        if ad == bd {
+            self.reserve(ad, m * kc + kc * n);
+        } else {
+            self.reserve(ad, m * kc);
+            self.reserve(bd, kc * n);
+        }
+        let ac = self.coords(&adist);
+        let bc = self.coords(&bdist);
+        let dist = self.dist(&layout, &[m, n]);
+        let c = self.coords(&dist);
+        // Distinct rows and columns among this thread's accumulator registers.
+        let mut rows: Vec<u32> = dist.regs.iter().map(|r| r[0]).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let mut cols: Vec<u32> = dist.regs.iter().map(|r| r[1]).collect();
+        cols.sort_unstable();
+        cols.dedup();
+        let row_of: Vec<usize> = dist.regs.iter().map(|r| rows.binary_search(&r[0]).unwrap_or(0)).collect();
+        let col_of: Vec<usize> = dist.regs.iter().map(|r| cols.binary_search(&r[1]).unwrap_or(0)).collect();
+        let first_with = |dim: usize, v: u32| dist.regs.iter().position(|r| r[dim] == v).unwrap_or(0);
+        let row_coord: Vec<E::V> = rows.iter().map(|&rw| c.coords[first_with(0, rw)][0]).collect();
+        let col_coord: Vec<E::V> = cols.iter().map(|&cl| c.coords[first_with(1, cl)][1]).collect();
+        let kcv = self.c_i32(kc as i64);
+        let nv = self.c_i32(n as i64);
+        let bb = self.c_i32(b_base as i64);
+        let a_row_base: Vec<E::V> = row_coord.iter().map(|&rc| self.e.binary(BinaryOp::Mul, DType::I32, rc, kcv)).collect();
+        let b_col_base: Vec<E::V> = col_coord.iter().map(|&cc| self.e.binary(BinaryOp::Add, DType::I32, cc, bb)).collect();
+        for chunk in 0..k.div_ceil(kc) {
+            let k0 = (chunk * kc) as u32;
+            self.e.barrier();
+            // a[i, k] -> slot i * kc + (k - k0); b[k, j] -> b_base + (k - k0) * n + j, for the
+            // registers whose k falls in this chunk (known statically, see `dot_chunk`).
+            let k0v = self.c_i32(k0 as i64);
+            for (i, reg) in adist.regs.iter().enumerate() {
+                if reg[1] / kc as u32 != chunk as u32 && kc < k {
+                    continue;
+                }
+                let kk = self.e.binary(BinaryOp::Sub, DType::I32, ac.coords[i][1], k0v);
+                let row = self.e.binary(BinaryOp::Mul, DType::I32, ac.coords[i][0], kcv);
+                let slot = self.e.binary(BinaryOp::Add, DType::I32, row, kk);
+                self.e.store_shared(ad, slot, aregs[i]);
+            }
+            for (i, reg) in bdist.regs.iter().enumerate() {
+                if reg[0] / kc as u32 != chunk as u32 && kc < k {
+                    continue;
+                }
+                let kk = self.e.binary(BinaryOp::Sub, DType::I32, bc.coords[i][0], k0v);
+                let row = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+                let rb = self.e.binary(BinaryOp::Add, DType::I32, row, bb);
+                let slot = self.e.binary(BinaryOp::Add, DType::I32, rb, bc.coords[i][1]);
+                self.e.store_shared(bd, slot, bregs[i]);
+            }
+            self.e.barrier();
+            let carried: Vec<(DType, E::V)> = accregs.iter().map(|&v| (racc, v)).collect();
+            let (lo, hi, st) = (self.c_i32(0), self.c_i32(kc.min(k) as i64), self.c_i32(1));
+            let (kk, args) = self.e.begin_loop(DType::I32, lo, hi, st, &carried);
+            let bk = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+            let mut av = Vec::with_capacity(rows.len());
+            for &rb in &a_row_base {
+                let idx = self.e.binary(BinaryOp::Add, DType::I32, rb, kk);
+                let v = self.e.load_shared(ad, idx);
+                av.push(self.cast(at.dtype, accd, v));
+            }
+            let mut bv = Vec::with_capacity(cols.len());
+            for &cb in &b_col_base {
+                let idx = self.e.binary(BinaryOp::Add, DType::I32, cb, bk);
+                let v = self.e.load_shared(bd, idx);
+                bv.push(self.cast(bt.dtype, accd, v));
+            }
+            let mut next = Vec::with_capacity(args.len());
+            for (i, &accv) in args.iter().enumerate() {
+                let (x, y) = (av[row_of[i]], bv[col_of[i]]);
+                let v = if racc.is_float() {
+                    self.e.fma(racc, x, y, accv)
+                } else {
+                    let p = self.e.binary(BinaryOp::Mul, racc, x, y);
+                    self.e.binary(BinaryOp::Add, racc, accv, p)
+                };
+                next.push(v);
+            }
+            accregs = self.e.end_loop(&next);
+        }
+        self.set_data(r, layout, accregs);
+        Ok(())
+    }
+}
+
+/// Bytes of shared memory a dot may stage at once before it splits K into chunks.
+const DOT_STAGING_BYTES: usize = 16 * 1024;
+
+/// The K chunk a dot stages at a time: all of K when it fits in [`DOT_STAGING_BYTES`] (at 4
+/// bytes an element), else the smallest power of two >= 16 for which every register's chunk is
+/// known statically: its static offset along K, plus the largest thread term, stays inside one
+/// chunk.
+fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: usize) -> usize {
+    if (m + n) * k * 4 <= DOT_STAGING_BYTES || a.wrap[a_k] || b.wrap[b_k] {
+        return k;
+    }
+    let max_term = |d: &Dist, dim: usize| d.terms[dim].iter().map(|t| t.mask * t.mult).sum::<u32>() as usize;
+    let fits = |d: &Dist, dim: usize, kc: usize| {
+        let mt = max_term(d, dim);
+        d.regs.iter().all(|r| (r[dim] as usize % kc) + mt < kc)
+    };
+    let mut kc = 16;
+    while kc < k {
+        if (m + n) * kc * 4 > DOT_STAGING_BYTES && kc > 16 {
+            break;
+        }
+        if fits(a, a_k, kc) && fits(b, b_k, kc) {
+            return kc;
+        }
+        kc *= 2;
+    }
+    // The layouts put one thread's K range across chunks: stage everything.
+    k
+}

@@ -1,0 +1,639 @@
+//! An emulator of lowered programs: the per-thread program the GPU lowering emits, recorded and
+//! run on the CPU with every thread of a program in lock-step.
+//!
+//! It checks the shared lowering (layouts, conversions, reductions, barriers) without a GPU and
+//! without a backend: its element semantics are the interpreter's, so any difference between the
+//! two is a lowering bug. It also catches what lock-step would hide on a real device: a read of
+//! shared memory that another thread wrote since the last barrier (a missing barrier), a barrier
+//! reached by only some threads, and shuffles across warps.
+
+use rayon::prelude::*;
+
+use crate::buffer::HostBuffer;
+use crate::dtype::{DType, Scalar};
+use crate::gpu::emit::Emitter;
+use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
+use crate::gpu::target::Target;
+use crate::interp::{
+    atomic_new_bits, binary_float, binary_int, float_bits, float_to_int, from_bits, int_to_float, int_to_int, round_to,
+    unary_float, unary_int, Arg, Elem,
+};
+use crate::ir::*;
+
+/// A register of the recorded program.
+pub type Reg = u32;
+
+/// One recorded per-thread instruction.
+#[derive(Clone, Debug)]
+enum SInst {
+    Const { dst: Reg, dtype: DType, value: Scalar },
+    ThreadIndex { dst: Reg },
+    ProgramId { dst: Reg, axis: u32 },
+    NumPrograms { dst: Reg, axis: u32 },
+    Param { dst: Reg, param: u32 },
+    Unary { dst: Reg, op: UnaryOp, dtype: DType, x: Reg },
+    Binary { dst: Reg, op: BinaryOp, dtype: DType, a: Reg, b: Reg },
+    Cmp { dst: Reg, pred: CmpPred, a: Reg, b: Reg },
+    Select { dst: Reg, c: Reg, a: Reg, b: Reg },
+    Fma { dst: Reg, dtype: DType, a: Reg, b: Reg, c: Reg },
+    Cast { dst: Reg, to: DType, x: Reg },
+    Load { dst: Reg, buffer: u32, dtype: DType, index: Reg },
+    Store { buffer: u32, dtype: DType, index: Reg, value: Reg },
+    Atomic { dst: Reg, op: Option<AtomicOp>, buffer: u32, dtype: DType, index: Reg, cmp: Option<Reg>, value: Reg },
+    LoadShared { dst: Reg, dtype: DType, index: Reg },
+    StoreShared { dtype: DType, index: Reg, value: Reg },
+    Barrier,
+    ShuffleXor { dst: Reg, x: Reg, mask: u32 },
+    If { cond: Reg, then_body: Vec<SInst>, then_vals: Vec<Reg>, else_body: Vec<SInst>, else_vals: Vec<Reg>, results: Vec<Reg> },
+    Loop { lower: Reg, upper: Reg, step: Reg, init: Vec<Reg>, iv: Reg, args: Vec<Reg>, body: Vec<SInst>, next: Vec<Reg>, results: Vec<Reg> },
+}
+
+/// Open control-flow regions while recording.
+enum Frame {
+    If { cond: Reg, outer: Vec<SInst>, then_body: Option<(Vec<SInst>, Vec<Reg>)>, results: Vec<Reg> },
+    Loop { outer: Vec<SInst>, lower: Reg, upper: Reg, step: Reg, init: Vec<Reg>, iv: Reg, args: Vec<Reg>, results: Vec<Reg> },
+}
+
+/// Records the per-thread program through the [`Emitter`] trait.
+#[derive(Default)]
+pub struct Recorder {
+    code: Vec<SInst>,
+    frames: Vec<Frame>,
+    next: Reg,
+    shared: Vec<(DType, u32)>,
+}
+
+impl Recorder {
+    fn reg(&mut self) -> Reg {
+        self.next += 1;
+        self.next - 1
+    }
+    fn push(&mut self, i: SInst) {
+        self.code.push(i);
+    }
+}
+
+impl Emitter for Recorder {
+    type V = Reg;
+    fn constant(&mut self, dtype: DType, value: Scalar) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Const { dst, dtype, value });
+        dst
+    }
+    fn thread_index(&mut self) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::ThreadIndex { dst });
+        dst
+    }
+    fn program_id(&mut self, axis: u32) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::ProgramId { dst, axis });
+        dst
+    }
+    fn num_programs(&mut self, axis: u32) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::NumPrograms { dst, axis });
+        dst
+    }
+    fn scalar_param(&mut self, param: u32, _dtype: DType) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Param { dst, param });
+        dst
+    }
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Unary { dst, op, dtype, x });
+        dst
+    }
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: Reg, b: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Binary { dst, op, dtype, a, b });
+        dst
+    }
+    fn cmp(&mut self, pred: CmpPred, _dtype: DType, a: Reg, b: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Cmp { dst, pred, a, b });
+        dst
+    }
+    fn select(&mut self, _dtype: DType, c: Reg, a: Reg, b: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Select { dst, c, a, b });
+        dst
+    }
+    fn fma(&mut self, dtype: DType, a: Reg, b: Reg, c: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Fma { dst, dtype, a, b, c });
+        dst
+    }
+    fn cast(&mut self, from: DType, to: DType, x: Reg) -> Reg {
+        let dst = self.reg();
+        let _ = from;
+        self.push(SInst::Cast { dst, to, x });
+        dst
+    }
+    fn load_global(&mut self, buffer: u32, dtype: DType, index: Reg, _index_dtype: DType) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Load { dst, buffer, dtype, index });
+        dst
+    }
+    fn store_global(&mut self, buffer: u32, dtype: DType, index: Reg, _index_dtype: DType, value: Reg) {
+        self.push(SInst::Store { buffer, dtype, index, value });
+    }
+    fn atomic_global(
+        &mut self,
+        op: Option<AtomicOp>,
+        buffer: u32,
+        dtype: DType,
+        index: Reg,
+        _index_dtype: DType,
+        cmp: Option<Reg>,
+        value: Reg,
+    ) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Atomic { dst, op, buffer, dtype, index, cmp, value });
+        dst
+    }
+    fn reserve_shared(&mut self, dtype: DType, len: u32) {
+        match self.shared.iter_mut().find(|(d, _)| *d == dtype) {
+            Some((_, n)) => *n = (*n).max(len),
+            None => self.shared.push((dtype, len)),
+        }
+    }
+    fn load_shared(&mut self, dtype: DType, index: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::LoadShared { dst, dtype, index });
+        dst
+    }
+    fn store_shared(&mut self, dtype: DType, index: Reg, value: Reg) {
+        self.push(SInst::StoreShared { dtype, index, value });
+    }
+    fn barrier(&mut self) {
+        self.push(SInst::Barrier);
+    }
+    fn shuffle_xor(&mut self, _dtype: DType, x: Reg, mask: u32) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::ShuffleXor { dst, x, mask });
+        dst
+    }
+    fn begin_if(&mut self, cond: Reg, result_dtypes: &[DType]) {
+        let results = result_dtypes.iter().map(|_| self.reg()).collect();
+        let outer = std::mem::take(&mut self.code);
+        self.frames.push(Frame::If { cond, outer, then_body: None, results });
+    }
+    fn begin_else(&mut self, then_values: &[Reg]) {
+        let body = std::mem::take(&mut self.code);
+        if let Some(Frame::If { then_body, .. }) = self.frames.last_mut() {
+            *then_body = Some((body, then_values.to_vec()));
+        }
+    }
+    fn end_if(&mut self, else_values: &[Reg]) -> Vec<Reg> {
+        let else_body = std::mem::take(&mut self.code);
+        match self.frames.pop() {
+            Some(Frame::If { cond, outer, then_body, results }) => {
+                let (then_body, then_vals) = then_body.unwrap_or_default();
+                self.code = outer;
+                self.push(SInst::If { cond, then_body, then_vals, else_body, else_vals: else_values.to_vec(), results: results.clone() });
+                results
+            }
+            _ => panic!("end_if without begin_if: a lowering bug"),
+        }
+    }
+    fn begin_loop(&mut self, _iv_dtype: DType, lower: Reg, upper: Reg, step: Reg, carried: &[(DType, Reg)]) -> (Reg, Vec<Reg>) {
+        let iv = self.reg();
+        let args: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
+        let results: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
+        let outer = std::mem::take(&mut self.code);
+        let init = carried.iter().map(|c| c.1).collect();
+        self.frames.push(Frame::Loop { outer, lower, upper, step, init, iv, args: args.clone(), results });
+        (iv, args)
+    }
+    fn end_loop(&mut self, next: &[Reg]) -> Vec<Reg> {
+        let body = std::mem::take(&mut self.code);
+        match self.frames.pop() {
+            Some(Frame::Loop { outer, lower, upper, step, init, iv, args, results }) => {
+                self.code = outer;
+                self.push(SInst::Loop { lower, upper, step, init, iv, args, body, next: next.to_vec(), results: results.clone() });
+                results
+            }
+            _ => panic!("end_loop without begin_loop: a lowering bug"),
+        }
+    }
+}
+
+/// Why an emulated launch failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimtError {
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    #[error(transparent)]
+    Args(#[from] crate::interp::InterpError),
+    #[error("program {pid:?}, thread {thread}: {what}")]
+    Fault { pid: [u32; 3], thread: u32, what: String },
+}
+
+/// A lowered program ready to run on the emulator.
+pub struct Lowered {
+    code: Vec<SInst>,
+    regs: u32,
+    shared: Vec<(DType, u32)>,
+    pub info: LowerInfo,
+    warp: u32,
+    /// Dtype of each scalar parameter (None for buffers).
+    param_dtypes: Vec<Option<DType>>,
+}
+
+/// Lowers `program` for `target` and records the per-thread program.
+pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Lowered, LowerError> {
+    let mut rec = Recorder::default();
+    let info = lower(program, target, options, &mut rec)?;
+    let param_dtypes = program
+        .params
+        .iter()
+        .map(|p| match p.kind {
+            ParamKind::Scalar { dtype } => Some(dtype),
+            ParamKind::Buffer { .. } => None,
+        })
+        .collect();
+    Ok(Lowered { code: rec.code, regs: rec.next, shared: rec.shared, info, warp: target.subgroup_size, param_dtypes })
+}
+
+impl Lowered {
+    /// Number of recorded per-thread instructions (nested ones included).
+    pub fn num_instructions(&self) -> usize {
+        fn count(c: &[SInst]) -> usize {
+            c.iter()
+                .map(|i| match i {
+                    SInst::If { then_body, else_body, .. } => 1 + count(then_body) + count(else_body),
+                    SInst::Loop { body, .. } => 1 + count(body),
+                    _ => 1,
+                })
+                .sum()
+        }
+        count(&self.code)
+    }
+
+    /// Runs the lowered program over `grid` with `args` (as [`crate::interp::run`] takes them).
+    pub fn run(&self, program: &Program, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), SimtError> {
+        // Argument checking is the interpreter's: run it on an empty grid.
+        crate::interp::run(program, [0, 1, 1], args)?;
+        let total = grid.iter().map(|&g| g as u64).product::<u64>();
+        (0..total).into_par_iter().try_for_each(|lin| {
+            let pid = [
+                (lin % grid[0] as u64) as u32,
+                ((lin / grid[0] as u64) % grid[1] as u64) as u32,
+                (lin / (grid[0] as u64 * grid[1] as u64)) as u32,
+            ];
+            let threads = self.info.threads as usize;
+            let mut m = Machine {
+                lowered: self,
+                args,
+                grid,
+                pid,
+                threads,
+                regs: vec![Vec::new(); self.regs as usize],
+                shared: self
+                    .shared
+                    .iter()
+                    .map(|&(d, n)| (d, vec![SharedSlot::default(); n as usize]))
+                    .collect(),
+                epoch: 0,
+            };
+            let active = vec![true; threads];
+            m.exec(&self.code, &active)
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SharedSlot {
+    value: Elem,
+    /// Barrier epoch and thread of the last write (None: never written).
+    written: Option<(u64, u32)>,
+}
+
+impl Default for SharedSlot {
+    fn default() -> Self {
+        SharedSlot { value: Elem::I(0), written: None }
+    }
+}
+
+struct Machine<'a> {
+    lowered: &'a Lowered,
+    args: &'a [Arg<'a>],
+    grid: [u32; 3],
+    pid: [u32; 3],
+    threads: usize,
+    /// Per register, per thread.
+    regs: Vec<Vec<Elem>>,
+    shared: Vec<(DType, Vec<SharedSlot>)>,
+    epoch: u64,
+}
+
+impl Machine<'_> {
+    fn fault(&self, thread: usize, what: String) -> SimtError {
+        SimtError::Fault { pid: self.pid, thread: thread as u32, what }
+    }
+
+    fn get(&self, r: Reg, t: usize) -> Elem {
+        self.regs[r as usize].get(t).copied().unwrap_or(Elem::I(0))
+    }
+
+    fn set(&mut self, r: Reg, t: usize, v: Elem) {
+        let col = &mut self.regs[r as usize];
+        if col.len() < self.threads {
+            col.resize(self.threads, Elem::I(0));
+        }
+        col[t] = v;
+    }
+
+    fn int(&self, r: Reg, t: usize) -> i64 {
+        match self.get(r, t) {
+            Elem::I(x) => x,
+            Elem::F(x) => x as i64,
+        }
+    }
+
+    fn buffer(&self, id: u32) -> &HostBuffer {
+        match self.args[id as usize] {
+            Arg::Buffer(b) => b,
+            Arg::Scalar(_) => unreachable!("arguments were checked"),
+        }
+    }
+
+    fn shared_array(&mut self, dtype: DType) -> Option<&mut Vec<SharedSlot>> {
+        self.shared.iter_mut().find(|(d, _)| *d == dtype).map(|(_, v)| v)
+    }
+
+    fn exec(&mut self, code: &[SInst], active: &[bool]) -> Result<(), SimtError> {
+        let threads = self.threads;
+        for inst in code {
+            match inst {
+                SInst::Barrier => {
+                    if let Some(t) = active.iter().position(|a| !a) {
+                        return Err(self.fault(t, "a barrier is reached by only some threads".into()));
+                    }
+                    self.epoch += 1;
+                }
+                SInst::If { cond, then_body, then_vals, else_body, else_vals, results } => {
+                    let c: Vec<bool> = (0..threads).map(|t| active[t] && self.int(*cond, t) != 0).collect();
+                    let e: Vec<bool> = (0..threads).map(|t| active[t] && self.int(*cond, t) == 0).collect();
+                    if c.iter().any(|&x| x) || then_body.iter().any(|i| matches!(i, SInst::Barrier)) {
+                        self.exec(then_body, &c)?;
+                    }
+                    if e.iter().any(|&x| x) || else_body.iter().any(|i| matches!(i, SInst::Barrier)) {
+                        self.exec(else_body, &e)?;
+                    }
+                    for t in 0..threads {
+                        if active[t] {
+                            let src = if c[t] { then_vals } else { else_vals };
+                            for (r, s) in results.iter().zip(src) {
+                                let v = self.get(*s, t);
+                                self.set(*r, t, v);
+                            }
+                        }
+                    }
+                }
+                SInst::Loop { lower, upper, step, init, iv, args, body, next, results } => {
+                    for t in 0..threads {
+                        if active[t] {
+                            let lo = self.get(*lower, t);
+                            self.set(*iv, t, lo);
+                            for (a, i) in args.iter().zip(init) {
+                                let v = self.get(*i, t);
+                                self.set(*a, t, v);
+                            }
+                        }
+                    }
+                    let mut iterations = 0u64;
+                    loop {
+                        let running: Vec<bool> = (0..threads)
+                            .map(|t| {
+                                if !active[t] {
+                                    return false;
+                                }
+                                let (i, hi, st) = (self.int(*iv, t), self.int(*upper, t), self.int(*step, t));
+                                (st > 0 && i < hi) || (st < 0 && i > hi)
+                            })
+                            .collect();
+                        if !running.iter().any(|&r| r) {
+                            break;
+                        }
+                        if running != active {
+                            return Err(self.fault(0, "loop trip counts differ between threads".into()));
+                        }
+                        iterations += 1;
+                        if iterations > 1 << 32 {
+                            return Err(self.fault(0, "loop runs more than 2^32 iterations".into()));
+                        }
+                        self.exec(body, &running)?;
+                        for t in 0..threads {
+                            if running[t] {
+                                let vals: Vec<Elem> = next.iter().map(|n| self.get(*n, t)).collect();
+                                for (a, v) in args.iter().zip(vals) {
+                                    self.set(*a, t, v);
+                                }
+                                let i = self.int(*iv, t) + self.int(*step, t);
+                                self.set(*iv, t, Elem::I(i));
+                            }
+                        }
+                    }
+                    for t in 0..threads {
+                        if active[t] {
+                            for (r, a) in results.iter().zip(args) {
+                                let v = self.get(*a, t);
+                                self.set(*r, t, v);
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    for t in 0..threads {
+                        if active[t] {
+                            self.step(inst, t)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, inst: &SInst, t: usize) -> Result<(), SimtError> {
+        let (dst, v) = match inst {
+            SInst::Const { dst, dtype, value } => (*dst, const_elem(*dtype, *value)),
+            SInst::ThreadIndex { dst } => (*dst, Elem::I(t as i64)),
+            SInst::ProgramId { dst, axis } => (*dst, Elem::I(self.pid[*axis as usize] as i64)),
+            SInst::NumPrograms { dst, axis } => (*dst, Elem::I(self.grid[*axis as usize] as i64)),
+            SInst::Param { dst, param } => {
+                let dtype = match self.lowered_param_dtype(*param) {
+                    Some(d) => d,
+                    None => return Err(self.fault(t, format!("parameter {param} is not a scalar"))),
+                };
+                let s = match self.args[*param as usize] {
+                    Arg::Scalar(s) => s,
+                    Arg::Buffer(_) => return Err(self.fault(t, format!("parameter {param} is a buffer"))),
+                };
+                (*dst, const_elem(dtype, s))
+            }
+            SInst::Unary { dst, op, dtype, x } => (
+                *dst,
+                match self.get(*x, t) {
+                    Elem::I(a) => Elem::I(unary_int(*op, *dtype, a)),
+                    Elem::F(a) => Elem::F(unary_float(*op, *dtype, a)),
+                },
+            ),
+            SInst::Binary { dst, op, dtype, a, b } => (
+                *dst,
+                match (self.get(*a, t), self.get(*b, t)) {
+                    (Elem::I(x), Elem::I(y)) => {
+                        Elem::I(binary_int(*op, *dtype, x, y).map_err(|e| self.fault(t, format!("`{}`: {e:?} ({x}, {y})", op.name())))?)
+                    }
+                    (Elem::F(x), Elem::F(y)) => Elem::F(binary_float(*op, *dtype, x, y)),
+                    (x, y) => return Err(self.fault(t, format!("`{}` on mixed operands {x:?}, {y:?}", op.name()))),
+                },
+            ),
+            SInst::Cmp { dst, pred, a, b } => {
+                let o = match (self.get(*a, t), self.get(*b, t)) {
+                    (Elem::I(x), Elem::I(y)) => Some(x.cmp(&y)),
+                    (Elem::F(x), Elem::F(y)) => x.partial_cmp(&y),
+                    (x, y) => return Err(self.fault(t, format!("cmp on mixed operands {x:?}, {y:?}"))),
+                };
+                let r = match o {
+                    None => *pred == CmpPred::Ne,
+                    Some(o) => match pred {
+                        CmpPred::Eq => o.is_eq(),
+                        CmpPred::Ne => o.is_ne(),
+                        CmpPred::Lt => o.is_lt(),
+                        CmpPred::Le => o.is_le(),
+                        CmpPred::Gt => o.is_gt(),
+                        CmpPred::Ge => o.is_ge(),
+                    },
+                };
+                (*dst, Elem::I(r as i64))
+            }
+            SInst::Select { dst, c, a, b } => (*dst, if self.int(*c, t) != 0 { self.get(*a, t) } else { self.get(*b, t) }),
+            SInst::Fma { dst, dtype, a, b, c } => match (self.get(*a, t), self.get(*b, t), self.get(*c, t)) {
+                (Elem::F(x), Elem::F(y), Elem::F(z)) => (*dst, Elem::F(round_to(*dtype, x.mul_add(y, z)))),
+                _ => return Err(self.fault(t, "fma on non-float operands".into())),
+            },
+            SInst::Cast { dst, to, x } => (
+                *dst,
+                match (self.get(*x, t), to.is_float()) {
+                    (Elem::F(a), true) => Elem::F(round_to(*to, a)),
+                    (Elem::I(a), true) => Elem::F(int_to_float(*to, a)),
+                    (Elem::F(a), false) => Elem::I(float_to_int(*to, a)),
+                    (Elem::I(a), false) => Elem::I(int_to_int(*to, a)),
+                },
+            ),
+            SInst::Load { dst, buffer, dtype, index } => {
+                let i = self.index(*buffer, *index, t, "load")?;
+                let bits = self.buffer(*buffer).load_bits(i);
+                (*dst, bits_elem(*dtype, bits))
+            }
+            SInst::Store { buffer, dtype, index, value } => {
+                let i = self.index(*buffer, *index, t, "store")?;
+                let bits = elem_bits(*dtype, self.get(*value, t));
+                self.buffer(*buffer).store_bits(i, bits);
+                return Ok(());
+            }
+            SInst::Atomic { dst, op, buffer, dtype, index, cmp, value } => {
+                let i = self.index(*buffer, *index, t, "atomic")?;
+                let (val, c) = (self.get(*value, t), cmp.map(|c| self.get(c, t)));
+                let old = self.buffer(*buffer).atomic_update_bits(i, |bits| atomic_new_bits(*op, *dtype, bits, val, c));
+                (*dst, bits_elem(*dtype, old))
+            }
+            SInst::LoadShared { dst, dtype, index } => {
+                let i = self.int(*index, t);
+                let epoch = self.epoch;
+                let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
+                let arr = self.shared.iter().find(|(d, _)| d == dtype).map(|(_, v)| v);
+                let slot = arr
+                    .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
+                    .copied()
+                    .ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
+                match slot.written {
+                    Some((e, w)) if e == epoch && w != t as u32 => {
+                        return Err(fault(format!(
+                            "shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)"
+                        )))
+                    }
+                    None => return Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
+                    _ => {}
+                }
+                (*dst, slot.value)
+            }
+            SInst::StoreShared { dtype, index, value } => {
+                let i = self.int(*index, t);
+                let v = self.get(*value, t);
+                let epoch = self.epoch;
+                let pid = self.pid;
+                let arr = self.shared_array(*dtype);
+                let slot = arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| {
+                    SimtError::Fault { pid, thread: t as u32, what: format!("shared {dtype} store at {i} is out of bounds") }
+                })?;
+                // Several threads may write the same value in one epoch (replicated elements).
+                if let Some((e, w)) = slot.written {
+                    if e == epoch && w != t as u32 && slot.value != v {
+                        return Err(SimtError::Fault {
+                            pid,
+                            thread: t as u32,
+                            what: format!("shared {dtype}[{i}] written with different values by threads {w} and {t} without a barrier"),
+                        });
+                    }
+                }
+                *slot = SharedSlot { value: v, written: Some((epoch, t as u32)) };
+                return Ok(());
+            }
+            SInst::ShuffleXor { dst, x, mask } => {
+                let other = t ^ *mask as usize;
+                if *mask >= self.lowered.warp || other >= self.threads {
+                    return Err(self.fault(t, format!("shuffle_xor {mask} leaves the warp")));
+                }
+                (*dst, self.get(*x, other))
+            }
+            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } => return Ok(()),
+        };
+        self.set(dst, t, v);
+        Ok(())
+    }
+
+    fn lowered_param_dtype(&self, param: u32) -> Option<DType> {
+        self.lowered.param_dtypes.get(param as usize).copied().flatten()
+    }
+
+    fn index(&self, buffer: u32, index: Reg, t: usize, what: &str) -> Result<usize, SimtError> {
+        let i = self.int(index, t);
+        let len = self.buffer(buffer).len();
+        if i < 0 || i as u64 >= len as u64 {
+            return Err(self.fault(t, format!("{what} at offset {i} is out of bounds of buffer {buffer} ({len} elements)")));
+        }
+        Ok(i as usize)
+    }
+}
+
+fn const_elem(dtype: DType, s: Scalar) -> Elem {
+    if dtype.is_float() {
+        Elem::F(round_to(dtype, s.as_f64() as f32))
+    } else {
+        let i = match s {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+        };
+        Elem::I(int_to_int(dtype, i))
+    }
+}
+
+fn bits_elem(dtype: DType, bits: u64) -> Elem {
+    match from_bits(dtype, bits) {
+        Ok(i) => Elem::I(i),
+        Err(f) => Elem::F(f),
+    }
+}
+
+fn elem_bits(dtype: DType, v: Elem) -> u64 {
+    match v {
+        Elem::F(x) => float_bits(dtype, x),
+        Elem::I(x) => x as u64,
+    }
+}

@@ -1,0 +1,59 @@
+//! Shared by the kernel tests: every dtype, test problem and the first two configurations of a
+//! kernel on one device, against the kernel's f64 reference.
+
+/// One test per library kernel, calling the including file's `check_kernel(name)`, and a test
+/// that no library kernel is missing from the list.
+#[macro_export]
+macro_rules! kernel_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check_kernel(stringify!($name));
+            }
+        )*
+
+        #[test]
+        fn every_kernel_is_tested() {
+            let tested = [$(stringify!($name)),*];
+            for k in tilekit::kernels::all() {
+                assert!(tested.contains(&k.name()), "kernel `{}` has no test here", k.name());
+            }
+        }
+    };
+}
+
+use tilekit::check::check;
+use tilekit::kernels;
+use tilekit::Device;
+
+pub fn check_kernel(name: &str, device: &Device) {
+    let kernel = kernels::find(name).unwrap_or_else(|| panic!("no kernel `{name}`"));
+    let configs = kernel.configs();
+    assert!(configs.len() >= 2, "{name}: tests need at least two configurations");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for &dtype in kernel.dtypes() {
+        let problems = kernel.test_problems(dtype);
+        assert!(!problems.is_empty(), "{name}: no test problems for {dtype}");
+        for (pi, problem) in problems.iter().enumerate() {
+            for config in configs.iter().take(2) {
+                let seed = 0x5EED ^ (pi as u64) << 8 ^ dtype as u64;
+                match check(kernel.as_ref(), problem, config, device, seed) {
+                    Ok(report) => {
+                        runs += 1;
+                        for o in report.outputs.iter().filter(|o| !o.pass) {
+                            failures.push(format!(
+                                "{problem} [{config}] output `{}`: rel err {:.3e} > tol {:.1e}, max abs err {:.3e} at {}, {} non-finite",
+                                o.name, o.rel_err, o.tolerance, o.max_abs_err, o.max_abs_index, o.non_finite
+                            ));
+                        }
+                    }
+                    Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{name}: {} of {} runs failed:\n{}", failures.len(), runs + failures.len(), failures.join("\n"));
+}
+

@@ -198,7 +198,7 @@ fn bench(kernel: &dyn Kernel, problem: &Problem, device: &Device, wanted_runs: u
 
     let start = Instant::now();
     while r.samples_s.len() < MAX_RUNS && (r.samples_s.len() < wanted_runs || start.elapsed() < MIN_TOTAL) {
-        match device.run_plan(&plan, &buffers) {
+        match device.run_plan(&plan, &buffers, &config) {
             Ok(t) => r.samples_s.push(t.as_secs_f64()),
             Err(e) => {
                 r.status = "error".into();

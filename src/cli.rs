@@ -122,7 +122,8 @@ pub struct RunArgs {
     pub problems: ProblemSet,
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// Device to run on (`tilekit devices` lists them).
+    /// Device to run on: `interpreter`, or `emulator:TARGET` for the GPU lowering of a target
+    /// emulated on the CPU (`tilekit devices` lists what is reachable).
     #[arg(long, default_value = "interpreter", value_name = "DEVICE")]
     pub device: String,
     /// Seed of the random inputs.

@@ -173,6 +173,16 @@ fn run_one_kernel_passes() {
 }
 
 #[test]
+fn run_on_every_listed_device() {
+    for device in tilekit::Device::all() {
+        let name = device.name();
+        let v = json(&["run", "softmax", "--shape", "5x37", "--device", &name, "--json"]);
+        assert_eq!(v["device"], name.as_str());
+        assert_eq!(v["results"][0]["status"], "pass", "{v}");
+    }
+}
+
+#[test]
 fn run_json_reports_errors_and_tolerances() {
     let v = json(&["run", "vector_add", "--shape", "4099", "--dtype", "bf16", "--json"]);
     assert_eq!(v["passed"], 1);

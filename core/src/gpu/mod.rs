@@ -4,6 +4,7 @@
 //! (register, lane, warp) to tile coordinates. [`lower`] walks the tile program and emits the
 //! per-thread scalar program through a backend's [`emit::Emitter`].
 
+pub mod axis;
 pub mod emit;
 pub mod layout;
 pub mod lower;

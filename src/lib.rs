@@ -6,6 +6,7 @@
 //! interpreter.
 
 pub mod check;
+pub mod cli;
 pub mod device;
 pub mod kernels;
 

@@ -1,0 +1,884 @@
+//! The `tilekit` command line: list the kernel library and the devices, print the tile IR a kernel
+//! builds, and run kernels against their f64 reference.
+//!
+//! The binary is a thin `main` over [`main_with_args`], so the parsing and the error paths are
+//! testable as a library. Every user mistake becomes a [`CliError`] whose message is one line and
+//! whose exit code is 2; a run that completes but fails its comparison exits with 1.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use crate::check::{self, CheckError, CheckReport};
+use crate::device::{Device, DeviceError};
+use crate::kernels::{self, Kernel, KernelError, LaunchArg, Plan, Problem};
+use crate::{Config, DType};
+
+/// Exit code of a run whose results did not all pass.
+pub const EXIT_FAIL: i32 = 1;
+/// Exit code of bad input (unknown kernel, bad shape, dtype or configuration, a kernel that
+/// cannot plan the problem). The same code clap uses for a malformed command line.
+pub const EXIT_USAGE: i32 = 2;
+
+const EXAMPLES: &str = "\
+Examples:
+  tilekit kernels                          list the kernel library
+  tilekit ir vector_add --config BLOCK=256 print the tile IR of one configuration
+  tilekit run vector_add --shape 1M        run on the interpreter and compare with the reference
+  tilekit run --all --problems tests       every kernel on its small test problems
+  tilekit run --all --all-dtypes           every kernel, every dtype, default problems
+  tilekit devices --json                   devices reachable now, as JSON";
+
+/// tilekit: Triton-style tile kernels written once in Rust, run and measured on every device.
+#[derive(Parser, Debug)]
+#[command(
+    name = "tilekit",
+    version,
+    about = "Tile kernels written once in Rust, checked against an f64 reference on every device tilekit can reach",
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List the kernel library: dtypes, shape, configurations and default problem of each kernel.
+    Kernels(ListArgs),
+    /// Print the tile IR of every launch a kernel plans for one problem.
+    ///
+    /// The problem starts from the kernel's default (see `tilekit kernels`); --shape, --dtype and
+    /// --opt change it. --config overrides meta-parameters of the kernel's default configuration.
+    Ir(IrArgs),
+    /// Run kernels on a device and compare every output with the f64 reference.
+    ///
+    /// Prints, per output, the norm-wise relative error, the tolerance, PASS or FAIL and the
+    /// wall time of the launches. Exits with 1 when any output fails and 2 on bad input.
+    #[command(
+        override_usage = "tilekit run [OPTIONS] <KERNEL>\n       tilekit run --all [--problems tests] [--all-dtypes | --dtype <DTYPE>] [OPTIONS]"
+    )]
+    Run(RunArgs),
+    /// List the devices tilekit can run on now.
+    Devices(ListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What to compute: the kernel's default problem changed by these options.
+#[derive(Args, Debug, Default, Clone)]
+pub struct ProblemArgs {
+    /// Problem shape: dimensions separated by `x`, each a number (4096), a power (2^20) or a
+    /// number with a K, M or G suffix (1M). Defaults to the kernel's default problem.
+    #[arg(long, value_name = "SHAPE")]
+    pub shape: Option<String>,
+    /// Element dtype: f32, f16, bf16, i32, ... (`tilekit kernels` lists what each kernel supports).
+    #[arg(long, value_name = "DTYPE")]
+    pub dtype: Option<String>,
+    /// A kernel option such as causal=1; repeat for several.
+    #[arg(long = "opt", value_name = "KEY=VALUE")]
+    pub opts: Vec<String>,
+    /// Meta-parameters to override in the kernel's default configuration, such as
+    /// BLOCK=256,num_warps=8; repeat to add more.
+    #[arg(long = "config", value_name = "KEY=VALUE,...")]
+    pub configs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct IrArgs {
+    /// Kernel name, as `tilekit kernels` lists it.
+    pub kernel: String,
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Print the Rust source location each operation was built at.
+    #[arg(long)]
+    pub locations: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Kernel name, as `tilekit kernels` lists it.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub kernel: Option<String>,
+    /// Run every kernel of the library, each in its default configuration.
+    #[arg(long)]
+    pub all: bool,
+    /// Run once per dtype the kernel supports (with --all: for every kernel).
+    #[arg(long, conflicts_with = "dtype")]
+    pub all_dtypes: bool,
+    /// Which problems to run: each kernel's default problem (sized for a GPU, so a large one can
+    /// take minutes on the interpreter), or its test problems (small, odd sizes, every option).
+    #[arg(long, value_enum, default_value_t = ProblemSet::Default, conflicts_with_all = ["shape", "opts"])]
+    pub problems: ProblemSet,
+    #[command(flatten)]
+    pub problem: ProblemArgs,
+    /// Device to run on: `interpreter`, or `emulator:TARGET` for the GPU lowering of a target
+    /// emulated on the CPU (`tilekit devices` lists what is reachable).
+    #[arg(long, default_value = "interpreter", value_name = "DEVICE")]
+    pub device: String,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
+    /// Print JSON results instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The problems `tilekit run` runs when no --shape is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProblemSet {
+    /// The kernel's default problem, changed by --shape, --dtype and --opt.
+    Default,
+    /// The kernel's test problems.
+    Tests,
+}
+
+/// Bad input or a failure before anything ran. Each message is one line that names the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("unknown kernel `{name}`; the library has: {available}")]
+    UnknownKernel { name: String, available: String },
+    #[error("bad --shape `{text}`: {why} (write dimensions like 4096x1024, 2^20 or 1M)")]
+    Shape { text: String, why: String },
+    #[error("kernel `{kernel}` takes a shape of {expected} ({rank} dimension{s}), got `{text}`", s = if *.rank == 1 { "" } else { "s" })]
+    Rank { kernel: String, expected: String, rank: usize, text: String },
+    #[error("unknown dtype `{name}`; known dtypes: {known}")]
+    UnknownDType { name: String, known: String },
+    #[error("kernel `{kernel}` does not support dtype {dtype}; it supports: {supported}")]
+    UnsupportedDType { kernel: String, dtype: DType, supported: String },
+    #[error("bad --opt `{text}`: expected KEY=VALUE, such as causal=1")]
+    Opt { text: String },
+    #[error("bad --config: {0}")]
+    Config(#[from] tilekit_core::ConfigError),
+    #[error("kernel `{kernel}` has no meta-parameter `{key}`; its meta-parameters: {known}")]
+    ConfigKey { kernel: String, key: String, known: String },
+    #[error("kernel `{kernel}` cannot plan {problem} with config {config}: {source}")]
+    Plan { kernel: String, problem: String, config: String, source: Box<KernelError> },
+    #[error(transparent)]
+    Device(Box<DeviceError>),
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write the output: {0}")]
+    Io(#[from] io::Error),
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl From<DeviceError> for CliError {
+    fn from(e: DeviceError) -> CliError {
+        CliError::Device(Box::new(e))
+    }
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        EXIT_USAGE
+    }
+}
+
+/// Parses `args` (the program name first), runs the command and returns the process exit code.
+/// Results go to stdout, errors to stderr as one line.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap renders help and usage errors itself; a failed write to a closed pipe has
+            // nowhere left to be reported.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let mut stdout = io::stdout().lock();
+    match execute(&cli.command, &mut stdout) {
+        Ok(code) => code,
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            let _ = stdout.flush();
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Runs one command, writing its results to `out`; returns the exit code for a completed command.
+pub fn execute(command: &Command, out: &mut dyn Write) -> Result<i32, CliError> {
+    match command {
+        Command::Kernels(a) => list_kernels(a.json, out).map(|_| 0),
+        Command::Devices(a) => list_devices(a.json, out).map(|_| 0),
+        Command::Ir(a) => print_ir(a, out).map(|_| 0),
+        Command::Run(a) => run(a, out),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolving the command line into kernels, problems and configurations
+
+/// The kernel called `name`, or an error listing the library.
+pub fn find_kernel(name: &str) -> Result<Box<dyn Kernel>, CliError> {
+    kernels::find(name).ok_or_else(|| CliError::UnknownKernel {
+        name: name.to_string(),
+        available: kernel_names(),
+    })
+}
+
+fn kernel_names() -> String {
+    kernels::all().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Parses a dtype name.
+pub fn parse_dtype(name: &str) -> Result<DType, CliError> {
+    DType::from_name(name.trim()).ok_or_else(|| CliError::UnknownDType {
+        name: name.to_string(),
+        known: DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Parses a `--shape` value.
+pub fn parse_shape(text: &str) -> Result<Vec<usize>, CliError> {
+    if text.trim().is_empty() {
+        return Err(CliError::Shape { text: text.to_string(), why: "it is empty".into() });
+    }
+    Problem::parse_shape(text).map_err(|e| CliError::Shape {
+        text: text.to_string(),
+        why: match e {
+            // The parser's own message repeats the whole shape; keep the part that names the
+            // offending dimension.
+            KernelError::Parse(m) => m.split(" in shape ").next().unwrap_or(&m).to_string() + " is not a size",
+            other => other.to_string(),
+        },
+    })
+}
+
+/// Checks `dtype` is one the kernel supports, with a message that names the kernel.
+fn check_dtype(kernel: &dyn Kernel, dtype: DType) -> Result<(), CliError> {
+    if kernel.dtypes().contains(&dtype) {
+        Ok(())
+    } else {
+        Err(CliError::UnsupportedDType {
+            kernel: kernel.name().to_string(),
+            dtype,
+            supported: kernel.dtypes().iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// The kernel's default problem changed by `--shape`, `--dtype` (or `dtype`) and `--opt`.
+pub fn resolve_problem(kernel: &dyn Kernel, args: &ProblemArgs, dtype: Option<DType>) -> Result<Problem, CliError> {
+    let mut problem = kernel.default_problem();
+    if let Some(text) = &args.shape {
+        let shape = parse_shape(text)?;
+        // A shape of the wrong rank would be read partly or not at all; the ranks the kernel
+        // accepts are those of the problems it documents.
+        let mut ranks: BTreeSet<usize> = BTreeSet::new();
+        ranks.insert(problem.shape.len());
+        ranks.extend(kernel.test_problems(problem.dtype).iter().map(|p| p.shape.len()));
+        if !ranks.contains(&shape.len()) {
+            return Err(CliError::Rank {
+                kernel: kernel.name().to_string(),
+                expected: kernel.shape_doc().split(" (").next().unwrap_or_default().to_string(),
+                rank: problem.shape.len(),
+                text: text.clone(),
+            });
+        }
+        problem.shape = shape;
+    }
+    let dtype = match (dtype, &args.dtype) {
+        (Some(d), _) => Some(d),
+        (None, Some(name)) => Some(parse_dtype(name)?),
+        (None, None) => None,
+    };
+    if let Some(d) = dtype {
+        check_dtype(kernel, d)?;
+        problem.dtype = d;
+    }
+    for text in &args.opts {
+        match text.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                problem.opts.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            _ => return Err(CliError::Opt { text: text.clone() }),
+        }
+    }
+    Ok(problem)
+}
+
+/// The kernel's default configuration with every `--config` merged over it, in order.
+pub fn resolve_config(kernel: &dyn Kernel, overrides: &[String]) -> Result<Config, CliError> {
+    let configs = kernel.configs();
+    let mut config = configs.first().cloned().unwrap_or_default();
+    let known: BTreeSet<String> = configs.iter().flat_map(|c| c.iter().map(|(k, _)| k.to_string())).collect();
+    for text in overrides {
+        let o: Config = text.parse()?;
+        for (key, _) in o.iter() {
+            // A key the kernel never reads would be ignored silently: almost always a typo.
+            if !known.is_empty() && !known.contains(key) {
+                return Err(CliError::ConfigKey {
+                    kernel: kernel.name().to_string(),
+                    key: key.to_string(),
+                    known: known.iter().cloned().collect::<Vec<_>>().join(", "),
+                });
+            }
+        }
+        config = config.merged(&o);
+    }
+    Ok(config)
+}
+
+fn plan(kernel: &dyn Kernel, problem: &Problem, config: &Config) -> Result<Plan, CliError> {
+    kernel.plan(problem, config).map_err(|source| CliError::Plan {
+        kernel: kernel.name().to_string(),
+        problem: problem.to_string(),
+        config: config.to_string(),
+        source: Box::new(source),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// tilekit kernels / devices
+
+/// One kernel as `tilekit kernels --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct KernelInfo {
+    pub name: String,
+    pub description: String,
+    pub dtypes: Vec<String>,
+    pub shape: String,
+    /// Number of configurations in the kernel's space.
+    pub configs: usize,
+    pub default_config: String,
+    pub default_problem: ProblemInfo,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProblemInfo {
+    pub shape: Vec<usize>,
+    pub dtype: String,
+    pub opts: std::collections::BTreeMap<String, String>,
+    /// The problem as the text output prints it: `1048576 f32`.
+    pub text: String,
+}
+
+impl From<&Problem> for ProblemInfo {
+    fn from(p: &Problem) -> ProblemInfo {
+        ProblemInfo { shape: p.shape.clone(), dtype: p.dtype.to_string(), opts: p.opts.clone(), text: p.to_string() }
+    }
+}
+
+pub fn kernel_infos() -> Vec<KernelInfo> {
+    kernels::all()
+        .iter()
+        .map(|k| {
+            let configs = k.configs();
+            KernelInfo {
+                name: k.name().to_string(),
+                description: k.description().to_string(),
+                dtypes: k.dtypes().iter().map(|d| d.to_string()).collect(),
+                shape: k.shape_doc().to_string(),
+                configs: configs.len(),
+                default_config: configs.first().map(|c| c.to_string()).unwrap_or_default(),
+                default_problem: ProblemInfo::from(&k.default_problem()),
+            }
+        })
+        .collect()
+}
+
+fn list_kernels(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let infos = kernel_infos();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&infos)?)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = infos
+        .iter()
+        .map(|k| {
+            // A shape's explanation ("M x N x K (options: ...)") would make the column as wide as
+            // the terminal; it moves to the end of the description, the free-width column.
+            let (shape, note) = match k.shape.split_once(" (") {
+                Some((shape, note)) => (shape.to_string(), format!(" ({note}")),
+                None => (k.shape.clone(), String::new()),
+            };
+            vec![
+                k.name.clone(),
+                k.dtypes.join(","),
+                shape,
+                k.configs.to_string(),
+                k.default_problem.text.clone(),
+                k.description.clone() + &note,
+            ]
+        })
+        .collect();
+    out.write_all(table(&["KERNEL", "DTYPES", "SHAPE", "CONFIGS", "DEFAULT PROBLEM", "DESCRIPTION"], &rows).as_bytes())?;
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub default: bool,
+}
+
+fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let devices: Vec<DeviceInfo> = Device::all()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0 })
+        .collect();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&devices)?)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = devices
+        .iter()
+        .map(|d| vec![d.name.clone(), if d.default { "yes".into() } else { String::new() }])
+        .collect();
+    out.write_all(table(&["DEVICE", "DEFAULT"], &rows).as_bytes())?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// tilekit ir
+
+fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let kernel = find_kernel(&args.kernel)?;
+    let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
+    let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
+    let plan = plan(kernel.as_ref(), &problem, &config)?;
+    let mut text = String::new();
+    let count = plan.launches.len();
+    for (i, launch) in plan.launches.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        let launch_args: Vec<String> = launch
+            .args
+            .iter()
+            .map(|a| match a {
+                LaunchArg::Buffer(b) => plan.buffers.get(*b).map_or_else(|| format!("buffer {b}"), |s| s.name.clone()),
+                LaunchArg::Scalar(s) => s.to_string(),
+            })
+            .collect();
+        // `;` starts a comment in the text form, so a single launch's output parses back as is.
+        let _ = writeln!(text, "; {} {} [{}]", kernel.name(), problem, config);
+        let _ = writeln!(
+            text,
+            "; launch {} of {count}: grid [{}, {}, {}], args ({})",
+            i + 1,
+            launch.grid[0],
+            launch.grid[1],
+            launch.grid[2],
+            launch_args.join(", ")
+        );
+        text.push_str(&program_text(&launch.program, args.locations));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn program_text(program: &crate::Program, locations: bool) -> String {
+    crate::text::print_with(program, &crate::text::PrintOptions { locations })
+}
+
+// ---------------------------------------------------------------------------------------------
+// tilekit run
+
+/// One run as `tilekit run --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct RunRecord {
+    pub kernel: String,
+    pub problem: String,
+    pub dtype: String,
+    pub config: String,
+    pub device: String,
+    pub seed: u64,
+    /// `pass`, `fail` (an output is outside its tolerance) or `error` (nothing to compare).
+    pub status: String,
+    pub error: Option<String>,
+    pub report: Option<CheckReport>,
+}
+
+/// Everything `tilekit run --json` prints.
+#[derive(Debug, Serialize)]
+pub struct RunSummary {
+    pub device: String,
+    pub seed: u64,
+    pub passed: usize,
+    pub failed: usize,
+    pub results: Vec<RunRecord>,
+}
+
+struct Job {
+    kernel: Arc<dyn Kernel>,
+    problem: Problem,
+    config: Config,
+    /// Output buffer names, or why the kernel cannot plan the problem.
+    outputs: Result<Vec<String>, String>,
+}
+
+fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
+    if args.all {
+        for (flag, set) in [
+            ("--shape", args.problem.shape.is_some()),
+            ("--opt", !args.problem.opts.is_empty()),
+            ("--config", !args.problem.configs.is_empty()),
+        ] {
+            if set {
+                return Err(CliError::Usage(format!(
+                    "{flag} cannot be used with --all: each kernel runs its own problems and default configuration"
+                )));
+            }
+        }
+    }
+    let selected: Vec<Arc<dyn Kernel>> = if args.all {
+        kernels::all().into_iter().map(Arc::from).collect()
+    } else {
+        let name = args.kernel.as_deref().ok_or_else(|| CliError::Usage("name a kernel or pass --all".into()))?;
+        vec![Arc::from(find_kernel(name)?)]
+    };
+    let dtype = args.problem.dtype.as_deref().map(parse_dtype).transpose()?;
+
+    let mut jobs = Vec::new();
+    for kernel in selected {
+        let dtypes: Vec<DType> = match dtype {
+            // With --all, --dtype selects the kernels that support it.
+            Some(d) if args.all && !kernel.dtypes().contains(&d) => continue,
+            Some(d) => {
+                check_dtype(kernel.as_ref(), d)?;
+                vec![d]
+            }
+            None if args.all_dtypes => kernel.dtypes().to_vec(),
+            None => vec![kernel.default_problem().dtype],
+        };
+        let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
+        for d in dtypes {
+            let problems = match args.problems {
+                ProblemSet::Default => vec![resolve_problem(kernel.as_ref(), &args.problem, Some(d))?],
+                ProblemSet::Tests => kernel.test_problems(d),
+            };
+            for problem in problems {
+                let outputs = match kernel.plan(&problem, &config) {
+                    Ok(p) => Ok(output_names(&p)),
+                    // One named kernel that cannot plan its problem is bad input, reported before
+                    // anything runs; across the library it is one failed result among many.
+                    Err(source) if !args.all => {
+                        return Err(CliError::Plan {
+                            kernel: kernel.name().to_string(),
+                            problem: problem.to_string(),
+                            config: config.to_string(),
+                            source: Box::new(source),
+                        })
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs });
+            }
+        }
+    }
+    if jobs.is_empty() {
+        return Err(CliError::Usage(match &args.problem.dtype {
+            Some(d) => format!("no kernel supports dtype {d}"),
+            None => "nothing to run".into(),
+        }));
+    }
+    Ok(jobs)
+}
+
+fn output_names(plan: &Plan) -> Vec<String> {
+    plan.outputs().map(|(_, b)| b.name.clone()).collect()
+}
+
+const RUN_HEADERS: [&str; 8] = ["KERNEL", "PROBLEM", "CONFIG", "OUTPUT", "REL ERR", "TOL", "RESULT", "TIME"];
+
+fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
+    let device = Device::find(&args.device)?;
+    let jobs = jobs(args)?;
+
+    // Rows are printed as each run finishes (the interpreter can take a while), so the column
+    // widths come from what is known before running.
+    let mut widths: Vec<usize> = RUN_HEADERS.iter().map(|h| h.len()).collect();
+    for j in &jobs {
+        widths[0] = widths[0].max(j.kernel.name().len());
+        widths[1] = widths[1].max(j.problem.to_string().len());
+        widths[2] = widths[2].max(j.config.to_string().len());
+        if let Ok(names) = &j.outputs {
+            widths[3] = widths[3].max(names.iter().map(String::len).max().unwrap_or(0));
+        }
+    }
+    widths[4] = widths[4].max(9);
+    widths[5] = widths[5].max(7);
+    widths[6] = widths[6].max(5);
+    if !args.json {
+        writeln!(out, "device: {device}, seed: {}", args.seed)?;
+        writeln!(out, "{}", row(&RUN_HEADERS.map(String::from), &widths))?;
+        out.flush()?;
+    }
+
+    let mut records = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let mut record = RunRecord {
+            kernel: job.kernel.name().to_string(),
+            problem: job.problem.to_string(),
+            dtype: job.problem.dtype.to_string(),
+            config: job.config.to_string(),
+            device: device.name(),
+            seed: args.seed,
+            status: "error".into(),
+            error: None,
+            report: None,
+        };
+        let result = match &job.outputs {
+            Err(e) => Err(e.clone()),
+            Ok(_) => check::check(job.kernel.as_ref(), &job.problem, &job.config, &device, args.seed)
+                .map_err(|e: CheckError| e.to_string()),
+        };
+        match result {
+            Ok(report) => {
+                record.status = if report.pass() { "pass" } else { "fail" }.into();
+                if !args.json {
+                    for o in &report.outputs {
+                        let cells = [
+                            record.kernel.clone(),
+                            record.problem.clone(),
+                            record.config.clone(),
+                            o.name.clone(),
+                            format!("{:.2e}", o.rel_err),
+                            format!("{:.1e}", o.tolerance),
+                            if o.pass { "PASS" } else { "FAIL" }.to_string(),
+                            format_seconds(report.elapsed_s),
+                        ];
+                        writeln!(out, "{}", row(&cells, &widths))?;
+                        if o.non_finite > 0 {
+                            writeln!(out, "    {} non-finite values where the reference is finite", o.non_finite)?;
+                        }
+                    }
+                }
+                record.report = Some(report);
+            }
+            Err(e) => {
+                if !args.json {
+                    let cells = [
+                        record.kernel.clone(),
+                        record.problem.clone(),
+                        record.config.clone(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                        "ERROR".into(),
+                        "-".into(),
+                    ];
+                    writeln!(out, "{}", row(&cells, &widths))?;
+                    writeln!(out, "    error: {e}")?;
+                }
+                record.error = Some(e);
+            }
+        }
+        out.flush()?;
+        records.push(record);
+    }
+
+    let passed = records.iter().filter(|r| r.status == "pass").count();
+    let failed = records.len() - passed;
+    if args.json {
+        let summary = RunSummary { device: device.name(), seed: args.seed, passed, failed, results: records };
+        writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
+    } else {
+        writeln!(out, "{passed} passed, {failed} failed")?;
+    }
+    Ok(if failed == 0 { 0 } else { EXIT_FAIL })
+}
+
+/// `12.3 ms`, `840 µs`, `2.41 s`.
+pub fn format_seconds(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tables
+
+fn row(cells: &[String], widths: &[usize]) -> String {
+    let mut line = String::new();
+    for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+        if i + 1 == cells.len() {
+            line.push_str(c);
+        } else {
+            let _ = write!(line, "{c:<w$}  ");
+        }
+    }
+    line.trim_end().to_string()
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    s.push_str(&row(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>(), &widths));
+    s.push('\n');
+    for r in rows {
+        s.push_str(&row(r, &widths));
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("tilekit").chain(args.iter().copied())).expect("parses")
+    }
+
+    fn problem_args(shape: Option<&str>, dtype: Option<&str>) -> ProblemArgs {
+        ProblemArgs { shape: shape.map(String::from), dtype: dtype.map(String::from), ..Default::default() }
+    }
+
+    #[test]
+    fn shapes_parse_in_every_documented_form() {
+        assert_eq!(parse_shape("4096x1024").unwrap(), vec![4096, 1024]);
+        assert_eq!(parse_shape("2^20").unwrap(), vec![1 << 20]);
+        assert_eq!(parse_shape("1M").unwrap(), vec![1 << 20]);
+        assert_eq!(parse_shape("3x5x7").unwrap(), vec![3, 5, 7]);
+        let e = parse_shape("12xq").unwrap_err().to_string();
+        assert!(e.contains("`12xq`") && e.contains("`q`"), "{e}");
+        assert!(parse_shape("").is_err());
+        assert!(parse_shape("2^99").is_err());
+    }
+
+    #[test]
+    fn problem_overrides_the_default() {
+        let k = find_kernel("vector_add").unwrap();
+        let p = resolve_problem(k.as_ref(), &problem_args(Some("1000"), Some("f16")), None).unwrap();
+        assert_eq!(p.shape, vec![1000]);
+        assert_eq!(p.dtype, DType::F16);
+        let p = resolve_problem(k.as_ref(), &problem_args(None, None), None).unwrap();
+        assert_eq!(p, k.default_problem());
+    }
+
+    #[test]
+    fn problem_errors_name_what_is_wrong() {
+        let k = find_kernel("vector_add").unwrap();
+        let e = resolve_problem(k.as_ref(), &problem_args(Some("4x4"), None), None).unwrap_err().to_string();
+        assert!(e.contains("vector_add") && e.contains("4x4"), "{e}");
+        let e = resolve_problem(k.as_ref(), &problem_args(None, Some("f99")), None).unwrap_err().to_string();
+        assert!(e.contains("f99") && e.contains("bf16"), "{e}");
+        let e = resolve_problem(k.as_ref(), &problem_args(None, Some("i8")), None).unwrap_err().to_string();
+        assert!(e.contains("does not support dtype i8"), "{e}");
+        let a = ProblemArgs { opts: vec!["causal".into()], ..Default::default() };
+        let e = resolve_problem(k.as_ref(), &a, None).unwrap_err().to_string();
+        assert!(e.contains("KEY=VALUE"), "{e}");
+    }
+
+    #[test]
+    fn config_overrides_merge_over_the_default() {
+        let k = find_kernel("vector_add").unwrap();
+        let default = k.configs()[0].clone();
+        let c = resolve_config(k.as_ref(), &["BLOCK=256".into()]).unwrap();
+        assert_eq!(c.get("BLOCK").unwrap(), 256);
+        assert_eq!(c.get("num_warps").unwrap(), default.get("num_warps").unwrap());
+        let c = resolve_config(k.as_ref(), &["BLOCK=256".into(), "num_warps=8,BLOCK=64".into()]).unwrap();
+        assert_eq!(c.to_string(), "BLOCK=64,num_warps=8");
+        let e = resolve_config(k.as_ref(), &["BLOK=256".into()]).unwrap_err().to_string();
+        assert!(e.contains("`BLOK`") && e.contains("BLOCK"), "{e}");
+        let e = resolve_config(k.as_ref(), &["BLOCK=big".into()]).unwrap_err().to_string();
+        assert!(e.contains("big"), "{e}");
+    }
+
+    #[test]
+    fn invalid_config_values_fail_when_planning() {
+        let k = find_kernel("vector_add").unwrap();
+        let c = resolve_config(k.as_ref(), &["BLOCK=100".into()]).unwrap();
+        let e = plan(k.as_ref(), &k.default_problem(), &c).unwrap_err().to_string();
+        assert!(e.contains("BLOCK") && e.contains("100"), "{e}");
+    }
+
+    #[test]
+    fn run_arguments_conflict_sensibly() {
+        let tries = |args: &[&str]| Cli::try_parse_from(std::iter::once("tilekit").chain(args.iter().copied()));
+        assert!(tries(&["run"]).is_err(), "a kernel or --all is required");
+        assert!(tries(&["run", "vector_add", "--all"]).is_err());
+        assert!(tries(&["run", "--all", "--all-dtypes", "--dtype", "f32"]).is_err());
+        let Command::Run(a) = parse(&["run", "--all", "--shape", "7"]).command else { panic!("run") };
+        let e = jobs(&a).err().expect("--shape with --all is refused").to_string();
+        assert!(e.contains("--shape"), "{e}");
+        let Command::Run(a) = parse(&["run", "vector_add", "--config", "BLOCK=64", "--config", "num_warps=2"]).command else {
+            panic!("run")
+        };
+        assert_eq!(a.problem.configs.len(), 2);
+        assert_eq!(a.device, "interpreter");
+    }
+
+    #[test]
+    fn all_dtypes_plans_one_job_per_dtype() {
+        let Command::Run(a) = parse(&["run", "vector_add", "--all-dtypes", "--shape", "33"]).command else { panic!("run") };
+        let jobs = jobs(&a).unwrap();
+        let k = find_kernel("vector_add").unwrap();
+        assert_eq!(jobs.len(), k.dtypes().len());
+        for (j, d) in jobs.iter().zip(k.dtypes()) {
+            assert_eq!(j.problem.dtype, *d);
+            assert_eq!(j.problem.shape, vec![33]);
+            assert_eq!(j.outputs.as_ref().unwrap(), &vec!["out".to_string()]);
+        }
+    }
+
+    #[test]
+    fn run_all_plans_each_kernel_once_on_its_default_problem() {
+        let Command::Run(a) = parse(&["run", "--all"]).command else { panic!("run") };
+        let jobs = jobs(&a).unwrap();
+        let all = kernels::all();
+        assert_eq!(jobs.len(), all.len());
+        for (j, k) in jobs.iter().zip(&all) {
+            assert_eq!(j.kernel.name(), k.name());
+            assert_eq!(j.problem, k.default_problem());
+            assert_eq!(j.config, k.configs()[0]);
+            assert!(j.outputs.is_ok(), "{}: {:?}", k.name(), j.outputs);
+        }
+        let Command::Run(a) = parse(&["run", "--all", "--all-dtypes"]).command else { panic!("run") };
+        assert_eq!(jobs_count(&a), all.iter().map(|k| k.dtypes().len()).sum::<usize>());
+    }
+
+    fn jobs_count(a: &RunArgs) -> usize {
+        jobs(a).map(|j| j.len()).unwrap_or(0)
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(&["A", "LONG HEADER", "C"], &[vec!["xyz".into(), "1".into(), "last".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "A    LONG HEADER  C");
+        assert_eq!(lines[1], "xyz  1            last");
+    }
+
+    #[test]
+    fn seconds_are_readable() {
+        assert_eq!(format_seconds(0.000_25), "250 µs");
+        assert_eq!(format_seconds(0.0123), "12.30 ms");
+        assert_eq!(format_seconds(2.5), "2.500 s");
+    }
+}

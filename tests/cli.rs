@@ -1,0 +1,274 @@
+//! The `tilekit` binary as a person runs it: output, JSON that parses, exit codes and one-line
+//! messages for bad input.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tilekit::kernels;
+
+fn tilekit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tilekit"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("the tilekit binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Runs `args`, expects exit code 0 and returns stdout.
+fn ok(args: &[&str]) -> String {
+    let o = tilekit(args);
+    assert_eq!(o.status.code(), Some(0), "tilekit {args:?} failed\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("tilekit {args:?} printed invalid JSON ({e}):\n{out}"))
+}
+
+/// Runs `args`, expects exit code 2, one line on stderr containing every `needle`, nothing on
+/// stdout and no panic.
+fn bad_input(args: &[&str], needles: &[&str]) {
+    let o = tilekit(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "tilekit {args:?}: expected exit code 2\nstderr:\n{err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "tilekit {args:?} panicked:\n{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "tilekit {args:?}: expected a one-line message, got:\n{err}");
+    assert!(err.starts_with("error: "), "tilekit {args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "tilekit {args:?}: message lacks `{n}`:\n{err}");
+    }
+    assert!(stdout(&o).is_empty(), "tilekit {args:?} printed results despite the error:\n{}", stdout(&o));
+}
+
+#[test]
+fn help_is_written_for_a_person() {
+    let out = ok(&["--help"]);
+    for sub in ["kernels", "ir", "run", "devices", "Examples:"] {
+        assert!(out.contains(sub), "--help lacks `{sub}`:\n{out}");
+    }
+    let out = ok(&["run", "--help"]);
+    for flag in ["--shape", "--dtype", "--opt", "--config", "--device", "--seed", "--json", "--all", "2^20"] {
+        assert!(out.contains(flag), "run --help lacks `{flag}`:\n{out}");
+    }
+    assert!(ok(&["ir", "--help"]).contains("--locations"));
+}
+
+#[test]
+fn kernels_lists_the_library() {
+    let out = ok(&["kernels"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("KERNEL") && lines[0].contains("DESCRIPTION"), "{out}");
+    let all = kernels::all();
+    assert_eq!(lines.len(), all.len() + 1, "one line per kernel:\n{out}");
+    for k in &all {
+        let line = lines.iter().find(|l| l.starts_with(&format!("{} ", k.name()))).unwrap_or_else(|| panic!("no row for {}", k.name()));
+        assert!(line.contains(k.description()), "{line}");
+        assert!(line.contains(&k.default_problem().to_string()), "{line}");
+        assert!(line.contains(&k.dtypes()[0].to_string()), "{line}");
+    }
+    // Columns line up: the description column starts at the same place on every line.
+    let col = lines[0].find("DESCRIPTION").unwrap();
+    for (line, k) in lines[1..].iter().zip(&all) {
+        assert_eq!(line.find(k.description()), Some(col), "misaligned:\n{out}");
+    }
+}
+
+#[test]
+fn kernels_json_matches_the_library() {
+    let v = json(&["kernels", "--json"]);
+    let list = v.as_array().expect("an array");
+    let all = kernels::all();
+    assert_eq!(list.len(), all.len());
+    for (j, k) in list.iter().zip(&all) {
+        assert_eq!(j["name"], k.name());
+        assert_eq!(j["configs"], k.configs().len());
+        assert_eq!(j["shape"], k.shape_doc());
+        assert_eq!(j["dtypes"].as_array().unwrap().len(), k.dtypes().len());
+        assert_eq!(j["default_problem"]["dtype"], k.default_problem().dtype.to_string());
+        assert_eq!(j["default_config"], k.configs()[0].to_string());
+    }
+}
+
+#[test]
+fn devices_lists_the_interpreter() {
+    let out = ok(&["devices"]);
+    assert!(out.lines().any(|l| l.starts_with("interpreter")), "{out}");
+    let v = json(&["devices", "--json"]);
+    let names: Vec<&str> = v.as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"interpreter"), "{v}");
+}
+
+#[test]
+fn ir_prints_every_launch_with_config_overrides() {
+    let out = ok(&["ir", "vector_add", "--shape", "1000", "--config", "BLOCK=256"]);
+    assert!(out.contains("launch 1 of 1"), "{out}");
+    // 1000 elements in blocks of 256: four programs; num_warps stays the default.
+    assert!(out.contains("grid [4, 1, 1]"), "{out}");
+    assert!(out.contains("BLOCK=256,num_warps=4"), "{out}");
+    assert!(out.contains("vector_add"), "{out}");
+    // Every accepted shape spelling means the same problem.
+    for shape in ["1K", "2^10", "1024"] {
+        let out = ok(&["ir", "vector_add", "--shape", shape, "--config", "BLOCK=128", "--dtype", "f16"]);
+        assert!(out.contains("grid [8, 1, 1]") && out.contains("1024 f16"), "--shape {shape}:\n{out}");
+    }
+}
+
+#[test]
+fn ir_locations_name_the_kernel_source() {
+    let with = ok(&["ir", "vector_add", "--shape", "77", "--locations"]);
+    assert!(with.contains("loc(\"src/kernels/vector_add.rs\""), "--locations should name the kernel's source file:\n{with}");
+    let plain = ok(&["ir", "vector_add", "--shape", "77"]);
+    assert!(plain.contains("program vector_add(") && !plain.contains("loc("), "{plain}");
+}
+
+#[test]
+fn ir_of_one_launch_parses_back_to_the_planned_program() {
+    use tilekit::kernels::Problem;
+    let text = ok(&["ir", "vector_add", "--shape", "1000", "--dtype", "bf16", "--config", "BLOCK=128", "--locations"]);
+    let parsed = tilekit::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let kernel = kernels::find("vector_add").unwrap();
+    let config = kernel.configs()[0].merged(&"BLOCK=128".parse().unwrap());
+    let plan = kernel.plan(&Problem::new(&[1000], tilekit::DType::BF16), &config).unwrap();
+    assert_eq!(parsed, plan.launches[0].program);
+}
+
+#[test]
+fn ir_prints_every_launch_of_a_multi_launch_plan() {
+    // Find a kernel that plans more than one launch by default, so the test follows the library.
+    let Some(k) = kernels::all().into_iter().find(|k| {
+        k.plan(&k.test_problems(k.dtypes()[0])[0], &k.configs()[0]).is_ok_and(|p| p.launches.len() > 1)
+    }) else {
+        return;
+    };
+    let p = &k.test_problems(k.dtypes()[0])[0];
+    let shape = p.shape_string();
+    let mut args = vec!["ir", k.name(), "--shape", &shape, "--dtype", p.dtype.name()];
+    let opts: Vec<String> = p.opts.iter().map(|(key, v)| format!("{key}={v}")).collect();
+    for o in &opts {
+        args.extend(["--opt", o.as_str()]);
+    }
+    let out = ok(&args);
+    let n = k.plan(p, &k.configs()[0]).unwrap().launches.len();
+    for i in 1..=n {
+        assert!(out.contains(&format!("; launch {i} of {n}:")), "{out}");
+    }
+    assert_eq!(out.matches("\nprogram ").count() + usize::from(out.starts_with("program ")), n, "{out}");
+}
+
+#[test]
+fn run_one_kernel_passes() {
+    let out = ok(&["run", "vector_add", "--shape", "1000", "--config", "BLOCK=256", "--seed", "7"]);
+    let row = out.lines().find(|l| l.starts_with("vector_add")).unwrap_or_else(|| panic!("no result row:\n{out}"));
+    assert!(row.contains("PASS") && row.contains(" out ") && row.contains("1000 f32"), "{out}");
+    assert!(out.lines().any(|l| l.trim() == "1 passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn run_on_every_listed_device() {
+    for device in tilekit::Device::all() {
+        let name = device.name();
+        let v = json(&["run", "softmax", "--shape", "5x37", "--device", &name, "--json"]);
+        assert_eq!(v["device"], name.as_str());
+        assert_eq!(v["results"][0]["status"], "pass", "{v}");
+    }
+}
+
+#[test]
+fn run_json_reports_errors_and_tolerances() {
+    let v = json(&["run", "vector_add", "--shape", "4099", "--dtype", "bf16", "--json"]);
+    assert_eq!(v["passed"], 1);
+    assert_eq!(v["failed"], 0);
+    let r = &v["results"][0];
+    assert_eq!(r["status"], "pass");
+    assert_eq!(r["dtype"], "bf16");
+    let o = &r["report"]["outputs"][0];
+    assert_eq!(o["name"], "out");
+    let (err, tol) = (o["rel_err"].as_f64().unwrap(), o["tolerance"].as_f64().unwrap());
+    assert!(err <= tol && tol > 0.0, "{o}");
+    assert!(r["report"]["elapsed_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn run_all_dtypes_runs_each_dtype() {
+    let v = json(&["run", "vector_add", "--all-dtypes", "--shape", "31", "--json"]);
+    let dtypes: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["dtype"].as_str().unwrap()).collect();
+    let want: Vec<String> = kernels::find("vector_add").unwrap().dtypes().iter().map(|d| d.to_string()).collect();
+    assert_eq!(dtypes, want);
+    assert_eq!(v["failed"], 0, "{v}");
+}
+
+#[test]
+fn run_all_covers_the_library_on_its_test_problems() {
+    let v = json(&["run", "--all", "--problems", "tests", "--json"]);
+    let results = v["results"].as_array().unwrap();
+    let got: Vec<(&str, &str)> = results.iter().map(|r| (r["kernel"].as_str().unwrap(), r["problem"].as_str().unwrap())).collect();
+    let want: Vec<(String, String)> = kernels::all()
+        .iter()
+        .flat_map(|k| {
+            let name = k.name().to_string();
+            k.test_problems(k.default_problem().dtype).into_iter().map(move |p| (name.clone(), p.to_string()))
+        })
+        .collect();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for ((gk, gp), (wk, wp)) in got.iter().zip(&want) {
+        assert_eq!((*gk, *gp), (wk.as_str(), wp.as_str()));
+    }
+    let failures: Vec<&Value> = results.iter().filter(|r| r["status"] != "pass").collect();
+    assert!(failures.is_empty(), "failing kernels: {failures:#?}");
+    assert_eq!(v["passed"], results.len());
+}
+
+#[test]
+fn run_all_with_a_dtype_selects_the_kernels_that_support_it() {
+    let v = json(&["run", "--all", "--problems", "tests", "--dtype", "i32", "--json"]);
+    let kernels: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["kernel"].as_str().unwrap()).collect();
+    assert!(kernels.contains(&"vector_add"), "{v}");
+    for name in kernels {
+        let k = kernels::find(name).unwrap();
+        assert!(k.dtypes().contains(&tilekit::DType::I32), "{name} does not support i32");
+    }
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["dtype"] == "i32"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    bad_input(&["run", "no_such_kernel"], &["unknown kernel `no_such_kernel`", "vector_add"]);
+    bad_input(&["ir", "no_such_kernel"], &["unknown kernel"]);
+    bad_input(&["run", "vector_add", "--shape", "12xq"], &["--shape `12xq`", "`q`"]);
+    bad_input(&["ir", "vector_add", "--shape", "4x4"], &["vector_add", "`4x4`"]);
+    bad_input(&["run", "vector_add", "--dtype", "f99"], &["unknown dtype `f99`", "bf16"]);
+    bad_input(&["run", "vector_add", "--dtype", "i8"], &["does not support dtype i8"]);
+    bad_input(&["run", "vector_add", "--config", "BLOK=256"], &["no meta-parameter `BLOK`", "BLOCK"]);
+    bad_input(&["ir", "vector_add", "--config", "BLOCK"], &["--config", "key=value"]);
+    bad_input(&["run", "vector_add", "--config", "BLOCK=100"], &["BLOCK", "100", "power of two"]);
+    bad_input(&["run", "vector_add", "--opt", "causal"], &["--opt `causal`"]);
+    bad_input(&["run", "vector_add", "--device", "nowhere"], &["`nowhere`", "interpreter"]);
+    bad_input(&["run", "--all", "--shape", "1M"], &["--shape", "--all"]);
+    bad_input(&["run", "--all", "--config", "BLOCK=64"], &["--config", "--all"]);
+    bad_input(&["run", "--all", "--dtype", "u8"], &["no kernel supports dtype u8"]);
+}
+
+#[test]
+fn malformed_command_lines_exit_with_2() {
+    for args in [
+        &["run"][..],
+        &["frobnicate"],
+        &["run", "vector_add", "--all"],
+        &["kernels", "--bogus"],
+        &["run", "vector_add", "--problems", "tests", "--shape", "5"],
+        &["run", "vector_add", "--problems", "some"],
+    ] {
+        let o = tilekit(args);
+        assert_eq!(o.status.code(), Some(2), "tilekit {args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}

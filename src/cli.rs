@@ -103,6 +103,13 @@ pub struct IrArgs {
     /// Print the Rust source location each operation was built at.
     #[arg(long)]
     pub locations: bool,
+    /// Print the GPU IR instead: every value's layout for a target, the threads and the shared
+    /// memory the lowering needs.
+    #[arg(long)]
+    pub gpu: bool,
+    /// The target for --gpu: vulkan-baseline (default), lavapipe or h200-vulkan.
+    #[arg(long, value_name = "TARGET", requires = "gpu")]
+    pub target: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -166,6 +173,10 @@ pub enum CliError {
     Plan { kernel: String, problem: String, config: String, source: Box<KernelError> },
     #[error(transparent)]
     Device(Box<DeviceError>),
+    #[error("kernel `{kernel}` cannot be lowered for {target}: {source}")]
+    Lower { kernel: String, target: String, source: Box<tilekit_core::gpu::lower::LowerError> },
+    #[error("unknown target `{name}`; presets: {known}")]
+    UnknownTarget { name: String, known: String },
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]
@@ -457,6 +468,13 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
     let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
     let plan = plan(kernel.as_ref(), &problem, &config)?;
+    let target = match args.target.as_deref() {
+        None => tilekit_core::gpu::Target::vulkan_baseline(),
+        Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
+            name: name.to_string(),
+            known: tilekit_core::gpu::Target::PRESETS.join(", "),
+        })?,
+    };
     let mut text = String::new();
     let count = plan.launches.len();
     for (i, launch) in plan.launches.iter().enumerate() {
@@ -482,7 +500,17 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             launch.grid[2],
             launch_args.join(", ")
         );
-        text.push_str(&program_text(&launch.program, args.locations));
+        if args.gpu {
+            let options = tilekit_core::gpu::lower::LowerOptions { num_warps: config.num_warps() as u32 };
+            let gpu = tilekit_core::gpu::describe(&launch.program, &target, &options).map_err(|e| CliError::Lower {
+                kernel: kernel.name().to_string(),
+                target: target.name.clone(),
+                source: Box::new(e),
+            })?;
+            text.push_str(&gpu);
+        } else {
+            text.push_str(&program_text(&launch.program, args.locations));
+        }
         if !text.ends_with('\n') {
             text.push('\n');
         }

@@ -272,3 +272,13 @@ fn malformed_command_lines_exit_with_2() {
         assert!(!stderr(&o).contains("panicked"));
     }
 }
+
+#[test]
+fn ir_gpu_prints_layouts_for_a_target() {
+    let out = ok(&["ir", "softmax", "--shape", "8x100", "--gpu", "--target", "lavapipe"]);
+    assert!(out.contains("; target vulkan:llvmpipe"), "{out}");
+    assert!(out.contains("threads (4 warps of 8)"), "{out}");
+    assert!(out.contains("#blocked<"), "{out}");
+    assert!(out.contains("#recipe"), "{out}");
+    bad_input(&["ir", "softmax", "--gpu", "--target", "nope"], &["unknown target `nope`", "lavapipe"]);
+}

@@ -19,9 +19,9 @@
 //!   allows the `FPRoundingMode` decoration only on conversions stored straight to memory. So
 //!   f32 -> f16 and f32 -> bf16 are computed with integer arithmetic, round-to-nearest-even, exact
 //!   on every device; f16 -> f32 and bf16 -> f32 are exact by construction.
-//! - Integer -> float conversions (`OpConvertSToF`) are exact below 2^24; above it they round in
-//!   the device's mode. For bf16 that is then a second rounding, so an integer above 2^24 may land
-//!   one bf16 step away from a single correctly rounded conversion.
+//! - Integer -> f32 conversions (`OpConvertSToF`) are exact below 2^24; above it they round in
+//!   the device's mode. Integer -> bf16 rounds to odd in f32 first, so the final rounding to
+//!   nearest even is exact; integer -> f16 is exact (anything above 2^24 overflows f16 anyway).
 //! - Float -> integer conversions replace NaN by 0, clamp to the destination range and truncate,
 //!   so they never reach the undefined out-of-range case of `OpConvertFToS`.
 //! - Signed division and remainder are computed on magnitudes with `OpUDiv`/`OpUMod`: Vulkan
@@ -31,7 +31,8 @@
 //!   every desktop GPU and lavapipe); bf16 arithmetic and f16 functions other than `neg`/`abs`
 //!   compute in f32 and round once, as the interpreter does.
 //! - `fma` is GLSL.std.450 `Fma`; Vulkan only promises the precision of a multiply then an add.
-//! - `OpFDiv` and `OpFRem` carry Vulkan's precision (2.5 ulp for division); lavapipe is exact.
+//! - `OpFDiv` carries Vulkan's precision (2.5 ulp; lavapipe is exact). `OpFRem` is allowed to be
+//!   `x - y * trunc(x / y)`, exact only while the quotient is small; `x % inf` is fixed up to `x`.
 //! - `erf` is musl's `erff` (four ranges, selected without branches); `tanh` is GLSL.std.450
 //!   `Tanh`, `rsqrt` is `InverseSqrt`.
 //!
@@ -880,6 +881,57 @@ impl SpirvEmitter {
         }
     }
 
+    /// A 32- or 64-bit integer as f32 rounded to odd (truncated, lowest bit set when inexact):
+    /// rounding that again to bf16's 8 bits is then the single correctly rounded conversion.
+    fn int_to_f32_round_odd(&mut self, from: DType, x: Word) -> Word {
+        let t = self.ty(from);
+        let u = self.u32_ty();
+        let f = self.f32_ty();
+        let wide = int_width(from) == 64;
+        let zero = self.c_int(from, 0);
+        let neg = if is_signed(from) { self.b_op(Op::SLessThan, x, zero) } else { self.c_bool(false) };
+        let mag = if is_signed(from) {
+            let nx = self.emit(Op::SNegate, t, &[x]);
+            self.sel(t, neg, nx, x)
+        } else {
+            x
+        };
+        let msb = if wide {
+            let lo = self.emit(Op::UConvert, u, &[mag]);
+            let k32 = self.c_int(DType::I64, 32);
+            let hi64 = self.emit(Op::ShiftRightLogical, t, &[mag, k32]);
+            let hi = self.emit(Op::UConvert, u, &[hi64]);
+            let z = self.c_u32(0);
+            let hi_nz = self.b_op(Op::INotEqual, hi, z);
+            let mh = self.ext(Gl::FindUMsb, u, &[hi]);
+            let mh = self.u_opk(Op::IAdd, mh, 32);
+            let ml = self.ext(Gl::FindUMsb, u, &[lo]);
+            self.sel_u32(hi_nz, mh, ml)
+        } else {
+            self.ext(Gl::FindUMsb, u, &[mag])
+        };
+        // FindUMsb(0) is -1, which the signed compare keeps below 23.
+        let k23 = self.c_u32(23);
+        let big = self.b_op(Op::SGreaterThan, msb, k23);
+        let excess = self.u_op(Op::ISub, msb, k23);
+        let z = self.c_u32(0);
+        let sh = self.sel_u32(big, excess, z);
+        let sh_t = if wide { self.emit(Op::UConvert, t, &[sh]) } else { sh };
+        let one = self.c_int(from, 1);
+        let top = self.emit(Op::ShiftLeftLogical, t, &[one, sh_t]);
+        let mask = self.emit(Op::ISub, t, &[top, one]);
+        let dropped = self.emit(Op::BitwiseAnd, t, &[mag, mask]);
+        let sticky = self.b_op(Op::INotEqual, dropped, zero);
+        let q = self.emit(Op::ShiftRightLogical, t, &[mag, sh_t]);
+        let jam = self.sel(t, sticky, one, zero);
+        let q = self.emit(Op::BitwiseOr, t, &[q, jam]);
+        let q = if wide { self.emit(Op::UConvert, u, &[q]) } else { q };
+        let qf = self.emit(Op::ConvertUToF, f, &[q]);
+        let r = self.ext(Gl::Ldexp, f, &[qf, sh]);
+        let nr = self.emit(Op::FNegate, f, &[r]);
+        self.sel(f, neg, nr, r)
+    }
+
     /// An f32 as a value of float dtype `to`, rounded to nearest even.
     fn from_f32(&mut self, to: DType, x: Word) -> Word {
         match to {
@@ -909,7 +961,7 @@ impl SpirvEmitter {
         let lo_f = lo as f32;
         let hi_up = hi as f32;
         // The largest f32 not above `hi`; values from `hi_up` on saturate by a select below.
-        let hi_f = if hi_up as f64 > hi as f64 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
+        let hi_f = if hi_up as i128 > hi as i128 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
         let lo_c = self.c_f32(lo_f);
         let hi_c = self.c_f32(hi_f);
         let c = self.ext(Gl::NMax, f, &[x0, lo_c]);
@@ -1252,7 +1304,17 @@ impl SpirvEmitter {
             BinaryOp::Sub => self.emit(Op::FSub, ty, &[a, b]),
             BinaryOp::Mul => self.emit(Op::FMul, ty, &[a, b]),
             BinaryOp::Div => self.emit(Op::FDiv, ty, &[a, b]),
-            BinaryOp::Rem => self.emit(Op::FRem, ty, &[a, b]),
+            BinaryOp::Rem => {
+                // Vulkan computes OpFRem as x - y * trunc(x / y), which makes x % inf a NaN;
+                // fmod gives x there.
+                let r = self.emit(Op::FRem, ty, &[a, b]);
+                let bt = self.bool_ty();
+                let b_inf = self.emit(Op::IsInf, bt, &[b]);
+                let a_inf = self.emit(Op::IsInf, bt, &[a]);
+                let a_fin = self.emit(Op::LogicalNot, bt, &[a_inf]);
+                let keep = self.b_op(Op::LogicalAnd, b_inf, a_fin);
+                self.sel(ty, keep, a, r)
+            }
             BinaryOp::Max => self.ext(Gl::NMax, ty, &[a, b]),
             BinaryOp::Min => self.ext(Gl::NMin, ty, &[a, b]),
             _ => return None,
@@ -1621,6 +1683,9 @@ impl Emitter for SpirvEmitter {
             let one = self.c_num(to, 1.0);
             let zero = self.c_num(to, 0.0);
             self.sel(t, x, one, zero)
+        } else if to == DType::BF16 && matches!(from, DType::I32 | DType::U32 | DType::I64) {
+            let xf = self.int_to_f32_round_odd(from, x);
+            self.from_f32(to, xf)
         } else if to.is_float() {
             let xf = self.to_f32(from, x);
             self.from_f32(to, xf)

@@ -136,6 +136,91 @@ impl VulkanDeviceInfo {
         }
     }
 
+    /// `name (driver info)`, as errors name the device.
+    pub fn display_name(&self) -> String {
+        if self.driver_info.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} ({})", self.name, self.driver_info)
+        }
+    }
+
+    /// Checks `kernel`'s requirements and limits against this device; returns the subgroup size
+    /// its pipeline must require, if the device has to be told.
+    pub fn check_kernel(&self, kernel: &SpirvKernel) -> Result<Option<u32>, VulkanError> {
+        let info = self;
+        let device = self.display_name();
+        let req = &kernel.requirements;
+        let missing = |feature: &str| VulkanError::MissingFeature {
+            kernel: kernel.name.clone(),
+            feature: feature.to_string(),
+            device: device.clone(),
+        };
+        for (need, have, feature) in [
+            (req.float16, info.shader_float16, "shaderFloat16"),
+            (req.int8, info.shader_int8, "shaderInt8"),
+            (req.int16, info.shader_int16, "shaderInt16"),
+            (req.int64, info.shader_int64, "shaderInt64"),
+            (req.storage8, info.storage_buffer_8bit, "storageBuffer8BitAccess"),
+            (req.storage16, info.storage_buffer_16bit, "storageBuffer16BitAccess"),
+            (req.subgroup_shuffle, info.has_subgroup_op("shuffle"), "subgroup shuffles in compute shaders"),
+            (req.subgroup_arithmetic, info.has_subgroup_op("arithmetic"), "subgroup arithmetic in compute shaders"),
+            (req.atomic_float_add, info.atomic_float_add, "shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float)"),
+            (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
+        ] {
+            if need && !have {
+                return Err(missing(feature));
+            }
+        }
+        let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: device.clone(), what };
+        if kernel.threads == 0
+            || kernel.threads > info.max_workgroup_invocations
+            || kernel.threads > info.max_workgroup_size[0]
+        {
+            return Err(limit(format!(
+                "{} threads per program (maxComputeWorkGroupInvocations = {}, maxComputeWorkGroupSize.x = {})",
+                kernel.threads, info.max_workgroup_invocations, info.max_workgroup_size[0]
+            )));
+        }
+        if req.shared_bytes > info.shared_memory_bytes {
+            return Err(limit(format!(
+                "{} bytes of shared memory (maxComputeSharedMemorySize = {})",
+                req.shared_bytes, info.shared_memory_bytes
+            )));
+        }
+        if kernel.push_constant_size > info.max_push_constant_bytes {
+            return Err(limit(format!(
+                "{} bytes of push constants (maxPushConstantsSize = {})",
+                kernel.push_constant_size, info.max_push_constant_bytes
+            )));
+        }
+        // Kernels that exchange values between lanes assume the subgroup size they were built for.
+        let sg = req.subgroup_size;
+        if !(req.subgroup_shuffle || req.subgroup_arithmetic) || sg == 0 {
+            return Ok(None);
+        }
+        let fixed = info.min_subgroup_size == info.max_subgroup_size;
+        if fixed && sg == info.subgroup_size {
+            Ok(None)
+        } else if info.subgroup_size_control
+            && sg.is_power_of_two()
+            && (info.min_subgroup_size..=info.max_subgroup_size).contains(&sg)
+        {
+            Ok(Some(sg))
+        } else if sg == info.subgroup_size {
+            // Without control the default size is the best promise the device makes.
+            Ok(None)
+        } else {
+            Err(limit(format!(
+                "it was compiled for subgroups of {sg}, the device runs {} ({}..{}{})",
+                info.subgroup_size,
+                info.min_subgroup_size,
+                info.max_subgroup_size,
+                if info.subgroup_size_control { "" } else { ", no subgroup size control" }
+            )))
+        }
+    }
+
     fn host_visible_buffers(&self) -> bool {
         matches!(self.device_type.as_str(), "cpu" | "integrated")
     }
@@ -478,7 +563,7 @@ impl Inner {
     }
 
     fn device_name(&self) -> String {
-        format!("{} ({})", self.info.name, self.info.driver_info)
+        self.info.display_name()
     }
 }
 
@@ -984,69 +1069,8 @@ impl VulkanRuntime {
     /// Checks the kernel's requirements against the device and creates its pipeline.
     pub fn load(&self, kernel: &SpirvKernel) -> Result<Pipeline, VulkanError> {
         let info = &self.inner.info;
-        let device = self.device_name();
-        let req = &kernel.requirements;
-        let missing = |feature: &str| VulkanError::MissingFeature {
-            kernel: kernel.name.clone(),
-            feature: feature.to_string(),
-            device: device.clone(),
-        };
-        for (need, have, feature) in [
-            (req.float16, info.shader_float16, "shaderFloat16"),
-            (req.int8, info.shader_int8, "shaderInt8"),
-            (req.int16, info.shader_int16, "shaderInt16"),
-            (req.int64, info.shader_int64, "shaderInt64"),
-            (req.storage8, info.storage_buffer_8bit, "storageBuffer8BitAccess"),
-            (req.storage16, info.storage_buffer_16bit, "storageBuffer16BitAccess"),
-            (req.subgroup_shuffle, info.has_subgroup_op("shuffle"), "subgroup shuffles in compute shaders"),
-            (req.subgroup_arithmetic, info.has_subgroup_op("arithmetic"), "subgroup arithmetic in compute shaders"),
-            (req.atomic_float_add, info.atomic_float_add, "shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float)"),
-            (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
-        ] {
-            if need && !have {
-                return Err(missing(feature));
-            }
-        }
-        let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: device.clone(), what };
-        if kernel.threads == 0
-            || kernel.threads > info.max_workgroup_invocations
-            || kernel.threads > info.max_workgroup_size[0]
-        {
-            return Err(limit(format!(
-                "{} threads per program (maxComputeWorkGroupInvocations = {}, maxComputeWorkGroupSize.x = {})",
-                kernel.threads, info.max_workgroup_invocations, info.max_workgroup_size[0]
-            )));
-        }
-        if req.shared_bytes > info.shared_memory_bytes {
-            return Err(limit(format!(
-                "{} bytes of shared memory (maxComputeSharedMemorySize = {})",
-                req.shared_bytes, info.shared_memory_bytes
-            )));
-        }
-        if kernel.push_constant_size > info.max_push_constant_bytes {
-            return Err(limit(format!(
-                "{} bytes of push constants (maxPushConstantsSize = {})",
-                kernel.push_constant_size, info.max_push_constant_bytes
-            )));
-        }
-        // Kernels that exchange values between lanes assume the subgroup size they were built for.
-        let mut required_subgroup = None;
-        let sg = req.subgroup_size;
-        if (req.subgroup_shuffle || req.subgroup_arithmetic) && sg != 0 {
-            let fixed = info.min_subgroup_size == info.max_subgroup_size;
-            if fixed && sg == info.subgroup_size {
-            } else if info.subgroup_size_control && sg.is_power_of_two() && (info.min_subgroup_size..=info.max_subgroup_size).contains(&sg) {
-                required_subgroup = Some(sg);
-            } else if sg != info.subgroup_size {
-                return Err(limit(format!(
-                    "it was compiled for subgroups of {sg}, the device runs {} ({}..{}{})",
-                    info.subgroup_size,
-                    info.min_subgroup_size,
-                    info.max_subgroup_size,
-                    if info.subgroup_size_control { "" } else { ", no subgroup size control" }
-                )));
-            }
-        }
+        let required_subgroup = info.check_kernel(kernel)?;
+        let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: info.display_name(), what };
         let full_subgroups = required_subgroup.is_some_and(|s| kernel.threads % s == 0) && info.compute_full_subgroups;
 
         let d = &self.inner.device;

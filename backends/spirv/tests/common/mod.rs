@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -178,4 +177,106 @@ pub fn run_elementwise(rt: &VulkanRuntime, kernel: &SpirvKernel, threads: u32, i
     let grid = [(n as u32).div_ceil(threads).max(1), 1, 1];
     let res = run(rt, kernel, grid, &bufs, &[((inputs.len() + outs.len()) as u32, Scalar::Int(n as i64))]);
     res[inputs.len()..].to_vec()
+}
+
+// ---- reference semantics (the interpreter's) and data helpers ----
+
+use half::{bf16, f16};
+use rand::Rng;
+
+/// Wraps to an integer dtype's width, sign- or zero-extending back (i1 keeps its low bit).
+pub fn wrap(d: DType, x: i64) -> i64 {
+    match d {
+        DType::I1 => x & 1,
+        DType::I8 => x as i8 as i64,
+        DType::U8 => x as u8 as i64,
+        DType::I16 => x as i16 as i64,
+        DType::I32 => x as i32 as i64,
+        DType::U32 => x as u32 as i64,
+        _ => x,
+    }
+}
+
+/// Rounds an f32 to a float dtype (nearest even), as the interpreter does.
+pub fn round_to(d: DType, x: f32) -> f32 {
+    match d {
+        DType::F16 => f16::from_f32(x).to_f32(),
+        DType::BF16 => bf16::from_f32(x).to_f32(),
+        _ => x,
+    }
+}
+
+pub fn ints(d: DType, vals: &[i64]) -> HostBuffer {
+    let b = HostBuffer::zeros(d, vals.len());
+    for (i, &v) in vals.iter().enumerate() {
+        b.store_bits(i, v as u64);
+    }
+    b
+}
+
+pub fn read_ints(b: &HostBuffer) -> Vec<i64> {
+    (0..b.len()).map(|i| wrap(b.dtype(), b.load_bits(i) as i64)).collect()
+}
+
+/// A float buffer of dtype `d` (values rounded to it).
+pub fn floats(d: DType, vals: &[f32]) -> HostBuffer {
+    let b = HostBuffer::zeros(d, vals.len());
+    for (i, &v) in vals.iter().enumerate() {
+        b.store_bits(i, float_bits(d, v));
+    }
+    b
+}
+
+pub fn float_bits(d: DType, v: f32) -> u64 {
+    match d {
+        DType::F16 => f16::from_f32(v).to_bits() as u64,
+        DType::BF16 => bf16::from_f32(v).to_bits() as u64,
+        _ => v.to_bits() as u64,
+    }
+}
+
+pub fn float_of(d: DType, bits: u64) -> f32 {
+    match d {
+        DType::F16 => f16::from_bits(bits as u16).to_f32(),
+        DType::BF16 => bf16::from_bits(bits as u16).to_f32(),
+        _ => f32::from_bits(bits as u32),
+    }
+}
+
+pub fn read_floats(b: &HostBuffer) -> Vec<f32> {
+    (0..b.len()).map(|i| float_of(b.dtype(), b.load_bits(i))).collect()
+}
+
+/// Equal bit patterns, or both NaN (devices may change NaN payloads).
+pub fn same_float(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Distance in units in the last place of f32 (same-sign finite values).
+pub fn ulps(a: f32, b: f32) -> u64 {
+    if same_float(a, b) {
+        return 0;
+    }
+    if a.is_nan() || b.is_nan() || a.signum() != b.signum() {
+        return if a == b { 0 } else { u64::MAX };
+    }
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
+}
+
+/// A uniformly random value of integer dtype `d` over its whole range.
+pub fn rand_int(rng: &mut impl Rng, d: DType) -> i64 {
+    let (lo, hi) = d.int_range().expect("integer dtype");
+    if d == DType::I64 {
+        rng.gen::<i64>()
+    } else {
+        rng.gen_range(lo..=hi)
+    }
+}
+
+/// `±m * 10^e` with `e` uniform in `exp_range`: spans magnitudes as real data does.
+pub fn rand_float(rng: &mut impl Rng, exp_range: std::ops::Range<f32>) -> f32 {
+    let m = rng.gen_range(1.0f32..10.0);
+    let e = rng.gen_range(exp_range);
+    let s = if rng.gen_bool(0.5) { -1.0 } else { 1.0 };
+    s * m * 10f32.powf(e)
 }

@@ -90,6 +90,8 @@ pub struct VulkanDeviceInfo {
     pub max_workgroup_count: [u32; 3],
     pub max_push_constant_bytes: u32,
     pub max_storage_buffer_range: u32,
+    /// `maxPerStageDescriptorStorageBuffers`: how many buffers one kernel may bind.
+    pub max_storage_buffers: u32,
     pub storage_buffer_8bit: bool,
     pub storage_buffer_16bit: bool,
     pub shader_float16: bool,
@@ -186,6 +188,13 @@ impl VulkanDeviceInfo {
             return Err(limit(format!(
                 "{} bytes of shared memory (maxComputeSharedMemorySize = {})",
                 req.shared_bytes, info.shared_memory_bytes
+            )));
+        }
+        if kernel.bindings.len() as u64 > info.max_storage_buffers as u64 {
+            return Err(limit(format!(
+                "{} buffers (maxPerStageDescriptorStorageBuffers = {})",
+                kernel.bindings.len(),
+                info.max_storage_buffers
             )));
         }
         if kernel.push_constant_size > info.max_push_constant_bytes {
@@ -518,6 +527,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             max_workgroup_count: limits.max_compute_work_group_count,
             max_push_constant_bytes: limits.max_push_constants_size,
             max_storage_buffer_range: limits.max_storage_buffer_range,
+            max_storage_buffers: limits.max_per_stage_descriptor_storage_buffers,
             storage_buffer_8bit: v12 && f12.storage_buffer8_bit_access == vk::TRUE,
             storage_buffer_16bit: v12 && f11.storage_buffer16_bit_access == vk::TRUE,
             shader_float16: v12 && f12.shader_float16 == vk::TRUE,

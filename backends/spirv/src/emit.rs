@@ -565,6 +565,16 @@ impl SpirvEmitter {
         }
     }
 
+    /// The register type of `dtype` without declaring a capability: for results of width
+    /// conversions, which 8/16-bit storage allows on its own (arithmetic declares it).
+    fn conv_ty(&mut self, d: DType) -> Word {
+        match d {
+            DType::I8 | DType::U8 => self.b.type_int(8, 0),
+            DType::I16 => self.b.type_int(16, 0),
+            d => self.ty(d),
+        }
+    }
+
     /// The element type of a storage buffer of `dtype`. 8- and 16-bit elements need only the
     /// storage capabilities as long as the values are converted to 32 bits after loading.
     fn storage_ty(&mut self, d: DType, bits_view: bool) -> Word {
@@ -978,7 +988,7 @@ impl SpirvEmitter {
             r = self.sel(it, big, max, r);
         }
         if w < 32 {
-            let t = self.int_ty(w);
+            let t = self.conv_ty(to);
             r = self.emit(Op::UConvert, t, &[r]);
         }
         r
@@ -991,7 +1001,7 @@ impl SpirvEmitter {
                 self.b_op(Op::INotEqual, raw, zero)
             }
             DType::I8 | DType::U8 | DType::I16 => {
-                let t = self.ty(d);
+                let t = self.conv_ty(d);
                 self.emit(Op::UConvert, t, &[raw])
             }
             DType::F16 => self.f16_from_bits(raw),
@@ -1345,7 +1355,7 @@ impl SpirvEmitter {
                 self.b_op(Op::INotEqual, w, zero)
             }
             DType::I8 | DType::U8 | DType::I16 => {
-                let t = self.ty(d);
+                let t = self.conv_ty(d);
                 self.emit(Op::UConvert, t, &[w])
             }
             DType::F32 => {
@@ -1571,6 +1581,8 @@ impl Emitter for SpirvEmitter {
         self.expect(b, dtype, "cmp rhs");
         let (mut a, mut b) = (a.id, b.id);
         let bt = self.bool_ty();
+        // Declares the capability of the operand type (loads alone do not).
+        self.ty(dtype);
         let id = match dtype {
             DType::I1 => {
                 let (na, nb) = (self.emit(Op::LogicalNot, bt, &[a]), self.emit(Op::LogicalNot, bt, &[b]));
@@ -1694,7 +1706,7 @@ impl Emitter for SpirvEmitter {
             self.f32_to_int(xf, to)
         } else {
             let (fw, tw) = (int_width(from), int_width(to));
-            let t = self.ty(to);
+            let t = self.conv_ty(to);
             if fw == tw {
                 x
             } else if tw < fw || !is_signed(from) {

@@ -322,7 +322,7 @@ impl SpirvEmitter {
                 let idx = e.c_u32(m as u32);
                 let ptr = e.emit(Op::AccessChain, p, &[var, idx]);
                 let raw = e.emit(Op::Load, tys[m], &[ptr]);
-                let v = e.from_push_slot(dtype, raw);
+                let v = e.unpack_push_slot(dtype, raw);
                 e.scalars[param] = Some(SpirvValue { id: v, dtype });
             }
         }
@@ -872,7 +872,7 @@ impl SpirvEmitter {
     }
 
     /// A value of register dtype `from` (any but `i1`) as f32.
-    fn to_f32(&mut self, from: DType, x: Word) -> Word {
+    fn widen_to_f32(&mut self, from: DType, x: Word) -> Word {
         let f = self.f32_ty();
         match from {
             DType::F32 => x,
@@ -943,7 +943,7 @@ impl SpirvEmitter {
     }
 
     /// An f32 as a value of float dtype `to`, rounded to nearest even.
-    fn from_f32(&mut self, to: DType, x: Word) -> Word {
+    fn round_from_f32(&mut self, to: DType, x: Word) -> Word {
         match to {
             DType::F16 => {
                 let t = self.u32_ty();
@@ -994,7 +994,7 @@ impl SpirvEmitter {
         r
     }
 
-    fn from_push_slot(&mut self, d: DType, raw: Word) -> Word {
+    fn unpack_push_slot(&mut self, d: DType, raw: Word) -> Word {
         match d {
             DType::I1 => {
                 let zero = self.c_u32(0);
@@ -1145,6 +1145,7 @@ impl SpirvEmitter {
     }
 
     /// musl's `erff`, with the four ranges computed side by side and selected.
+    #[allow(clippy::excessive_precision)]
     fn erf_f32(&mut self, x: Word) -> Word {
         let f = self.f32_ty();
         let k = |e: &mut Self, v: f32| e.c_f32(v);
@@ -1333,7 +1334,7 @@ impl SpirvEmitter {
 
     /// A value of any dtype as 32 bits, and back: shuffles move 32-bit words only, which every
     /// device with subgroup shuffles supports (8/16/64-bit shuffles need extended types).
-    fn to_word(&mut self, d: DType, x: Word) -> Word {
+    fn pack_word(&mut self, d: DType, x: Word) -> Word {
         let u = self.u32_ty();
         match d {
             DType::I1 => {
@@ -1348,7 +1349,7 @@ impl SpirvEmitter {
         }
     }
 
-    fn from_word(&mut self, d: DType, w: Word) -> Word {
+    fn unpack_word(&mut self, d: DType, w: Word) -> Word {
         match d {
             DType::I1 => {
                 let zero = self.c_u32(0);
@@ -1475,9 +1476,9 @@ impl Emitter for SpirvEmitter {
                     UnaryOp::Abs => self.ext(Gl::FAbs, h, &[x]),
                     UnaryOp::Not => x,
                     _ => {
-                        let xf = self.to_f32(DType::F16, x);
+                        let xf = self.widen_to_f32(DType::F16, x);
                         let r = self.unary_f32(op, xf);
-                        self.from_f32(DType::F16, r)
+                        self.round_from_f32(DType::F16, r)
                     }
                 }
             }
@@ -1486,9 +1487,9 @@ impl Emitter for SpirvEmitter {
                 UnaryOp::Abs => self.u_opk(Op::BitwiseAnd, x, 0x7fff),
                 UnaryOp::Not => x,
                 _ => {
-                    let xf = self.to_f32(DType::BF16, x);
+                    let xf = self.widen_to_f32(DType::BF16, x);
                     let r = self.unary_f32(op, xf);
-                    self.from_f32(DType::BF16, r)
+                    self.round_from_f32(DType::BF16, r)
                 }
             },
             d => {
@@ -1541,11 +1542,11 @@ impl Emitter for SpirvEmitter {
             }
             DType::F16 | DType::BF16 => {
                 // In f32, rounded once: the interpreter's semantics (and exact fmod for f16).
-                let af = self.to_f32(dtype, a);
-                let bf = self.to_f32(dtype, b);
+                let af = self.widen_to_f32(dtype, a);
+                let bf = self.widen_to_f32(dtype, b);
                 let f = self.f32_ty();
                 match self.binary_float(op, f, af, bf) {
-                    Some(r) => self.from_f32(dtype, r),
+                    Some(r) => self.round_from_f32(dtype, r),
                     None => {
                         self.fail_contract(format!("{} on {dtype}", op.name()));
                         a
@@ -1597,8 +1598,8 @@ impl Emitter for SpirvEmitter {
             }
             DType::F16 | DType::F32 | DType::BF16 => {
                 if dtype == DType::BF16 {
-                    a = self.to_f32(dtype, a);
-                    b = self.to_f32(dtype, b);
+                    a = self.widen_to_f32(dtype, a);
+                    b = self.widen_to_f32(dtype, b);
                 }
                 let op = match pred {
                     CmpPred::Eq => Op::FOrdEqual,
@@ -1649,10 +1650,10 @@ impl Emitter for SpirvEmitter {
                 self.ext(Gl::Fma, t, &[a.id, b.id, c.id])
             }
             DType::BF16 => {
-                let (af, bf, cf) = (self.to_f32(dtype, a.id), self.to_f32(dtype, b.id), self.to_f32(dtype, c.id));
+                let (af, bf, cf) = (self.widen_to_f32(dtype, a.id), self.widen_to_f32(dtype, b.id), self.widen_to_f32(dtype, c.id));
                 let f = self.f32_ty();
                 let r = self.ext(Gl::Fma, f, &[af, bf, cf]);
-                self.from_f32(dtype, r)
+                self.round_from_f32(dtype, r)
             }
             d if d.is_int() && d != DType::I1 => {
                 let t = self.ty(d);
@@ -1697,12 +1698,12 @@ impl Emitter for SpirvEmitter {
             self.sel(t, x, one, zero)
         } else if to == DType::BF16 && matches!(from, DType::I32 | DType::U32 | DType::I64) {
             let xf = self.int_to_f32_round_odd(from, x);
-            self.from_f32(to, xf)
+            self.round_from_f32(to, xf)
         } else if to.is_float() {
-            let xf = self.to_f32(from, x);
-            self.from_f32(to, xf)
+            let xf = self.widen_to_f32(from, x);
+            self.round_from_f32(to, xf)
         } else if from.is_float() {
-            let xf = self.to_f32(from, x);
+            let xf = self.widen_to_f32(from, x);
             self.f32_to_int(xf, to)
         } else {
             let (fw, tw) = (int_width(from), int_width(to));
@@ -1750,7 +1751,7 @@ impl Emitter for SpirvEmitter {
         };
         let v = match dtype {
             DType::I1 => {
-                let w = self.to_word(DType::I1, value.id);
+                let w = self.pack_word(DType::I1, value.id);
                 self.emit(Op::UConvert, elem, &[w])
             }
             DType::BF16 => self.emit(Op::UConvert, elem, &[value.id]),
@@ -1856,7 +1857,7 @@ impl Emitter for SpirvEmitter {
         };
         let raw = self.emit(Op::Load, elem, &[ptr]);
         let id = match dtype {
-            DType::I1 => self.from_word(DType::I1, raw),
+            DType::I1 => self.unpack_word(DType::I1, raw),
             DType::BF16 => {
                 let u = self.u32_ty();
                 self.emit(Op::UConvert, u, &[raw])
@@ -1872,7 +1873,7 @@ impl Emitter for SpirvEmitter {
             return;
         };
         let v = match dtype {
-            DType::I1 => self.to_word(DType::I1, value.id),
+            DType::I1 => self.pack_word(DType::I1, value.id),
             DType::BF16 => self.emit(Op::UConvert, elem, &[value.id]),
             _ => value.id,
         };
@@ -1906,9 +1907,9 @@ impl Emitter for SpirvEmitter {
             let hi = self.emit(Op::ShiftLeftLogical, t64, &[hi, k32]);
             self.emit(Op::BitwiseOr, t64, &[hi, lo])
         } else {
-            let w = self.to_word(dtype, value.id);
+            let w = self.pack_word(dtype, value.id);
             let s = self.emit(Op::GroupNonUniformShuffleXor, u, &[scope, w, mask]);
-            self.from_word(dtype, s)
+            self.unpack_word(dtype, s)
         };
         self.value(id, dtype)
     }

@@ -1198,7 +1198,8 @@ impl VulkanRuntime {
     }
 
     /// Records binding, push constants and the dispatch, between optional queries.
-    fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, p: &Pipeline, grid: [u32; 3], push: &[u8], buffers: &[&DeviceBuffer], query: Query) {
+    fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, query: Query) {
+        let Dispatch { pipeline: p, grid, push, buffers } = *job;
         let infos: Vec<vk::DescriptorBufferInfo> =
             buffers.iter().map(|b| vk::DescriptorBufferInfo { buffer: b.buffer, offset: 0, range: vk::WHOLE_SIZE }).collect();
         // SAFETY: the descriptor set is not in use by any pending command buffer (submissions are
@@ -1249,7 +1250,8 @@ impl VulkanRuntime {
     /// `scalars` (`(parameter index, value)` for every scalar parameter); returns when it is done.
     pub fn launch(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<(), VulkanError> {
         let push = self.check_launch(pipeline, grid, buffers, scalars)?;
-        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, pipeline, grid, &push, buffers, Query::None))
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))
     }
 
     /// Device time of `runs` launches after `warmup` untimed ones, in seconds, one sample per run
@@ -1267,13 +1269,14 @@ impl VulkanRuntime {
             return Err(VulkanError::Device { device: self.device_name(), what: "its compute queue has no timestamps".into() });
         }
         let push = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
         for _ in 0..warmup {
-            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, pipeline, grid, &push, buffers, Query::None))?;
+            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))?;
         }
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
         for _ in 0..runs {
-            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, pipeline, grid, &push, buffers, Query::Timestamps))?;
+            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Timestamps))?;
             let mut ticks = [0u64; 2];
             // SAFETY: both queries were written by the submission that just completed.
             unsafe {
@@ -1295,7 +1298,8 @@ impl VulkanRuntime {
             return Err(VulkanError::Device { device: self.device_name(), what: "it has no pipeline statistics queries".into() });
         }
         let push = self.check_launch(pipeline, grid, buffers, scalars)?;
-        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, pipeline, grid, &push, buffers, Query::Statistics))?;
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Statistics))?;
         let mut count = [0u64; 1];
         // SAFETY: the query was written by the submission that just completed.
         unsafe {
@@ -1306,6 +1310,15 @@ impl VulkanRuntime {
         }
         Ok(count[0])
     }
+}
+
+/// One dispatch: what `record_dispatch` binds and runs.
+#[derive(Clone, Copy)]
+struct Dispatch<'a> {
+    pipeline: &'a Pipeline,
+    grid: [u32; 3],
+    push: &'a [u8],
+    buffers: &'a [&'a DeviceBuffer],
 }
 
 #[derive(Clone, Copy)]

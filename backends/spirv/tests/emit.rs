@@ -2,6 +2,8 @@
 //! targets that lack something, push-constant packing, disassembly. Every module that is
 //! produced is checked by spirv-val.
 
+#![allow(clippy::needless_range_loop, clippy::type_complexity)]
+
 mod common;
 
 use common::*;

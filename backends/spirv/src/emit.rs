@@ -163,6 +163,17 @@ pub struct SpirvEmitter {
     /// Struct types already decorated (`Block`, `Offset`), by runtime-array type.
     buffer_structs: HashMap<Word, Word>,
     strided: HashSet<Word>,
+    /// Type ids by shape: rspirv's own deduplication scans every global, once per call.
+    types: HashMap<TypeKey, Word>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum TypeKey {
+    Int(u32),
+    Float(u32),
+    Bool,
+    Vector(Word, u32),
+    Pointer(spirv::StorageClass, Word),
 }
 
 fn is_signed(d: DType) -> bool {
@@ -217,6 +228,7 @@ impl SpirvEmitter {
             used: Used::default(),
             buffer_structs: HashMap::new(),
             strided: HashSet::new(),
+            types: HashMap::new(),
         };
 
         // Interface: buffers in parameter order, scalars packed into one push-constant block.
@@ -267,10 +279,10 @@ impl SpirvEmitter {
         }
 
         // Builtins.
-        let u32t = e.b.type_int(32, 0);
-        let v3 = e.b.type_vector(u32t, 3);
-        let p_u32 = e.b.type_pointer(None, spirv::StorageClass::Input, u32t);
-        let p_v3 = e.b.type_pointer(None, spirv::StorageClass::Input, v3);
+        let u32t = e.u32_ty();
+        let v3 = e.vec_ty(u32t, 3);
+        let p_u32 = e.ptr_ty(spirv::StorageClass::Input, u32t);
+        let p_v3 = e.ptr_ty(spirv::StorageClass::Input, v3);
         let lii = e.global_var(p_u32, spirv::StorageClass::Input);
         let wgid = e.global_var(p_v3, spirv::StorageClass::Input);
         let nwg = e.global_var(p_v3, spirv::StorageClass::Input);
@@ -318,7 +330,7 @@ impl SpirvEmitter {
         }
         if let Some((var, tys)) = push_var {
             for (m, &(param, _, dtype, _)) in members.iter().enumerate() {
-                let p = e.b.type_pointer(None, spirv::StorageClass::PushConstant, tys[m]);
+                let p = e.ptr_ty(spirv::StorageClass::PushConstant, tys[m]);
                 let idx = e.c_u32(m as u32);
                 let ptr = e.emit(Op::AccessChain, p, &[var, idx]);
                 let raw = e.emit(Op::Load, tys[m], &[ptr]);
@@ -525,6 +537,29 @@ impl SpirvEmitter {
 
     // ---- types and constants ----
 
+    fn cached(&mut self, key: TypeKey) -> Word {
+        if let Some(&t) = self.types.get(&key) {
+            return t;
+        }
+        let t = match key {
+            TypeKey::Int(w) => self.b.type_int(w, 0),
+            TypeKey::Float(w) => self.b.type_float(w, None),
+            TypeKey::Bool => self.b.type_bool(),
+            TypeKey::Vector(c, n) => self.b.type_vector(c, n),
+            TypeKey::Pointer(class, pointee) => self.b.type_pointer(None, class, pointee),
+        };
+        self.types.insert(key, t);
+        t
+    }
+
+    fn ptr_ty(&mut self, class: spirv::StorageClass, pointee: Word) -> Word {
+        self.cached(TypeKey::Pointer(class, pointee))
+    }
+
+    fn vec_ty(&mut self, component: Word, n: u32) -> Word {
+        self.cached(TypeKey::Vector(component, n))
+    }
+
     fn int_ty(&mut self, bits: u32) -> Word {
         match bits {
             8 => self.used.int8 = true,
@@ -532,24 +567,24 @@ impl SpirvEmitter {
             64 => self.used.int64 = true,
             _ => {}
         }
-        self.b.type_int(bits, 0)
+        self.cached(TypeKey::Int(bits))
     }
 
     fn u32_ty(&mut self) -> Word {
-        self.b.type_int(32, 0)
+        self.cached(TypeKey::Int(32))
     }
 
     fn f32_ty(&mut self) -> Word {
-        self.b.type_float(32, None)
+        self.cached(TypeKey::Float(32))
     }
 
     fn f16_ty(&mut self) -> Word {
         self.used.float16 = true;
-        self.b.type_float(16, None)
+        self.cached(TypeKey::Float(16))
     }
 
     fn bool_ty(&mut self) -> Word {
-        self.b.type_bool()
+        self.cached(TypeKey::Bool)
     }
 
     /// The register type of `dtype`.
@@ -569,8 +604,8 @@ impl SpirvEmitter {
     /// conversions, which 8/16-bit storage allows on its own (arithmetic declares it).
     fn conv_ty(&mut self, d: DType) -> Word {
         match d {
-            DType::I8 | DType::U8 => self.b.type_int(8, 0),
-            DType::I16 => self.b.type_int(16, 0),
+            DType::I8 | DType::U8 => self.cached(TypeKey::Int(8)),
+            DType::I16 => self.cached(TypeKey::Int(16)),
             d => self.ty(d),
         }
     }
@@ -581,15 +616,15 @@ impl SpirvEmitter {
         match d {
             DType::I1 | DType::I8 | DType::U8 => {
                 self.used.storage8 = true;
-                self.b.type_int(8, 0)
+                self.cached(TypeKey::Int(8))
             }
             DType::I16 | DType::BF16 => {
                 self.used.storage16 = true;
-                self.b.type_int(16, 0)
+                self.cached(TypeKey::Int(16))
             }
             DType::F16 => {
                 self.used.storage16 = true;
-                self.b.type_float(16, None)
+                self.cached(TypeKey::Float(16))
             }
             DType::I64 => self.int_ty(64),
             DType::F32 if !bits_view => self.f32_ty(),
@@ -782,7 +817,7 @@ impl SpirvEmitter {
     /// integer type needed).
     fn f16_from_bits(&mut self, bits: Word) -> Word {
         let h = self.f16_ty();
-        let v2 = self.b.type_vector(h, 2);
+        let v2 = self.vec_ty(h, 2);
         let v = self.bitcast(v2, bits);
         self.extract(h, v, 0)
     }
@@ -790,7 +825,7 @@ impl SpirvEmitter {
     /// The bits of an f16 value in the low half of a u32.
     fn f16_to_bits(&mut self, x: Word) -> Word {
         let h = self.f16_ty();
-        let v2 = self.b.type_vector(h, 2);
+        let v2 = self.vec_ty(h, 2);
         let zero = self.c_f16(f16::ZERO);
         let v = self.emit(Op::CompositeConstruct, v2, &[x, zero]);
         let t = self.u32_ty();
@@ -1043,7 +1078,7 @@ impl SpirvEmitter {
                 st
             }
         };
-        let p = self.b.type_pointer(None, spirv::StorageClass::StorageBuffer, st);
+        let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, st);
         let var = self.global_var(p, spirv::StorageClass::StorageBuffer);
         self.b.decorate(var, spirv::Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
         self.b.decorate(var, spirv::Decoration::Binding, [Operand::LiteralBit32(binding)]);
@@ -1083,7 +1118,7 @@ impl SpirvEmitter {
     /// Pointer to `buffer[index]` in the dtype view or the u32 view.
     fn element_ptr(&mut self, buffer: u32, dtype: DType, index: Word, bits_view: bool, what: &str) -> Option<(Word, Word)> {
         let (var, elem) = self.buffer_var(buffer, dtype, bits_view, what)?;
-        let p = self.b.type_pointer(None, spirv::StorageClass::StorageBuffer, elem);
+        let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, elem);
         let zero = self.c_u32(0);
         Some((self.emit(Op::AccessChain, p, &[var, zero, index]), elem))
     }
@@ -1096,7 +1131,7 @@ impl SpirvEmitter {
         };
         let var = slot.var;
         let (elem, _) = self.shared_elem_ty(dtype);
-        let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, elem);
+        let p = self.ptr_ty(spirv::StorageClass::Workgroup, elem);
         Some((self.emit(Op::AccessChain, p, &[var, index.id]), elem))
     }
 

@@ -270,3 +270,21 @@ fn disassembly_for_golden_files() {
     let bad = tilekit_spirv::disasm::disassemble_with_rspirv(&[1, 2, 3]);
     assert!(bad.starts_with("; rspirv could not parse"), "{bad}");
 }
+
+/// A long straight-line kernel (as a fully unrolled tile loop gives) emits quickly and validates.
+#[test]
+fn large_kernels_emit_in_linear_time() {
+    let f = DType::F32;
+    let start = std::time::Instant::now();
+    let k = elementwise("large", &lavapipe(), 64, &[f], &[f], |e, v| {
+        let mut acc = v[0];
+        for j in 0..20_000 {
+            let c = e.constant(f, Scalar::Float(j as f64 * 0.25));
+            acc = e.fma(f, acc, c, v[0]);
+        }
+        vec![acc]
+    });
+    let took = start.elapsed();
+    spirv_val(&k);
+    assert!(took.as_secs_f64() < 5.0, "emitting 20000 instructions took {took:?}");
+}

@@ -226,3 +226,36 @@ fn kernels_for_the_baseline_target_run() {
         assert_eq!(got[i], round_to(d, a * b), "element {i}");
     }
 }
+
+/// Runtimes, buffers and pipelines can be shared across threads (launches serialize inside).
+#[test]
+fn runtime_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<VulkanRuntime>();
+    check::<tilekit_spirv::DeviceBuffer>();
+    check::<tilekit_spirv::Pipeline>();
+    let rt = runtime();
+    let k = add_kernel(&rt.target(), DType::I32);
+    let p = rt.load(&k).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4i64 {
+            let (rt, p) = (&rt, &p);
+            s.spawn(move || {
+                let x: Vec<i64> = (0..100).map(|i| i * t).collect();
+                let bufs: Vec<_> = [ints(DType::I32, &x), ints(DType::I32, &x), HostBuffer::zeros(DType::I32, 100)]
+                    .iter()
+                    .map(|h| {
+                        let b = rt.alloc(DType::I32, 100).unwrap();
+                        rt.upload(&b, h).unwrap();
+                        b
+                    })
+                    .collect();
+                let refs: Vec<_> = bufs.iter().collect();
+                rt.launch(p, [2, 1, 1], &refs, &[(3, Scalar::Int(100))]).unwrap();
+                let got = read_ints(&rt.download(&bufs[2]).unwrap());
+                assert_eq!(got, x.iter().map(|v| 2 * v).collect::<Vec<_>>(), "thread {t}");
+            });
+        }
+    });
+    assert_clean(&rt);
+}

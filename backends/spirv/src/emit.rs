@@ -11,14 +11,21 @@
 //! - Every integer width has one type of signedness 0; signed and unsigned dtypes differ only in
 //!   the opcodes chosen (`OpSDiv`/`OpUDiv`, `OpSLessThan`/`OpULessThan`, ...).
 //! - `bf16` is a 32-bit integer holding the bf16 bits in its low half: conversions to f32 are a
-//!   shift, and bf16 buffers need only 16-bit storage, not 16-bit arithmetic.
+//!   shift, and bf16 buffers need only 16-bit storage, not 16-bit arithmetic (bf16 shared memory
+//!   holds 16-bit integers).
+//!
+//! Control flow is structured: `if` is a selection with `OpPhi`s at its merge, `for` a loop whose
+//! header carries the induction variable and every carried value in `OpPhi`s. A loop stops
+//! rather than wrap its induction variable past the dtype's range, and a zero step runs no
+//! iteration (the interpreter reports it; a GPU must not hang).
 //!
 //! Numerics, and what Vulkan guarantees about them:
 //! - Vulkan leaves the rounding mode of float conversions and arithmetic to the implementation
 //!   (round-to-nearest-even or round-toward-zero) unless the module opts into float controls, and
 //!   allows the `FPRoundingMode` decoration only on conversions stored straight to memory. So
 //!   f32 -> f16 and f32 -> bf16 are computed with integer arithmetic, round-to-nearest-even, exact
-//!   on every device; f16 -> f32 and bf16 -> f32 are exact by construction.
+//!   on every device; f16 -> f32 (`OpFConvert`) and bf16 -> f32 (a shift) are exact, except
+//!   that Vulkan lets a device flush f16 subnormal inputs to zero (lavapipe keeps them).
 //! - Integer -> f32 conversions (`OpConvertSToF`) are exact below 2^24; above it they round in
 //!   the device's mode. Integer -> bf16 rounds to odd in f32 first, so the final rounding to
 //!   nearest even is exact; integer -> f16 is exact (anything above 2^24 overflows f16 anyway).
@@ -27,9 +34,9 @@
 //! - Signed division and remainder are computed on magnitudes with `OpUDiv`/`OpUMod`: Vulkan
 //!   leaves `OpSRem` undefined for negative operands and SPIR-V leaves `MIN / -1` undefined; this
 //!   way both follow C (and wrap for `MIN / -1`).
-//! - f16 arithmetic uses native f16 instructions (rounding as the device does it, nearest-even on
-//!   every desktop GPU and lavapipe); bf16 arithmetic and f16 functions other than `neg`/`abs`
-//!   compute in f32 and round once, as the interpreter does.
+//! - f16 arithmetic uses native f16 instructions, rounding in the device's default mode
+//!   (nearest-even on lavapipe); f16 `rem`, bf16 arithmetic and f16/bf16 functions other than
+//!   `neg`/`abs` compute in f32 and round once, as the interpreter does.
 //! - `fma` is GLSL.std.450 `Fma`; Vulkan only promises the precision of a multiply then an add.
 //! - `OpFDiv` carries Vulkan's precision (2.5 ulp; lavapipe is exact). `OpFRem` is allowed to be
 //!   `x - y * trunc(x / y)`, exact only while the quotient is small; `x % inf` is fixed up to `x`.

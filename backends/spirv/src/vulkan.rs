@@ -945,7 +945,11 @@ impl VulkanRuntime {
             } else {
                 vk::MemoryPropertyFlags::DEVICE_LOCAL
             };
-            let Some(type_index) = self.inner.memory_type(req.memory_type_bits, flags) else {
+            // Every device has device-local memory for buffers; the fallback is for odd drivers.
+            let found = self.inner.memory_type(req.memory_type_bits, flags).or_else(|| {
+                (!host).then(|| self.inner.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty())).flatten()
+            });
+            let Some(type_index) = found else {
                 d.destroy_buffer(buffer, None);
                 return Err(VulkanError::Device {
                     device: self.device_name(),

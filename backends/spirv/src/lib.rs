@@ -1,5 +1,15 @@
 //! tilekit-spirv: GPU IR -> SPIR-V with rspirv, and the runtimes that launch it on Vulkan.
+//!
+//! [`emit::SpirvEmitter`] implements the backend primitives the shared GPU lowering emits
+//! through; it produces a [`SpirvKernel`] (the words and the interface). [`vulkan::VulkanRuntime`]
+//! runs such kernels on any Vulkan 1.2+ device through ash, loading the Vulkan loader at run time.
 
+pub mod disasm;
+pub mod emit;
 pub mod kernel;
+pub mod vulkan;
 
-pub use kernel::{Binding, PushConstant, Requirements, SpirvKernel};
+pub use disasm::disassemble;
+pub use emit::{SpirvEmitter, SpirvError, SpirvValue};
+pub use kernel::{Binding, PushConstant, PushConstantError, Requirements, SpirvKernel};
+pub use vulkan::{DeviceBuffer, Pipeline, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime};

@@ -1,0 +1,2165 @@
+//! SPIR-V emission: the backend primitives of [`tilekit_core::gpu::Emitter`], written with rspirv.
+//!
+//! One module holds one GLCompute entry point `main` (SPIR-V 1.5, Logical addressing, GLSL450
+//! memory model). Buffer parameters become storage buffers in descriptor set 0, bound in parameter
+//! order; scalar parameters become members of one push-constant block. The module only declares
+//! the capabilities its instructions use, and [`SpirvEmitter::finish`] reports them as
+//! [`Requirements`] for the runtime to check against a device.
+//!
+//! Representation of values in registers:
+//! - `i1` is `OpTypeBool`; in buffers it is a byte (0 or 1), in shared memory a 32-bit word.
+//! - Every integer width has one type of signedness 0; signed and unsigned dtypes differ only in
+//!   the opcodes chosen (`OpSDiv`/`OpUDiv`, `OpSLessThan`/`OpULessThan`, ...).
+//! - `bf16` is a 32-bit integer holding the bf16 bits in its low half: conversions to f32 are a
+//!   shift, and bf16 buffers need only 16-bit storage, not 16-bit arithmetic (bf16 shared memory
+//!   holds 16-bit integers).
+//!
+//! Control flow is structured: `if` is a selection with `OpPhi`s at its merge, `for` a loop whose
+//! header carries the induction variable and every carried value in `OpPhi`s. A loop stops
+//! rather than wrap its induction variable past the dtype's range, and a zero step runs no
+//! iteration (the interpreter reports it; a GPU must not hang).
+//!
+//! Numerics, and what Vulkan guarantees about them:
+//! - Vulkan leaves the rounding mode of float conversions and arithmetic to the implementation
+//!   (round-to-nearest-even or round-toward-zero) unless the module opts into float controls, and
+//!   allows the `FPRoundingMode` decoration only on conversions stored straight to memory. So
+//!   f32 -> f16 and f32 -> bf16 are computed with integer arithmetic, round-to-nearest-even, exact
+//!   on every device; f16 -> f32 (`OpFConvert`) and bf16 -> f32 (a shift) are exact, except
+//!   that Vulkan lets a device flush f16 subnormal inputs to zero (lavapipe keeps them).
+//! - Integer -> f32 conversions (`OpConvertSToF`) are exact below 2^24; above it they round in
+//!   the device's mode. Integer -> bf16 rounds to odd in f32 first, so the final rounding to
+//!   nearest even is exact; integer -> f16 is exact (anything above 2^24 overflows f16 anyway).
+//! - Float -> integer conversions replace NaN by 0, clamp to the destination range and truncate,
+//!   so they never reach the undefined out-of-range case of `OpConvertFToS`.
+//! - Signed division and remainder are computed on magnitudes with `OpUDiv`/`OpUMod`: Vulkan
+//!   leaves `OpSRem` undefined for negative operands and SPIR-V leaves `MIN / -1` undefined; this
+//!   way both follow C (and wrap for `MIN / -1`).
+//! - f16 arithmetic uses native f16 instructions, rounding in the device's default mode
+//!   (nearest-even on lavapipe); f16 `rem`, bf16 arithmetic and f16/bf16 functions other than
+//!   `neg`/`abs` compute in f32 and round once, as the interpreter does.
+//! - `fma` is GLSL.std.450 `Fma`; Vulkan only promises the precision of a multiply then an add.
+//! - `OpFDiv` carries Vulkan's precision (2.5 ulp; lavapipe is exact). `OpFRem` is allowed to be
+//!   `x - y * trunc(x / y)`, exact only while the quotient is small; `x % inf` is fixed up to `x`.
+//! - `erf` is musl's `erff` (four ranges, selected without branches); `tanh` is GLSL.std.450
+//!   `Tanh`, `rsqrt` is `InverseSqrt`.
+//!
+//! Atomics are relaxed (like GLSL's `atomicAdd`), at device scope. f32 atomics other than a
+//! native add (`SPV_EXT_shader_atomic_float_add`) run as compare-and-swap loops on the bits; for
+//! those the buffer gets a second, `Aliased` u32 view bound at the same binding.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use half::{bf16, f16};
+use rspirv::binary::Assemble;
+use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
+use rspirv::spirv::{self, GlslStd450Op as Gl, Op, Word};
+use tilekit_core::gpu::{Emitter, Target};
+use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
+use tilekit_core::{DType, Program, Scalar};
+
+use crate::kernel::{Binding, PushConstant, Requirements, SpirvKernel};
+
+/// The SPIR-V version emitted: 1.5 is core in Vulkan 1.2 and has 8- and 16-bit storage built in.
+pub const SPIRV_VERSION: (u8, u8) = (1, 5);
+
+const SCOPE_DEVICE: u32 = 1;
+const SCOPE_WORKGROUP: u32 = 2;
+const SCOPE_SUBGROUP: u32 = 3;
+const SEMANTICS_RELAXED: u32 = 0;
+/// AcquireRelease | WorkgroupMemory.
+const SEMANTICS_BARRIER: u32 = 0x8 | 0x100;
+
+/// Why a kernel could not be emitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpirvError {
+    #[error("kernel `{kernel}`, parameter `{param}`: {reason}")]
+    Param { kernel: String, param: String, reason: String },
+    #[error("kernel `{kernel}`: the SPIR-V backend cannot emit {what}")]
+    Unsupported { kernel: String, what: String },
+    #[error("kernel `{kernel}`: emitter misuse: {what}")]
+    Contract { kernel: String, what: String },
+    #[error("kernel `{kernel}` does not fit target `{target}`: {what}")]
+    Target { kernel: String, target: String, what: String },
+    #[error("kernel `{kernel}`: rspirv: {what}")]
+    Builder { kernel: String, what: String },
+}
+
+/// A scalar SSA value: its SPIR-V id and the dtype it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SpirvValue {
+    pub id: Word,
+    pub dtype: DType,
+}
+
+/// What the module uses, to declare capabilities and fill [`Requirements`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Used {
+    int8: bool,
+    int16: bool,
+    int64: bool,
+    float16: bool,
+    storage8: bool,
+    storage16: bool,
+    shuffle: bool,
+    atomic_float_add: bool,
+    int64_atomics: bool,
+}
+
+struct BufferSlot {
+    name: String,
+    binding: u32,
+    dtype: DType,
+    access: Access,
+    /// The variable typed by the dtype, created on first use.
+    var: Option<Word>,
+    /// A u32 view of an f32 buffer, for compare-and-swap atomics.
+    bits_var: Option<Word>,
+    read: bool,
+    written: bool,
+}
+
+struct SharedSlot {
+    var: Word,
+    len: u32,
+}
+
+enum Frame {
+    If {
+        merge: Word,
+        else_label: Word,
+        results: Vec<DType>,
+        then_out: Option<(Word, Vec<SpirvValue>)>,
+    },
+    Loop {
+        header: Word,
+        cont: Word,
+        merge: Word,
+        iv: SpirvValue,
+        step: Word,
+        upper: Word,
+        step_pos: Word,
+        limit: Word,
+        iv_next: Word,
+        go_next: Word,
+        carried: Vec<(SpirvValue, Word)>,
+    },
+}
+
+/// Emits one compute kernel; drive it through [`Emitter`], then call [`SpirvEmitter::finish`].
+pub struct SpirvEmitter {
+    b: Builder,
+    kernel: String,
+    target: Target,
+    threads: u32,
+    error: Option<SpirvError>,
+    glsl: Word,
+    cur_block: Word,
+    consts: HashMap<(Word, u64), Word>,
+    buffers: Vec<Option<BufferSlot>>,
+    bindings: Vec<Binding>,
+    scalars: Vec<Option<SpirvValue>>,
+    push_constants: Vec<PushConstant>,
+    push_size: u32,
+    interface: Vec<Word>,
+    thread_index: Word,
+    program_id: [Word; 3],
+    num_programs: [Word; 3],
+    shared: BTreeMap<DType, SharedSlot>,
+    frames: Vec<Frame>,
+    used: Used,
+    /// Struct types already decorated (`Block`, `Offset`), by runtime-array type.
+    buffer_structs: HashMap<Word, Word>,
+    strided: HashSet<Word>,
+    /// Type ids by shape: rspirv's own deduplication scans every global, once per call.
+    types: HashMap<TypeKey, Word>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum TypeKey {
+    Int(u32),
+    Float(u32),
+    Bool,
+    Vector(Word, u32),
+    Pointer(spirv::StorageClass, Word),
+}
+
+fn is_signed(d: DType) -> bool {
+    d.is_signed_int()
+}
+
+fn int_width(d: DType) -> u32 {
+    match d {
+        DType::I8 | DType::U8 => 8,
+        DType::I16 => 16,
+        DType::I64 => 64,
+        _ => 32,
+    }
+}
+
+impl SpirvEmitter {
+    /// Declares the interface of `program` (buffers, push constants, builtins) for `threads`
+    /// threads per program on `target`, and opens the entry point.
+    pub fn new(program: &Program, target: &Target, threads: u32) -> Result<SpirvEmitter, SpirvError> {
+        let kernel = program.name.clone();
+        if threads == 0 || threads > target.max_threads_per_program {
+            return Err(SpirvError::Target {
+                kernel,
+                target: target.name.clone(),
+                what: format!("{threads} threads per program (the target allows 1 to {})", target.max_threads_per_program),
+            });
+        }
+        let mut b = Builder::new();
+        b.set_version(SPIRV_VERSION.0, SPIRV_VERSION.1);
+        b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::GLSL450);
+        let glsl = b.ext_inst_import("GLSL.std.450");
+        let mut e = SpirvEmitter {
+            b,
+            kernel,
+            target: target.clone(),
+            threads,
+            error: None,
+            glsl,
+            cur_block: 0,
+            consts: HashMap::new(),
+            buffers: Vec::new(),
+            bindings: Vec::new(),
+            scalars: Vec::new(),
+            push_constants: Vec::new(),
+            push_size: 0,
+            interface: Vec::new(),
+            thread_index: 0,
+            program_id: [0; 3],
+            num_programs: [0; 3],
+            shared: BTreeMap::new(),
+            frames: Vec::new(),
+            used: Used::default(),
+            buffer_structs: HashMap::new(),
+            strided: HashSet::new(),
+            types: HashMap::new(),
+        };
+
+        // Interface: buffers in parameter order, scalars packed into one push-constant block.
+        let mut members = Vec::new();
+        for (i, p) in program.params.iter().enumerate() {
+            match &p.kind {
+                ParamKind::Buffer { dtype, access } => {
+                    if !target.supports(*dtype) {
+                        return Err(e.param_error(&p.name, format!("{dtype} buffers are not supported by target `{}`", target.name)));
+                    }
+                    let binding = e.bindings.len() as u32;
+                    e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access });
+                    e.buffers.push(Some(BufferSlot {
+                        name: p.name.clone(),
+                        binding,
+                        dtype: *dtype,
+                        access: *access,
+                        var: None,
+                        bits_var: None,
+                        read: false,
+                        written: false,
+                    }));
+                    e.scalars.push(None);
+                }
+                ParamKind::Scalar { dtype } => {
+                    if !target.supports(*dtype) {
+                        return Err(e.param_error(&p.name, format!("{dtype} scalars are not supported by target `{}`", target.name)));
+                    }
+                    let size = PushConstant::slot_bytes(*dtype);
+                    let offset = e.push_size.div_ceil(size) * size;
+                    e.push_size = offset + size;
+                    e.push_constants.push(PushConstant { param: i as u32, offset, dtype: *dtype });
+                    members.push((i, p.name.clone(), *dtype, offset));
+                    e.buffers.push(None);
+                    e.scalars.push(None);
+                }
+            }
+        }
+        if e.push_size > target.max_push_constant_bytes {
+            return Err(SpirvError::Target {
+                kernel: e.kernel.clone(),
+                target: target.name.clone(),
+                what: format!(
+                    "its scalar parameters take {} bytes of push constants, the target has {}",
+                    e.push_size, target.max_push_constant_bytes
+                ),
+            });
+        }
+
+        // Builtins.
+        let u32t = e.u32_ty();
+        let v3 = e.vec_ty(u32t, 3);
+        let p_u32 = e.ptr_ty(spirv::StorageClass::Input, u32t);
+        let p_v3 = e.ptr_ty(spirv::StorageClass::Input, v3);
+        let lii = e.global_var(p_u32, spirv::StorageClass::Input);
+        let wgid = e.global_var(p_v3, spirv::StorageClass::Input);
+        let nwg = e.global_var(p_v3, spirv::StorageClass::Input);
+        for (var, builtin, name) in [
+            (lii, spirv::BuiltIn::LocalInvocationIndex, "local_invocation_index"),
+            (wgid, spirv::BuiltIn::WorkgroupId, "workgroup_id"),
+            (nwg, spirv::BuiltIn::NumWorkgroups, "num_workgroups"),
+        ] {
+            e.b.decorate(var, spirv::Decoration::BuiltIn, [Operand::BuiltIn(builtin)]);
+            e.b.name(var, name);
+            e.interface.push(var);
+        }
+
+        // Push-constant block.
+        let mut push_var = None;
+        if !members.is_empty() {
+            let tys: Vec<Word> = members.iter().map(|&(_, _, d, _)| e.push_member_ty(d)).collect();
+            let st = e.b.type_struct(tys.clone());
+            e.b.decorate(st, spirv::Decoration::Block, []);
+            for (m, (_, name, _, offset)) in members.iter().enumerate() {
+                e.b.member_decorate(st, m as u32, spirv::Decoration::Offset, [Operand::LiteralBit32(*offset)]);
+                e.b.member_name(st, m as u32, name.as_str());
+            }
+            e.b.name(st, "Scalars");
+            let p = e.b.type_pointer(None, spirv::StorageClass::PushConstant, st);
+            let var = e.global_var(p, spirv::StorageClass::PushConstant);
+            e.b.name(var, "scalars");
+            e.interface.push(var);
+            push_var = Some((var, tys));
+        }
+
+        // The entry point and its first block: builtins and scalars are read once, here, so that
+        // their values dominate every use.
+        let void = e.b.type_void();
+        let fnty = e.b.type_function(void, []);
+        let main = e.b.begin_function(void, None, spirv::FunctionControl::NONE, fnty).map_err(|err| e.builder_error(err))?;
+        e.b.name(main, "main");
+        e.cur_block = e.b.begin_block(None).map_err(|err| e.builder_error(err))?;
+        e.thread_index = e.emit(Op::Load, u32t, &[lii]);
+        let wg = e.emit(Op::Load, v3, &[wgid]);
+        let nw = e.emit(Op::Load, v3, &[nwg]);
+        for axis in 0..3 {
+            e.program_id[axis] = e.extract(u32t, wg, axis as u32);
+            e.num_programs[axis] = e.extract(u32t, nw, axis as u32);
+        }
+        if let Some((var, tys)) = push_var {
+            for (m, &(param, _, dtype, _)) in members.iter().enumerate() {
+                let p = e.ptr_ty(spirv::StorageClass::PushConstant, tys[m]);
+                let idx = e.c_u32(m as u32);
+                let ptr = e.emit(Op::AccessChain, p, &[var, idx]);
+                let raw = e.emit(Op::Load, tys[m], &[ptr]);
+                let v = e.unpack_push_slot(dtype, raw);
+                e.scalars[param] = Some(SpirvValue { id: v, dtype });
+            }
+        }
+        if let Some(err) = e.error.take() {
+            return Err(err);
+        }
+        Ok(e)
+    }
+
+    /// Closes the entry point, declares shared memory and capabilities, and assembles the module.
+    pub fn finish(mut self) -> Result<SpirvKernel, SpirvError> {
+        if let Some(f) = self.frames.last() {
+            let what = match f {
+                Frame::If { .. } => "an `if` is still open at the end of the kernel",
+                Frame::Loop { .. } => "a loop is still open at the end of the kernel",
+            };
+            self.fail_contract(what.to_string());
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        let r = self.b.ret();
+        self.check_build(r);
+        let r = self.b.end_function();
+        self.check_build(r);
+        let main = self.b.module_ref().functions.last().and_then(|f| f.def.as_ref()).and_then(|d| d.result_id).unwrap_or(0);
+
+        // Shared memory: one array per dtype, sized by the largest reservation.
+        let mut shared_bytes: u64 = 0;
+        let shared: Vec<(DType, Word, u32)> = self.shared.iter().map(|(d, s)| (*d, s.var, s.len)).collect();
+        for (dtype, var, len) in shared {
+            let (elem, bytes) = self.shared_elem_ty(dtype);
+            let n = self.c_u32(len.max(1));
+            let arr = self.b.type_array(elem, n);
+            let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, arr);
+            self.b.module_mut().types_global_values.push(Instruction::new(
+                Op::Variable,
+                Some(p),
+                Some(var),
+                vec![Operand::StorageClass(spirv::StorageClass::Workgroup)],
+            ));
+            self.b.name(var, format!("shared_{dtype}"));
+            self.interface.push(var);
+            shared_bytes += len.max(1) as u64 * bytes as u64;
+        }
+
+        // Access decorations, now that every use is known.
+        for slot in self.buffers.iter().flatten() {
+            let both = slot.var.is_some() && slot.bits_var.is_some();
+            for var in [slot.var, slot.bits_var].into_iter().flatten() {
+                if slot.access == Access::Read {
+                    self.b.decorate(var, spirv::Decoration::NonWritable, []);
+                }
+                if slot.access == Access::Write && !slot.read {
+                    self.b.decorate(var, spirv::Decoration::NonReadable, []);
+                }
+                if both {
+                    self.b.decorate(var, spirv::Decoration::Aliased, []);
+                }
+            }
+        }
+
+        let used = self.used;
+        let mut caps = vec![spirv::Capability::Shader];
+        for (on, cap) in [
+            (used.int8, spirv::Capability::Int8),
+            (used.int16, spirv::Capability::Int16),
+            (used.int64, spirv::Capability::Int64),
+            (used.float16, spirv::Capability::Float16),
+            (used.storage8, spirv::Capability::StorageBuffer8BitAccess),
+            (used.storage16, spirv::Capability::StorageBuffer16BitAccess),
+            (used.shuffle, spirv::Capability::GroupNonUniform),
+            (used.shuffle, spirv::Capability::GroupNonUniformShuffle),
+            (used.atomic_float_add, spirv::Capability::AtomicFloat32AddEXT),
+            (used.int64_atomics, spirv::Capability::Int64Atomics),
+        ] {
+            if on {
+                caps.push(cap);
+            }
+        }
+        for cap in caps {
+            self.b.capability(cap);
+        }
+        let version = SPIRV_VERSION.0 as u32 * 100 + SPIRV_VERSION.1 as u32;
+        if used.storage8 && version < 105 {
+            self.b.extension("SPV_KHR_8bit_storage");
+        }
+        if used.storage16 && version < 103 {
+            self.b.extension("SPV_KHR_16bit_storage");
+        }
+        if used.atomic_float_add {
+            self.b.extension("SPV_EXT_shader_atomic_float_add");
+        }
+        // From SPIR-V 1.4 the interface lists every global the entry point uses; before, only
+        // Input and Output variables.
+        let interface = if version >= 104 { self.interface.clone() } else { self.interface[..3].to_vec() };
+        self.b.entry_point(spirv::ExecutionModel::GLCompute, main, "main", interface);
+        self.b.execution_mode(main, spirv::ExecutionMode::LocalSize, [self.threads, 1, 1]);
+
+        let requirements = Requirements {
+            float16: used.float16,
+            int8: used.int8,
+            int16: used.int16,
+            int64: used.int64,
+            storage8: used.storage8,
+            storage16: used.storage16,
+            subgroup_shuffle: used.shuffle,
+            subgroup_arithmetic: false,
+            subgroup_size: self.target.subgroup_size,
+            atomic_float_add: used.atomic_float_add,
+            int64_atomics: used.int64_atomics,
+            shared_bytes: shared_bytes.min(u32::MAX as u64) as u32,
+        };
+        let t = &self.target;
+        let mut missing = Vec::new();
+        for (need, have, what) in [
+            (used.float16, t.f16, "f16 arithmetic"),
+            (used.int8, t.i8, "8-bit integers"),
+            (used.int16, t.i16, "16-bit integers"),
+            (used.int64, t.i64, "64-bit integers"),
+            (used.shuffle, t.subgroup_ops.shuffle, "subgroup shuffles"),
+        ] {
+            if need && !have {
+                missing.push(what.to_string());
+            }
+        }
+        if shared_bytes > t.shared_memory_bytes as u64 {
+            missing.push(format!("{shared_bytes} bytes of shared memory (the target has {})", t.shared_memory_bytes));
+        }
+        if !missing.is_empty() {
+            return Err(SpirvError::Target {
+                kernel: self.kernel.clone(),
+                target: t.name.clone(),
+                what: format!("it needs {}", missing.join(", ")),
+            });
+        }
+        if let Some(err) = self.error.take() {
+            return Err(err);
+        }
+        let words = self.b.module().assemble();
+        Ok(SpirvKernel {
+            name: self.kernel,
+            words,
+            entry_point: "main".into(),
+            threads: self.threads,
+            bindings: self.bindings,
+            push_constants: self.push_constants,
+            push_constant_size: self.push_size,
+            requirements,
+        })
+    }
+
+    // ---- errors ----
+
+    fn param_error(&self, param: &str, reason: String) -> SpirvError {
+        SpirvError::Param { kernel: self.kernel.clone(), param: param.to_string(), reason }
+    }
+
+    fn builder_error(&self, err: rspirv::dr::Error) -> SpirvError {
+        SpirvError::Builder { kernel: self.kernel.clone(), what: err.to_string() }
+    }
+
+    fn fail(&mut self, err: SpirvError) {
+        if self.error.is_none() {
+            self.error = Some(err);
+        }
+    }
+
+    fn fail_contract(&mut self, what: String) {
+        let err = SpirvError::Contract { kernel: self.kernel.clone(), what };
+        self.fail(err);
+    }
+
+    fn fail_unsupported(&mut self, what: String) {
+        let err = SpirvError::Unsupported { kernel: self.kernel.clone(), what };
+        self.fail(err);
+    }
+
+    fn check_build<T: Default>(&mut self, r: Result<T, rspirv::dr::Error>) -> T {
+        match r {
+            Ok(t) => t,
+            Err(err) => {
+                let err = self.builder_error(err);
+                self.fail(err);
+                T::default()
+            }
+        }
+    }
+
+    /// Records a misuse when `v` does not hold `dtype`.
+    fn expect(&mut self, v: SpirvValue, dtype: DType, what: &str) {
+        if v.dtype != dtype {
+            self.fail_contract(format!("{what} holds {} where {dtype} was declared", v.dtype));
+        }
+    }
+
+    fn value(&self, id: Word, dtype: DType) -> SpirvValue {
+        SpirvValue { id, dtype }
+    }
+
+    // ---- types and constants ----
+
+    fn cached(&mut self, key: TypeKey) -> Word {
+        if let Some(&t) = self.types.get(&key) {
+            return t;
+        }
+        let t = match key {
+            TypeKey::Int(w) => self.b.type_int(w, 0),
+            TypeKey::Float(w) => self.b.type_float(w, None),
+            TypeKey::Bool => self.b.type_bool(),
+            TypeKey::Vector(c, n) => self.b.type_vector(c, n),
+            TypeKey::Pointer(class, pointee) => self.b.type_pointer(None, class, pointee),
+        };
+        self.types.insert(key, t);
+        t
+    }
+
+    fn ptr_ty(&mut self, class: spirv::StorageClass, pointee: Word) -> Word {
+        self.cached(TypeKey::Pointer(class, pointee))
+    }
+
+    fn vec_ty(&mut self, component: Word, n: u32) -> Word {
+        self.cached(TypeKey::Vector(component, n))
+    }
+
+    fn int_ty(&mut self, bits: u32) -> Word {
+        match bits {
+            8 => self.used.int8 = true,
+            16 => self.used.int16 = true,
+            64 => self.used.int64 = true,
+            _ => {}
+        }
+        self.cached(TypeKey::Int(bits))
+    }
+
+    fn u32_ty(&mut self) -> Word {
+        self.cached(TypeKey::Int(32))
+    }
+
+    fn f32_ty(&mut self) -> Word {
+        self.cached(TypeKey::Float(32))
+    }
+
+    fn f16_ty(&mut self) -> Word {
+        self.used.float16 = true;
+        self.cached(TypeKey::Float(16))
+    }
+
+    fn bool_ty(&mut self) -> Word {
+        self.cached(TypeKey::Bool)
+    }
+
+    /// The register type of `dtype`.
+    fn ty(&mut self, d: DType) -> Word {
+        match d {
+            DType::I1 => self.bool_ty(),
+            DType::I8 | DType::U8 => self.int_ty(8),
+            DType::I16 => self.int_ty(16),
+            DType::I64 => self.int_ty(64),
+            DType::F16 => self.f16_ty(),
+            DType::F32 => self.f32_ty(),
+            _ => self.u32_ty(),
+        }
+    }
+
+    /// The register type of `dtype` without declaring a capability: for results of width
+    /// conversions, which 8/16-bit storage allows on its own (arithmetic declares it).
+    fn conv_ty(&mut self, d: DType) -> Word {
+        match d {
+            DType::I8 | DType::U8 => self.cached(TypeKey::Int(8)),
+            DType::I16 => self.cached(TypeKey::Int(16)),
+            d => self.ty(d),
+        }
+    }
+
+    /// The element type of a storage buffer of `dtype`. 8- and 16-bit elements need only the
+    /// storage capabilities as long as the values are converted to 32 bits after loading.
+    fn storage_ty(&mut self, d: DType, bits_view: bool) -> Word {
+        match d {
+            DType::I1 | DType::I8 | DType::U8 => {
+                self.used.storage8 = true;
+                self.cached(TypeKey::Int(8))
+            }
+            DType::I16 | DType::BF16 => {
+                self.used.storage16 = true;
+                self.cached(TypeKey::Int(16))
+            }
+            DType::F16 => {
+                self.used.storage16 = true;
+                self.cached(TypeKey::Float(16))
+            }
+            DType::I64 => self.int_ty(64),
+            DType::F32 if !bits_view => self.f32_ty(),
+            _ => self.u32_ty(),
+        }
+    }
+
+    /// Shared-memory element type and its size in bytes (`i1` as a 32-bit word).
+    fn shared_elem_ty(&mut self, d: DType) -> (Word, u32) {
+        match d {
+            DType::I1 => (self.u32_ty(), 4),
+            DType::BF16 => (self.int_ty(16), 2),
+            d => (self.ty(d), d.size_bytes() as u32),
+        }
+    }
+
+    fn push_member_ty(&mut self, d: DType) -> Word {
+        match d {
+            DType::I64 => self.int_ty(64),
+            DType::F32 => self.f32_ty(),
+            _ => self.u32_ty(),
+        }
+    }
+
+    fn constant_bits(&mut self, ty: Word, bits: u64, wide: bool) -> Word {
+        if let Some(&id) = self.consts.get(&(ty, bits)) {
+            return id;
+        }
+        let id = if wide { self.b.constant_bit64(ty, bits) } else { self.b.constant_bit32(ty, bits as u32) };
+        self.consts.insert((ty, bits), id);
+        id
+    }
+
+    fn c_u32(&mut self, v: u32) -> Word {
+        let t = self.u32_ty();
+        self.constant_bits(t, v as u64, false)
+    }
+
+    fn c_f32(&mut self, v: f32) -> Word {
+        let t = self.f32_ty();
+        self.constant_bits(t, v.to_bits() as u64, false)
+    }
+
+    fn c_bool(&mut self, v: bool) -> Word {
+        let t = self.bool_ty();
+        if let Some(&id) = self.consts.get(&(t, v as u64)) {
+            return id;
+        }
+        let id = if v { self.b.constant_true(t) } else { self.b.constant_false(t) };
+        self.consts.insert((t, v as u64), id);
+        id
+    }
+
+    /// An integer constant of register dtype `d` holding `v` wrapped to its width.
+    fn c_int(&mut self, d: DType, v: i64) -> Word {
+        let w = int_width(d);
+        let t = self.int_ty(w);
+        let bits = if w == 64 { v as u64 } else { (v as u64) & ((1u64 << w) - 1) };
+        self.constant_bits(t, bits, w == 64)
+    }
+
+    fn c_f16(&mut self, v: f16) -> Word {
+        let t = self.f16_ty();
+        self.constant_bits(t, v.to_bits() as u64, false)
+    }
+
+    fn const_of(&mut self, d: DType, s: Scalar) -> Word {
+        match d {
+            DType::I1 => {
+                let b = match s {
+                    Scalar::Bool(b) => b,
+                    Scalar::Int(i) => i != 0,
+                    Scalar::Float(f) => f != 0.0,
+                };
+                self.c_bool(b)
+            }
+            DType::F32 => self.c_f32(s.as_f64() as f32),
+            // Constants round through f32 first, as the interpreter's do.
+            DType::F16 => self.c_f16(f16::from_f32(s.as_f64() as f32)),
+            DType::BF16 => self.c_u32(bf16::from_f32(s.as_f64() as f32).to_bits() as u32),
+            d => {
+                let i = match s {
+                    Scalar::Bool(b) => b as i64,
+                    Scalar::Int(i) => i,
+                    Scalar::Float(f) => f as i64,
+                };
+                self.c_int(d, i)
+            }
+        }
+    }
+
+    /// The constant `v` of register dtype `d` (integers, floats and bf16).
+    fn c_num(&mut self, d: DType, v: f64) -> Word {
+        if d.is_float() {
+            self.const_of(d, Scalar::Float(v))
+        } else {
+            self.const_of(d, Scalar::Int(v as i64))
+        }
+    }
+
+    // ---- instructions ----
+
+    fn push_inst(&mut self, inst: Instruction) {
+        let r = self.b.insert_into_block(InsertPoint::End, inst);
+        self.check_build(r);
+    }
+
+    fn emit(&mut self, op: Op, ty: Word, args: &[Word]) -> Word {
+        let id = self.b.id();
+        self.push_inst(Instruction::new(op, Some(ty), Some(id), args.iter().map(|&a| Operand::IdRef(a)).collect()));
+        id
+    }
+
+    fn emit_with_id(&mut self, id: Word, op: Op, ty: Word, args: &[Word]) {
+        self.push_inst(Instruction::new(op, Some(ty), Some(id), args.iter().map(|&a| Operand::IdRef(a)).collect()));
+    }
+
+    fn ext(&mut self, op: Gl, ty: Word, args: &[Word]) -> Word {
+        let id = self.b.id();
+        let mut ops = vec![Operand::IdRef(self.glsl), Operand::LiteralExtInstInteger(op as u32)];
+        ops.extend(args.iter().map(|&a| Operand::IdRef(a)));
+        self.push_inst(Instruction::new(Op::ExtInst, Some(ty), Some(id), ops));
+        id
+    }
+
+    fn extract(&mut self, ty: Word, composite: Word, index: u32) -> Word {
+        let id = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::CompositeExtract,
+            Some(ty),
+            Some(id),
+            vec![Operand::IdRef(composite), Operand::LiteralBit32(index)],
+        ));
+        id
+    }
+
+    fn global_var(&mut self, ptr_ty: Word, class: spirv::StorageClass) -> Word {
+        let id = self.b.id();
+        self.b.module_mut().types_global_values.push(Instruction::new(
+            Op::Variable,
+            Some(ptr_ty),
+            Some(id),
+            vec![Operand::StorageClass(class)],
+        ));
+        id
+    }
+
+    fn begin_block(&mut self, label: Word) {
+        let r = self.b.begin_block(Some(label));
+        self.check_build(r);
+        self.cur_block = label;
+    }
+
+    fn branch(&mut self, target: Word) {
+        let r = self.b.branch(target);
+        self.check_build(r);
+    }
+
+    // 32-bit unsigned helpers used by the conversions.
+    fn u_op(&mut self, op: Op, a: Word, b: Word) -> Word {
+        let t = self.u32_ty();
+        self.emit(op, t, &[a, b])
+    }
+    fn u_opk(&mut self, op: Op, a: Word, k: u32) -> Word {
+        let k = self.c_u32(k);
+        self.u_op(op, a, k)
+    }
+    fn b_op(&mut self, op: Op, a: Word, b: Word) -> Word {
+        let t = self.bool_ty();
+        self.emit(op, t, &[a, b])
+    }
+    fn sel(&mut self, ty: Word, c: Word, a: Word, b: Word) -> Word {
+        self.emit(Op::Select, ty, &[c, a, b])
+    }
+    fn sel_u32(&mut self, c: Word, a: Word, b: Word) -> Word {
+        let t = self.u32_ty();
+        self.sel(t, c, a, b)
+    }
+    fn f_op(&mut self, op: Op, a: Word, b: Word) -> Word {
+        let t = self.f32_ty();
+        self.emit(op, t, &[a, b])
+    }
+    fn bitcast(&mut self, ty: Word, x: Word) -> Word {
+        self.emit(Op::Bitcast, ty, &[x])
+    }
+
+    // ---- conversions ----
+
+    /// f16 value from 16 bits in the low half of a u32 (through a 2 x f16 vector: no 16-bit
+    /// integer type needed).
+    fn f16_from_bits(&mut self, bits: Word) -> Word {
+        let h = self.f16_ty();
+        let v2 = self.vec_ty(h, 2);
+        let v = self.bitcast(v2, bits);
+        self.extract(h, v, 0)
+    }
+
+    /// The bits of an f16 value in the low half of a u32.
+    fn f16_to_bits(&mut self, x: Word) -> Word {
+        let h = self.f16_ty();
+        let v2 = self.vec_ty(h, 2);
+        let zero = self.c_f16(f16::ZERO);
+        let v = self.emit(Op::CompositeConstruct, v2, &[x, zero]);
+        let t = self.u32_ty();
+        self.bitcast(t, v)
+    }
+
+    /// f32 bits -> f16 bits, round to nearest even, NaN stays NaN (as `half::f16::from_f32`).
+    fn f32_bits_to_f16_bits(&mut self, x: Word) -> Word {
+        let a = self.u_opk(Op::BitwiseAnd, x, 0x7fff_ffff);
+        let hi = self.u_opk(Op::ShiftRightLogical, x, 16);
+        let sign = self.u_opk(Op::BitwiseAnd, hi, 0x8000);
+        // Inf and NaN (a quiet NaN keeps the top of its payload).
+        let k = self.c_u32(0x7f80_0000);
+        let is_nan = self.b_op(Op::UGreaterThan, a, k);
+        let a13 = self.u_opk(Op::ShiftRightLogical, a, 13);
+        let payload = self.u_opk(Op::BitwiseAnd, a13, 0x3ff);
+        let nan = self.u_opk(Op::BitwiseOr, payload, 0x7e00);
+        let inf = self.c_u32(0x7c00);
+        let special = self.sel_u32(is_nan, nan, inf);
+        // Normal results: rebias the exponent, round on the 13 dropped bits.
+        let lsb = self.u_opk(Op::BitwiseAnd, a13, 1);
+        let n = self.u_opk(Op::ISub, a, 0x3800_0000);
+        let n = self.u_opk(Op::IAdd, n, 0xfff);
+        let n = self.u_op(Op::IAdd, n, lsb);
+        let normal = self.u_opk(Op::ShiftRightLogical, n, 13);
+        // Subnormal results: shift the full significand right by 126 - exponent (>= 14), round.
+        let e = self.u_opk(Op::ShiftRightLogical, a, 23);
+        let k112 = self.c_u32(112);
+        let e_lt = self.b_op(Op::ULessThan, e, k112);
+        let e = self.sel_u32(e_lt, e, k112);
+        let k126 = self.c_u32(126);
+        let sh = self.u_op(Op::ISub, k126, e);
+        let k31 = self.c_u32(31);
+        let sh_lt = self.b_op(Op::ULessThan, sh, k31);
+        let sh = self.sel_u32(sh_lt, sh, k31);
+        let m = self.u_opk(Op::BitwiseAnd, a, 0x007f_ffff);
+        let m = self.u_opk(Op::BitwiseOr, m, 0x0080_0000);
+        let q = self.u_op(Op::ShiftRightLogical, m, sh);
+        let one = self.c_u32(1);
+        let sh1 = self.u_op(Op::ISub, sh, one);
+        let rb = self.u_op(Op::ShiftLeftLogical, one, sh1);
+        let rb2 = self.u_op(Op::ShiftLeftLogical, one, sh);
+        let mask = self.u_op(Op::ISub, rb2, one);
+        let rem = self.u_op(Op::BitwiseAnd, m, mask);
+        let gt = self.b_op(Op::UGreaterThan, rem, rb);
+        let eq = self.b_op(Op::IEqual, rem, rb);
+        let qodd = self.u_op(Op::BitwiseAnd, q, one);
+        let odd = self.b_op(Op::IEqual, qodd, one);
+        let tie_up = self.b_op(Op::LogicalAnd, eq, odd);
+        let up = self.b_op(Op::LogicalOr, gt, tie_up);
+        let zero = self.c_u32(0);
+        let inc = self.sel_u32(up, one, zero);
+        let sub = self.u_op(Op::IAdd, q, inc);
+        // Select by range of |x|.
+        let k = self.c_u32(0x3880_0000);
+        let is_sub = self.b_op(Op::ULessThan, a, k);
+        let r = self.sel_u32(is_sub, sub, normal);
+        let k = self.c_u32(0x4780_0000);
+        let is_big = self.b_op(Op::UGreaterThanEqual, a, k);
+        let r = self.sel_u32(is_big, inf, r);
+        let k = self.c_u32(0x7f80_0000);
+        let is_special = self.b_op(Op::UGreaterThanEqual, a, k);
+        let r = self.sel_u32(is_special, special, r);
+        self.u_op(Op::BitwiseOr, r, sign)
+    }
+
+    /// f32 bits -> bf16 bits, round to nearest even, NaN stays NaN (as `half::bf16::from_f32`).
+    fn f32_bits_to_bf16_bits(&mut self, x: Word) -> Word {
+        let a = self.u_opk(Op::BitwiseAnd, x, 0x7fff_ffff);
+        let k = self.c_u32(0x7f80_0000);
+        let is_nan = self.b_op(Op::UGreaterThan, a, k);
+        let hi = self.u_opk(Op::ShiftRightLogical, x, 16);
+        let lsb = self.u_opk(Op::BitwiseAnd, hi, 1);
+        let r = self.u_opk(Op::IAdd, x, 0x7fff);
+        let r = self.u_op(Op::IAdd, r, lsb);
+        let r = self.u_opk(Op::ShiftRightLogical, r, 16);
+        let nan = self.u_opk(Op::BitwiseOr, hi, 0x40);
+        self.sel_u32(is_nan, nan, r)
+    }
+
+    /// A value of register dtype `from` (any but `i1`) as f32.
+    fn widen_to_f32(&mut self, from: DType, x: Word) -> Word {
+        let f = self.f32_ty();
+        match from {
+            DType::F32 => x,
+            DType::F16 => self.emit(Op::FConvert, f, &[x]),
+            DType::BF16 => {
+                let s = self.u_opk(Op::ShiftLeftLogical, x, 16);
+                self.bitcast(f, s)
+            }
+            DType::I1 => {
+                let one = self.c_f32(1.0);
+                let zero = self.c_f32(0.0);
+                self.sel(f, x, one, zero)
+            }
+            d if is_signed(d) => self.emit(Op::ConvertSToF, f, &[x]),
+            _ => self.emit(Op::ConvertUToF, f, &[x]),
+        }
+    }
+
+    /// A 32- or 64-bit integer as f32 rounded to odd (truncated, lowest bit set when inexact):
+    /// rounding that again to bf16's 8 bits is then the single correctly rounded conversion.
+    fn int_to_f32_round_odd(&mut self, from: DType, x: Word) -> Word {
+        let t = self.ty(from);
+        let u = self.u32_ty();
+        let f = self.f32_ty();
+        let wide = int_width(from) == 64;
+        let zero = self.c_int(from, 0);
+        let neg = if is_signed(from) { self.b_op(Op::SLessThan, x, zero) } else { self.c_bool(false) };
+        let mag = if is_signed(from) {
+            let nx = self.emit(Op::SNegate, t, &[x]);
+            self.sel(t, neg, nx, x)
+        } else {
+            x
+        };
+        let msb = if wide {
+            let lo = self.emit(Op::UConvert, u, &[mag]);
+            let k32 = self.c_int(DType::I64, 32);
+            let hi64 = self.emit(Op::ShiftRightLogical, t, &[mag, k32]);
+            let hi = self.emit(Op::UConvert, u, &[hi64]);
+            let z = self.c_u32(0);
+            let hi_nz = self.b_op(Op::INotEqual, hi, z);
+            let mh = self.ext(Gl::FindUMsb, u, &[hi]);
+            let mh = self.u_opk(Op::IAdd, mh, 32);
+            let ml = self.ext(Gl::FindUMsb, u, &[lo]);
+            self.sel_u32(hi_nz, mh, ml)
+        } else {
+            self.ext(Gl::FindUMsb, u, &[mag])
+        };
+        // FindUMsb(0) is -1, which the signed compare keeps below 23.
+        let k23 = self.c_u32(23);
+        let big = self.b_op(Op::SGreaterThan, msb, k23);
+        let excess = self.u_op(Op::ISub, msb, k23);
+        let z = self.c_u32(0);
+        let sh = self.sel_u32(big, excess, z);
+        let sh_t = if wide { self.emit(Op::UConvert, t, &[sh]) } else { sh };
+        let one = self.c_int(from, 1);
+        let top = self.emit(Op::ShiftLeftLogical, t, &[one, sh_t]);
+        let mask = self.emit(Op::ISub, t, &[top, one]);
+        let dropped = self.emit(Op::BitwiseAnd, t, &[mag, mask]);
+        let sticky = self.b_op(Op::INotEqual, dropped, zero);
+        let q = self.emit(Op::ShiftRightLogical, t, &[mag, sh_t]);
+        let jam = self.sel(t, sticky, one, zero);
+        let q = self.emit(Op::BitwiseOr, t, &[q, jam]);
+        let q = if wide { self.emit(Op::UConvert, u, &[q]) } else { q };
+        let qf = self.emit(Op::ConvertUToF, f, &[q]);
+        let r = self.ext(Gl::Ldexp, f, &[qf, sh]);
+        let nr = self.emit(Op::FNegate, f, &[r]);
+        self.sel(f, neg, nr, r)
+    }
+
+    /// An f32 as a value of float dtype `to`, rounded to nearest even.
+    fn round_from_f32(&mut self, to: DType, x: Word) -> Word {
+        match to {
+            DType::F16 => {
+                let t = self.u32_ty();
+                let bits = self.bitcast(t, x);
+                let h = self.f32_bits_to_f16_bits(bits);
+                self.f16_from_bits(h)
+            }
+            DType::BF16 => {
+                let t = self.u32_ty();
+                let bits = self.bitcast(t, x);
+                self.f32_bits_to_bf16_bits(bits)
+            }
+            _ => x,
+        }
+    }
+
+    /// f32 -> integer dtype `to` (not `i1`): NaN -> 0, clamp, truncate toward zero.
+    fn f32_to_int(&mut self, x: Word, to: DType) -> Word {
+        let f = self.f32_ty();
+        let bt = self.bool_ty();
+        let nan = self.emit(Op::IsNan, bt, &[x]);
+        let zero = self.c_f32(0.0);
+        let x0 = self.sel(f, nan, zero, x);
+        let (lo, hi) = to.int_range().unwrap_or((i32::MIN as i64, i32::MAX as i64));
+        let lo_f = lo as f32;
+        let hi_up = hi as f32;
+        // The largest f32 not above `hi`; values from `hi_up` on saturate by a select below.
+        let hi_f = if hi_up as i128 > hi as i128 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
+        let lo_c = self.c_f32(lo_f);
+        let hi_c = self.c_f32(hi_f);
+        let c = self.ext(Gl::NMax, f, &[x0, lo_c]);
+        let c = self.ext(Gl::NMin, f, &[c, hi_c]);
+        let w = int_width(to);
+        let wide = if w == 64 { 64 } else { 32 };
+        let it = self.int_ty(wide);
+        let op = if is_signed(to) { Op::ConvertFToS } else { Op::ConvertFToU };
+        let mut r = self.emit(op, it, &[c]);
+        if hi_f < hi_up {
+            let lim = self.c_f32(hi_up);
+            let big = self.b_op(Op::FOrdGreaterThanEqual, x0, lim);
+            let max = if wide == 64 { self.c_int(DType::I64, hi) } else { self.c_u32(hi as u32) };
+            r = self.sel(it, big, max, r);
+        }
+        if w < 32 {
+            let t = self.conv_ty(to);
+            r = self.emit(Op::UConvert, t, &[r]);
+        }
+        r
+    }
+
+    fn unpack_push_slot(&mut self, d: DType, raw: Word) -> Word {
+        match d {
+            DType::I1 => {
+                let zero = self.c_u32(0);
+                self.b_op(Op::INotEqual, raw, zero)
+            }
+            DType::I8 | DType::U8 | DType::I16 => {
+                let t = self.conv_ty(d);
+                self.emit(Op::UConvert, t, &[raw])
+            }
+            DType::F16 => self.f16_from_bits(raw),
+            _ => raw,
+        }
+    }
+
+    // ---- memory ----
+
+    /// The variable of buffer parameter `param`, declared on first use.
+    fn buffer_var(&mut self, param: u32, dtype: DType, bits_view: bool, what: &str) -> Option<(Word, Word)> {
+        let Some(Some(slot)) = self.buffers.get(param as usize) else {
+            self.fail_contract(format!("{what}: parameter {param} is not a buffer"));
+            return None;
+        };
+        if slot.dtype != dtype {
+            let msg = format!("{what}: buffer `{}` holds {}, accessed as {dtype}", slot.name, slot.dtype);
+            self.fail_contract(msg);
+            return None;
+        }
+        let existing = if bits_view { slot.bits_var } else { slot.var };
+        let (binding, name) = (slot.binding, slot.name.clone());
+        let elem = self.storage_ty(dtype, bits_view);
+        if let Some(var) = existing {
+            return Some((var, elem));
+        }
+        let rt = self.b.type_runtime_array(elem);
+        if self.strided.insert(rt) {
+            let stride = if bits_view { 4 } else { dtype.size_bytes() as u32 };
+            self.b.decorate(rt, spirv::Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
+        }
+        let st = match self.buffer_structs.get(&rt) {
+            Some(&st) => st,
+            None => {
+                let st = self.b.type_struct([rt]);
+                self.b.decorate(st, spirv::Decoration::Block, []);
+                self.b.member_decorate(st, 0, spirv::Decoration::Offset, [Operand::LiteralBit32(0)]);
+                self.buffer_structs.insert(rt, st);
+                st
+            }
+        };
+        let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, st);
+        let var = self.global_var(p, spirv::StorageClass::StorageBuffer);
+        self.b.decorate(var, spirv::Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
+        self.b.decorate(var, spirv::Decoration::Binding, [Operand::LiteralBit32(binding)]);
+        self.b.name(var, if bits_view { format!("{name}_bits") } else { name });
+        self.interface.push(var);
+        if let Some(Some(slot)) = self.buffers.get_mut(param as usize) {
+            if bits_view {
+                slot.bits_var = Some(var);
+            } else {
+                slot.var = Some(var);
+            }
+        }
+        Some((var, elem))
+    }
+
+    fn mark_access(&mut self, param: u32, read: bool, write: bool, what: &str) {
+        let Some(Some(slot)) = self.buffers.get_mut(param as usize) else { return };
+        slot.read |= read;
+        slot.written |= write;
+        let (name, access) = (slot.name.clone(), slot.access);
+        if write && !access.can_write() {
+            self.fail_contract(format!("{what} writes buffer `{name}`, declared {}", access.name()));
+        }
+        if read && !access.can_read() && !write {
+            self.fail_contract(format!("{what} reads buffer `{name}`, declared {}", access.name()));
+        }
+    }
+
+    fn index_id(&mut self, index: SpirvValue, index_dtype: DType, what: &str) -> Word {
+        self.expect(index, index_dtype, what);
+        if !matches!(index_dtype, DType::I32 | DType::U32 | DType::I64) {
+            self.fail_contract(format!("{what}: index dtype {index_dtype} (i32, u32 or i64 expected)"));
+        }
+        index.id
+    }
+
+    /// Pointer to `buffer[index]` in the dtype view or the u32 view.
+    fn element_ptr(&mut self, buffer: u32, dtype: DType, index: Word, bits_view: bool, what: &str) -> Option<(Word, Word)> {
+        let (var, elem) = self.buffer_var(buffer, dtype, bits_view, what)?;
+        let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, elem);
+        let zero = self.c_u32(0);
+        Some((self.emit(Op::AccessChain, p, &[var, zero, index]), elem))
+    }
+
+    fn shared_ptr(&mut self, dtype: DType, index: SpirvValue, what: &str) -> Option<(Word, Word)> {
+        self.expect(index, DType::I32, what);
+        let Some(slot) = self.shared.get(&dtype) else {
+            self.fail_contract(format!("{what}: no shared memory reserved for {dtype}"));
+            return None;
+        };
+        let var = slot.var;
+        let (elem, _) = self.shared_elem_ty(dtype);
+        let p = self.ptr_ty(spirv::StorageClass::Workgroup, elem);
+        Some((self.emit(Op::AccessChain, p, &[var, index.id]), elem))
+    }
+
+    // ---- arithmetic pieces ----
+
+    fn int_min_max(&mut self, op: BinaryOp, d: DType, a: Word, b: Word) -> Word {
+        let lt = if is_signed(d) { Op::SLessThan } else { Op::ULessThan };
+        let c = self.b_op(lt, a, b);
+        let t = self.ty(d);
+        if op == BinaryOp::Max {
+            self.sel(t, c, b, a)
+        } else {
+            self.sel(t, c, a, b)
+        }
+    }
+
+    /// Signed division or remainder on magnitudes (C semantics, `MIN / -1` wraps).
+    fn signed_div_rem(&mut self, rem: bool, d: DType, a: Word, b: Word) -> Word {
+        let t = self.ty(d);
+        let zero = self.c_int(d, 0);
+        let na = self.b_op(Op::SLessThan, a, zero);
+        let nb = self.b_op(Op::SLessThan, b, zero);
+        let neg_a = self.emit(Op::SNegate, t, &[a]);
+        let neg_b = self.emit(Op::SNegate, t, &[b]);
+        let abs_a = self.sel(t, na, neg_a, a);
+        let abs_b = self.sel(t, nb, neg_b, b);
+        if rem {
+            let r = self.emit(Op::UMod, t, &[abs_a, abs_b]);
+            let neg_r = self.emit(Op::SNegate, t, &[r]);
+            self.sel(t, na, neg_r, r)
+        } else {
+            let q = self.emit(Op::UDiv, t, &[abs_a, abs_b]);
+            let neg_q = self.emit(Op::SNegate, t, &[q]);
+            let differ = self.b_op(Op::LogicalNotEqual, na, nb);
+            self.sel(t, differ, neg_q, q)
+        }
+    }
+
+    fn horner(&mut self, x: Word, coeffs: &[Word]) -> Word {
+        let mut acc = *coeffs.last().expect("non-empty polynomial");
+        for &c in coeffs.iter().rev().skip(1) {
+            let m = self.f_op(Op::FMul, x, acc);
+            acc = self.f_op(Op::FAdd, c, m);
+        }
+        acc
+    }
+
+    /// musl's `erff`, with the four ranges computed side by side and selected.
+    #[allow(clippy::excessive_precision)]
+    fn erf_f32(&mut self, x: Word) -> Word {
+        let f = self.f32_ty();
+        let k = |e: &mut Self, v: f32| e.c_f32(v);
+        let a = self.ext(Gl::FAbs, f, &[x]);
+        // |x| < 0.84375
+        let z = self.f_op(Op::FMul, x, x);
+        let pp: Vec<Word> = [1.2837916613e-01f32, -3.2504209876e-01, -2.8481749818e-02, -5.7702702470e-03, -2.3763017452e-05]
+            .iter()
+            .map(|&v| k(self, v))
+            .collect();
+        let qq: Vec<Word> = [1.0f32, 3.9791721106e-01, 6.5022252500e-02, 5.0813062117e-03, 1.3249473704e-04, -3.9602282413e-06]
+            .iter()
+            .map(|&v| k(self, v))
+            .collect();
+        let r = self.horner(z, &pp);
+        let s = self.horner(z, &qq);
+        let y = self.f_op(Op::FDiv, r, s);
+        let xy = self.f_op(Op::FMul, x, y);
+        let small = self.f_op(Op::FAdd, x, xy);
+        // 0.84375 <= |x| < 1.25
+        let one = k(self, 1.0);
+        let s1 = self.f_op(Op::FSub, a, one);
+        let pa: Vec<Word> = [
+            -2.3621185683e-03f32,
+            4.1485610604e-01,
+            -3.7220788002e-01,
+            3.1834661961e-01,
+            -1.1089469492e-01,
+            3.5478305072e-02,
+            -2.1663755178e-03,
+        ]
+        .iter()
+        .map(|&v| k(self, v))
+        .collect();
+        let qa: Vec<Word> = [1.0f32, 1.0642088205e-01, 5.4039794207e-01, 7.1828655899e-02, 1.2617121637e-01, 1.3637083583e-02, 1.1984500103e-02]
+            .iter()
+            .map(|&v| k(self, v))
+            .collect();
+        let p = self.horner(s1, &pa);
+        let q = self.horner(s1, &qa);
+        let pq = self.f_op(Op::FDiv, p, q);
+        let one_m_erx = k(self, 1.0 - 8.4506291151e-01);
+        let erfc1 = self.f_op(Op::FSub, one_m_erx, pq);
+        let mid = self.f_op(Op::FSub, one, erfc1);
+        // 1.25 <= |x| < 6: erfc from two rational approximations, split at 1/0.35.
+        let aa = self.f_op(Op::FMul, a, a);
+        let s2 = self.f_op(Op::FDiv, one, aa);
+        let ra = [
+            -9.8649440333e-03f32,
+            -6.9385856390e-01,
+            -1.0558626175e+01,
+            -6.2375331879e+01,
+            -1.6239666748e+02,
+            -1.8460508728e+02,
+            -8.1287437439e+01,
+            -9.8143291473e+00,
+        ];
+        let rb = [
+            -9.8649431020e-03f32,
+            -7.9928326607e-01,
+            -1.7757955551e+01,
+            -1.6063638306e+02,
+            -6.3756646729e+02,
+            -1.0250950928e+03,
+            -4.8351919556e+02,
+            0.0,
+        ];
+        let sa = [
+            1.0f32,
+            1.9651271820e+01,
+            1.3765776062e+02,
+            4.3456588745e+02,
+            6.4538726807e+02,
+            4.2900814819e+02,
+            1.0863500214e+02,
+            6.5702495575e+00,
+            -6.0424413532e-02,
+        ];
+        let sb = [
+            1.0f32,
+            3.0338060379e+01,
+            3.2579251099e+02,
+            1.5367296143e+03,
+            3.1998581543e+03,
+            2.5530502930e+03,
+            4.7452853394e+02,
+            -2.2440952301e+01,
+            0.0,
+        ];
+        let split = k(self, f32::from_bits(0x4036db6d));
+        let near = self.b_op(Op::FOrdLessThan, a, split);
+        let pick = |e: &mut Self, xs: &[f32], ys: &[f32]| -> Vec<Word> {
+            xs.iter()
+                .zip(ys)
+                .map(|(&u, &v)| {
+                    let cu = e.c_f32(u);
+                    let cv = e.c_f32(v);
+                    e.sel(f, near, cu, cv)
+                })
+                .collect()
+        };
+        let rc = pick(self, &ra, &rb);
+        let sc = pick(self, &sa, &sb);
+        let rr = self.horner(s2, &rc);
+        let ss = self.horner(s2, &sc);
+        let u = self.u32_ty();
+        let abits = self.bitcast(u, a);
+        let zbits = self.u_opk(Op::BitwiseAnd, abits, 0xffff_e000);
+        let zz = self.bitcast(f, zbits);
+        let zsq = self.f_op(Op::FMul, zz, zz);
+        let nzsq = self.emit(Op::FNegate, f, &[zsq]);
+        let c0565 = k(self, 0.5625);
+        let e1arg = self.f_op(Op::FSub, nzsq, c0565);
+        let e1 = self.ext(Gl::Exp, f, &[e1arg]);
+        let zma = self.f_op(Op::FSub, zz, a);
+        let zpa = self.f_op(Op::FAdd, zz, a);
+        let prod = self.f_op(Op::FMul, zma, zpa);
+        let rs = self.f_op(Op::FDiv, rr, ss);
+        let e2arg = self.f_op(Op::FAdd, prod, rs);
+        let e2 = self.ext(Gl::Exp, f, &[e2arg]);
+        let ee = self.f_op(Op::FMul, e1, e2);
+        let erfc2 = self.f_op(Op::FDiv, ee, a);
+        let tail = self.f_op(Op::FSub, one, erfc2);
+        // Select by |x|, then restore the sign; NaN passes through.
+        let c125 = k(self, 1.25);
+        let c6 = k(self, 6.0);
+        let lt125 = self.b_op(Op::FOrdLessThan, a, c125);
+        let lt6 = self.b_op(Op::FOrdLessThan, a, c6);
+        let y = self.sel(f, lt6, tail, one);
+        let y = self.sel(f, lt125, mid, y);
+        let neg = self.emit(Op::FNegate, f, &[y]);
+        let zero = k(self, 0.0);
+        let is_neg = self.b_op(Op::FOrdLessThan, x, zero);
+        let y = self.sel(f, is_neg, neg, y);
+        let c084 = k(self, 0.84375);
+        let lt084 = self.b_op(Op::FOrdLessThan, a, c084);
+        let y = self.sel(f, lt084, small, y);
+        let bt = self.bool_ty();
+        let nan = self.emit(Op::IsNan, bt, &[x]);
+        self.sel(f, nan, x, y)
+    }
+
+    fn unary_f32(&mut self, op: UnaryOp, x: Word) -> Word {
+        let f = self.f32_ty();
+        match op {
+            UnaryOp::Neg => self.emit(Op::FNegate, f, &[x]),
+            UnaryOp::Not => x,
+            UnaryOp::Abs => self.ext(Gl::FAbs, f, &[x]),
+            UnaryOp::Exp => self.ext(Gl::Exp, f, &[x]),
+            UnaryOp::Exp2 => self.ext(Gl::Exp2, f, &[x]),
+            UnaryOp::Log => self.ext(Gl::Log, f, &[x]),
+            UnaryOp::Log2 => self.ext(Gl::Log2, f, &[x]),
+            UnaryOp::Sqrt => self.ext(Gl::Sqrt, f, &[x]),
+            UnaryOp::Rsqrt => self.ext(Gl::InverseSqrt, f, &[x]),
+            UnaryOp::Sin => self.ext(Gl::Sin, f, &[x]),
+            UnaryOp::Cos => self.ext(Gl::Cos, f, &[x]),
+            UnaryOp::Tanh => self.ext(Gl::Tanh, f, &[x]),
+            UnaryOp::Erf => self.erf_f32(x),
+            UnaryOp::Floor => self.ext(Gl::Floor, f, &[x]),
+            UnaryOp::Ceil => self.ext(Gl::Ceil, f, &[x]),
+        }
+    }
+
+    fn binary_float(&mut self, op: BinaryOp, ty: Word, a: Word, b: Word) -> Option<Word> {
+        Some(match op {
+            BinaryOp::Add => self.emit(Op::FAdd, ty, &[a, b]),
+            BinaryOp::Sub => self.emit(Op::FSub, ty, &[a, b]),
+            BinaryOp::Mul => self.emit(Op::FMul, ty, &[a, b]),
+            BinaryOp::Div => self.emit(Op::FDiv, ty, &[a, b]),
+            BinaryOp::Rem => {
+                // Vulkan computes OpFRem as x - y * trunc(x / y), which makes x % inf a NaN;
+                // fmod gives x there.
+                let r = self.emit(Op::FRem, ty, &[a, b]);
+                let bt = self.bool_ty();
+                let b_inf = self.emit(Op::IsInf, bt, &[b]);
+                let a_inf = self.emit(Op::IsInf, bt, &[a]);
+                let a_fin = self.emit(Op::LogicalNot, bt, &[a_inf]);
+                let keep = self.b_op(Op::LogicalAnd, b_inf, a_fin);
+                self.sel(ty, keep, a, r)
+            }
+            BinaryOp::Max => self.ext(Gl::NMax, ty, &[a, b]),
+            BinaryOp::Min => self.ext(Gl::NMin, ty, &[a, b]),
+            _ => return None,
+        })
+    }
+
+    /// A value of any dtype as 32 bits, and back: shuffles move 32-bit words only, which every
+    /// device with subgroup shuffles supports (8/16/64-bit shuffles need extended types).
+    fn pack_word(&mut self, d: DType, x: Word) -> Word {
+        let u = self.u32_ty();
+        match d {
+            DType::I1 => {
+                let one = self.c_u32(1);
+                let zero = self.c_u32(0);
+                self.sel(u, x, one, zero)
+            }
+            DType::I8 | DType::U8 | DType::I16 => self.emit(Op::UConvert, u, &[x]),
+            DType::F32 => self.bitcast(u, x),
+            DType::F16 => self.f16_to_bits(x),
+            _ => x,
+        }
+    }
+
+    fn unpack_word(&mut self, d: DType, w: Word) -> Word {
+        match d {
+            DType::I1 => {
+                let zero = self.c_u32(0);
+                self.b_op(Op::INotEqual, w, zero)
+            }
+            DType::I8 | DType::U8 | DType::I16 => {
+                let t = self.conv_ty(d);
+                self.emit(Op::UConvert, t, &[w])
+            }
+            DType::F32 => {
+                let f = self.f32_ty();
+                self.bitcast(f, w)
+            }
+            DType::F16 => self.f16_from_bits(w),
+            _ => w,
+        }
+    }
+
+    /// Compare-and-swap loop applying `op` to the f32 at `ptr` (a u32 view); returns the old bits.
+    fn f32_cas_loop(&mut self, ptr: Word, op: AtomicOp, value: Word) -> Word {
+        let u = self.u32_ty();
+        let f = self.f32_ty();
+        let scope = self.c_u32(SCOPE_DEVICE);
+        let sem = self.c_u32(SEMANTICS_RELAXED);
+        let old0 = self.emit(Op::AtomicLoad, u, &[ptr, scope, sem]);
+        let pre = self.cur_block;
+        let (header, body, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
+        let seen = self.b.id();
+        self.branch(header);
+        self.begin_block(header);
+        let cur = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::Phi,
+            Some(u),
+            Some(cur),
+            vec![Operand::IdRef(old0), Operand::IdRef(pre), Operand::IdRef(seen), Operand::IdRef(cont)],
+        ));
+        let r = self.b.loop_merge(merge, cont, spirv::LoopControl::NONE, []);
+        self.check_build(r);
+        self.branch(body);
+        self.begin_block(body);
+        let cf = self.bitcast(f, cur);
+        let nf = match op {
+            AtomicOp::Add => self.f_op(Op::FAdd, cf, value),
+            AtomicOp::Max => self.ext(Gl::NMax, f, &[cf, value]),
+            AtomicOp::Min => self.ext(Gl::NMin, f, &[cf, value]),
+            AtomicOp::Xchg => value,
+        };
+        let nb = self.bitcast(u, nf);
+        self.emit_with_id(seen, Op::AtomicCompareExchange, u, &[ptr, scope, sem, sem, nb, cur]);
+        let done = self.b_op(Op::IEqual, seen, cur);
+        let r = self.b.branch_conditional(done, merge, cont, []);
+        self.check_build(r);
+        self.begin_block(cont);
+        self.branch(header);
+        self.begin_block(merge);
+        seen
+    }
+}
+
+impl Emitter for SpirvEmitter {
+    type V = SpirvValue;
+
+    fn constant(&mut self, dtype: DType, value: Scalar) -> SpirvValue {
+        let id = self.const_of(dtype, value);
+        self.value(id, dtype)
+    }
+
+    fn thread_index(&mut self) -> SpirvValue {
+        self.value(self.thread_index, DType::I32)
+    }
+
+    fn program_id(&mut self, axis: u32) -> SpirvValue {
+        if axis > 2 {
+            self.fail_contract(format!("program_id along axis {axis}"));
+            return self.value(0, DType::I32);
+        }
+        self.value(self.program_id[axis as usize], DType::I32)
+    }
+
+    fn num_programs(&mut self, axis: u32) -> SpirvValue {
+        if axis > 2 {
+            self.fail_contract(format!("num_programs along axis {axis}"));
+            return self.value(0, DType::I32);
+        }
+        self.value(self.num_programs[axis as usize], DType::I32)
+    }
+
+    fn scalar_param(&mut self, param: u32, dtype: DType) -> SpirvValue {
+        match self.scalars.get(param as usize).copied().flatten() {
+            Some(v) => {
+                if v.dtype != dtype {
+                    self.fail_contract(format!("scalar parameter {param} is {}, read as {dtype}", v.dtype));
+                }
+                v
+            }
+            None => {
+                self.fail_contract(format!("parameter {param} is not a scalar parameter"));
+                self.value(0, dtype)
+            }
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: SpirvValue) -> SpirvValue {
+        self.expect(x, dtype, "unary operand");
+        let x = x.id;
+        let id = match dtype {
+            DType::I1 => match op {
+                UnaryOp::Neg | UnaryOp::Abs => x,
+                UnaryOp::Not => {
+                    let t = self.bool_ty();
+                    self.emit(Op::LogicalNot, t, &[x])
+                }
+                _ => {
+                    self.fail_contract(format!("{} on i1", op.name()));
+                    x
+                }
+            },
+            DType::F32 => self.unary_f32(op, x),
+            DType::F16 => {
+                let h = self.f16_ty();
+                match op {
+                    UnaryOp::Neg => self.emit(Op::FNegate, h, &[x]),
+                    UnaryOp::Abs => self.ext(Gl::FAbs, h, &[x]),
+                    UnaryOp::Not => x,
+                    _ => {
+                        let xf = self.widen_to_f32(DType::F16, x);
+                        let r = self.unary_f32(op, xf);
+                        self.round_from_f32(DType::F16, r)
+                    }
+                }
+            }
+            DType::BF16 => match op {
+                UnaryOp::Neg => self.u_opk(Op::BitwiseXor, x, 0x8000),
+                UnaryOp::Abs => self.u_opk(Op::BitwiseAnd, x, 0x7fff),
+                UnaryOp::Not => x,
+                _ => {
+                    let xf = self.widen_to_f32(DType::BF16, x);
+                    let r = self.unary_f32(op, xf);
+                    self.round_from_f32(DType::BF16, r)
+                }
+            },
+            d => {
+                let t = self.ty(d);
+                match op {
+                    UnaryOp::Neg => self.emit(Op::SNegate, t, &[x]),
+                    UnaryOp::Not => self.emit(Op::Not, t, &[x]),
+                    UnaryOp::Abs if is_signed(d) => {
+                        let zero = self.c_int(d, 0);
+                        let neg = self.b_op(Op::SLessThan, x, zero);
+                        let nx = self.emit(Op::SNegate, t, &[x]);
+                        self.sel(t, neg, nx, x)
+                    }
+                    UnaryOp::Abs => x,
+                    _ => {
+                        self.fail_contract(format!("{} on integer dtype {d}", op.name()));
+                        x
+                    }
+                }
+            }
+        };
+        self.value(id, dtype)
+    }
+
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: SpirvValue, b: SpirvValue) -> SpirvValue {
+        self.expect(a, dtype, "binary lhs");
+        self.expect(b, dtype, "binary rhs");
+        let (a, b) = (a.id, b.id);
+        let id = match dtype {
+            DType::I1 => {
+                let t = self.bool_ty();
+                match op {
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Xor => self.emit(Op::LogicalNotEqual, t, &[a, b]),
+                    BinaryOp::Mul | BinaryOp::And | BinaryOp::Min => self.emit(Op::LogicalAnd, t, &[a, b]),
+                    BinaryOp::Or | BinaryOp::Max => self.emit(Op::LogicalOr, t, &[a, b]),
+                    // The only valid divisor and shift amount of an i1 are 1 and 0.
+                    BinaryOp::Div | BinaryOp::Shl | BinaryOp::Shr => a,
+                    BinaryOp::Rem => self.c_bool(false),
+                }
+            }
+            DType::F32 | DType::F16 if !(dtype == DType::F16 && op == BinaryOp::Rem) => {
+                let t = self.ty(dtype);
+                match self.binary_float(op, t, a, b) {
+                    Some(id) => id,
+                    None => {
+                        self.fail_contract(format!("{} on {dtype}", op.name()));
+                        a
+                    }
+                }
+            }
+            DType::F16 | DType::BF16 => {
+                // In f32, rounded once: the interpreter's semantics (and exact fmod for f16).
+                let af = self.widen_to_f32(dtype, a);
+                let bf = self.widen_to_f32(dtype, b);
+                let f = self.f32_ty();
+                match self.binary_float(op, f, af, bf) {
+                    Some(r) => self.round_from_f32(dtype, r),
+                    None => {
+                        self.fail_contract(format!("{} on {dtype}", op.name()));
+                        a
+                    }
+                }
+            }
+            d => {
+                let t = self.ty(d);
+                let signed = is_signed(d);
+                match op {
+                    BinaryOp::Add => self.emit(Op::IAdd, t, &[a, b]),
+                    BinaryOp::Sub => self.emit(Op::ISub, t, &[a, b]),
+                    BinaryOp::Mul => self.emit(Op::IMul, t, &[a, b]),
+                    BinaryOp::Div if signed => self.signed_div_rem(false, d, a, b),
+                    BinaryOp::Div => self.emit(Op::UDiv, t, &[a, b]),
+                    BinaryOp::Rem if signed => self.signed_div_rem(true, d, a, b),
+                    BinaryOp::Rem => self.emit(Op::UMod, t, &[a, b]),
+                    BinaryOp::And => self.emit(Op::BitwiseAnd, t, &[a, b]),
+                    BinaryOp::Or => self.emit(Op::BitwiseOr, t, &[a, b]),
+                    BinaryOp::Xor => self.emit(Op::BitwiseXor, t, &[a, b]),
+                    BinaryOp::Shl => self.emit(Op::ShiftLeftLogical, t, &[a, b]),
+                    BinaryOp::Shr if signed => self.emit(Op::ShiftRightArithmetic, t, &[a, b]),
+                    BinaryOp::Shr => self.emit(Op::ShiftRightLogical, t, &[a, b]),
+                    BinaryOp::Max | BinaryOp::Min => self.int_min_max(op, d, a, b),
+                }
+            }
+        };
+        self.value(id, dtype)
+    }
+
+    fn cmp(&mut self, pred: CmpPred, dtype: DType, a: SpirvValue, b: SpirvValue) -> SpirvValue {
+        self.expect(a, dtype, "cmp lhs");
+        self.expect(b, dtype, "cmp rhs");
+        let (mut a, mut b) = (a.id, b.id);
+        let bt = self.bool_ty();
+        // Declares the capability of the operand type (loads alone do not).
+        self.ty(dtype);
+        let id = match dtype {
+            DType::I1 => {
+                let (na, nb) = (self.emit(Op::LogicalNot, bt, &[a]), self.emit(Op::LogicalNot, bt, &[b]));
+                match pred {
+                    CmpPred::Eq => self.emit(Op::LogicalEqual, bt, &[a, b]),
+                    CmpPred::Ne => self.emit(Op::LogicalNotEqual, bt, &[a, b]),
+                    CmpPred::Lt => self.emit(Op::LogicalAnd, bt, &[na, b]),
+                    CmpPred::Le => self.emit(Op::LogicalOr, bt, &[na, b]),
+                    CmpPred::Gt => self.emit(Op::LogicalAnd, bt, &[a, nb]),
+                    CmpPred::Ge => self.emit(Op::LogicalOr, bt, &[a, nb]),
+                }
+            }
+            DType::F16 | DType::F32 | DType::BF16 => {
+                if dtype == DType::BF16 {
+                    a = self.widen_to_f32(dtype, a);
+                    b = self.widen_to_f32(dtype, b);
+                }
+                let op = match pred {
+                    CmpPred::Eq => Op::FOrdEqual,
+                    CmpPred::Ne => Op::FUnordNotEqual,
+                    CmpPred::Lt => Op::FOrdLessThan,
+                    CmpPred::Le => Op::FOrdLessThanEqual,
+                    CmpPred::Gt => Op::FOrdGreaterThan,
+                    CmpPred::Ge => Op::FOrdGreaterThanEqual,
+                };
+                self.emit(op, bt, &[a, b])
+            }
+            d => {
+                let s = is_signed(d);
+                let op = match pred {
+                    CmpPred::Eq => Op::IEqual,
+                    CmpPred::Ne => Op::INotEqual,
+                    CmpPred::Lt if s => Op::SLessThan,
+                    CmpPred::Lt => Op::ULessThan,
+                    CmpPred::Le if s => Op::SLessThanEqual,
+                    CmpPred::Le => Op::ULessThanEqual,
+                    CmpPred::Gt if s => Op::SGreaterThan,
+                    CmpPred::Gt => Op::UGreaterThan,
+                    CmpPred::Ge if s => Op::SGreaterThanEqual,
+                    CmpPred::Ge => Op::UGreaterThanEqual,
+                };
+                self.emit(op, bt, &[a, b])
+            }
+        };
+        self.value(id, DType::I1)
+    }
+
+    fn select(&mut self, dtype: DType, cond: SpirvValue, a: SpirvValue, b: SpirvValue) -> SpirvValue {
+        self.expect(cond, DType::I1, "select condition");
+        self.expect(a, dtype, "select true value");
+        self.expect(b, dtype, "select false value");
+        let t = self.ty(dtype);
+        let id = self.sel(t, cond.id, a.id, b.id);
+        self.value(id, dtype)
+    }
+
+    fn fma(&mut self, dtype: DType, a: SpirvValue, b: SpirvValue, c: SpirvValue) -> SpirvValue {
+        self.expect(a, dtype, "fma a");
+        self.expect(b, dtype, "fma b");
+        self.expect(c, dtype, "fma c");
+        let id = match dtype {
+            DType::F32 | DType::F16 => {
+                let t = self.ty(dtype);
+                self.ext(Gl::Fma, t, &[a.id, b.id, c.id])
+            }
+            DType::BF16 => {
+                let (af, bf, cf) = (self.widen_to_f32(dtype, a.id), self.widen_to_f32(dtype, b.id), self.widen_to_f32(dtype, c.id));
+                let f = self.f32_ty();
+                let r = self.ext(Gl::Fma, f, &[af, bf, cf]);
+                self.round_from_f32(dtype, r)
+            }
+            d if d.is_int() && d != DType::I1 => {
+                let t = self.ty(d);
+                let m = self.emit(Op::IMul, t, &[a.id, b.id]);
+                self.emit(Op::IAdd, t, &[m, c.id])
+            }
+            d => {
+                self.fail_contract(format!("fma on {d}"));
+                a.id
+            }
+        };
+        self.value(id, dtype)
+    }
+
+    fn cast(&mut self, from: DType, to: DType, x: SpirvValue) -> SpirvValue {
+        self.expect(x, from, "cast operand");
+        let x = x.id;
+        if from == to {
+            return self.value(x, to);
+        }
+        let id = if to == DType::I1 {
+            let bt = self.bool_ty();
+            match from {
+                DType::F16 | DType::F32 => {
+                    let zero = self.c_num(from, 0.0);
+                    self.emit(Op::FUnordNotEqual, bt, &[x, zero])
+                }
+                DType::BF16 => {
+                    let mag = self.u_opk(Op::BitwiseAnd, x, 0x7fff);
+                    let zero = self.c_u32(0);
+                    self.b_op(Op::INotEqual, mag, zero)
+                }
+                d => {
+                    let zero = self.c_int(d, 0);
+                    self.b_op(Op::INotEqual, x, zero)
+                }
+            }
+        } else if from == DType::I1 {
+            let t = self.ty(to);
+            let one = self.c_num(to, 1.0);
+            let zero = self.c_num(to, 0.0);
+            self.sel(t, x, one, zero)
+        } else if to == DType::BF16 && matches!(from, DType::I32 | DType::U32 | DType::I64) {
+            let xf = self.int_to_f32_round_odd(from, x);
+            self.round_from_f32(to, xf)
+        } else if to.is_float() {
+            let xf = self.widen_to_f32(from, x);
+            self.round_from_f32(to, xf)
+        } else if from.is_float() {
+            let xf = self.widen_to_f32(from, x);
+            self.f32_to_int(xf, to)
+        } else {
+            let (fw, tw) = (int_width(from), int_width(to));
+            let t = self.conv_ty(to);
+            if fw == tw {
+                x
+            } else if tw < fw || !is_signed(from) {
+                self.emit(Op::UConvert, t, &[x])
+            } else {
+                self.emit(Op::SConvert, t, &[x])
+            }
+        };
+        self.value(id, to)
+    }
+
+    fn load_global(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType) -> SpirvValue {
+        let index = self.index_id(index, index_dtype, "load_global");
+        self.mark_access(buffer, true, false, "load_global");
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, false, "load_global") else {
+            return self.value(0, dtype);
+        };
+        let raw = self.emit(Op::Load, elem, &[ptr]);
+        let id = match dtype {
+            DType::I1 => {
+                let u = self.u32_ty();
+                let w = self.emit(Op::UConvert, u, &[raw]);
+                let zero = self.c_u32(0);
+                self.b_op(Op::INotEqual, w, zero)
+            }
+            DType::BF16 => {
+                let u = self.u32_ty();
+                self.emit(Op::UConvert, u, &[raw])
+            }
+            _ => raw,
+        };
+        self.value(id, dtype)
+    }
+
+    fn store_global(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType, value: SpirvValue) {
+        let index = self.index_id(index, index_dtype, "store_global");
+        self.expect(value, dtype, "stored value");
+        self.mark_access(buffer, false, true, "store_global");
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, false, "store_global") else {
+            return;
+        };
+        let v = match dtype {
+            DType::I1 => {
+                let w = self.pack_word(DType::I1, value.id);
+                self.emit(Op::UConvert, elem, &[w])
+            }
+            DType::BF16 => self.emit(Op::UConvert, elem, &[value.id]),
+            _ => value.id,
+        };
+        let r = self.b.store(ptr, v, None, []);
+        self.check_build(r);
+    }
+
+    fn atomic_global(
+        &mut self,
+        op: Option<AtomicOp>,
+        buffer: u32,
+        dtype: DType,
+        index: SpirvValue,
+        index_dtype: DType,
+        cmp: Option<SpirvValue>,
+        value: SpirvValue,
+    ) -> SpirvValue {
+        let index = self.index_id(index, index_dtype, "atomic_global");
+        self.expect(value, dtype, "atomic value");
+        if let Some(c) = cmp {
+            self.expect(c, dtype, "atomic compare value");
+        }
+        let name = op.map_or("atomic_cas", |o| o.name());
+        if op.is_none() && cmp.is_none() {
+            self.fail_contract("compare-and-swap without a compare value".into());
+            return self.value(0, dtype);
+        }
+        self.mark_access(buffer, true, true, name);
+        let scope = self.c_u32(SCOPE_DEVICE);
+        let sem = self.c_u32(SEMANTICS_RELAXED);
+        let id = match dtype {
+            DType::I32 | DType::U32 | DType::I64 => {
+                if dtype == DType::I64 {
+                    self.used.int64_atomics = true;
+                }
+                let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, false, name) else {
+                    return self.value(0, dtype);
+                };
+                let t = self.ty(dtype);
+                let s = is_signed(dtype);
+                let v = value.id;
+                match op {
+                    Some(AtomicOp::Add) => self.emit(Op::AtomicIAdd, t, &[ptr, scope, sem, v]),
+                    Some(AtomicOp::Max) => self.emit(if s { Op::AtomicSMax } else { Op::AtomicUMax }, t, &[ptr, scope, sem, v]),
+                    Some(AtomicOp::Min) => self.emit(if s { Op::AtomicSMin } else { Op::AtomicUMin }, t, &[ptr, scope, sem, v]),
+                    Some(AtomicOp::Xchg) => self.emit(Op::AtomicExchange, t, &[ptr, scope, sem, v]),
+                    None => {
+                        let c = cmp.map_or(0, |c| c.id);
+                        self.emit(Op::AtomicCompareExchange, t, &[ptr, scope, sem, sem, v, c])
+                    }
+                }
+            }
+            DType::F32 => {
+                let f = self.f32_ty();
+                if op == Some(AtomicOp::Add) && self.target.atomic_float_add {
+                    self.used.atomic_float_add = true;
+                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, false, name) else {
+                        return self.value(0, dtype);
+                    };
+                    self.emit(Op::AtomicFAddEXT, f, &[ptr, scope, sem, value.id])
+                } else {
+                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, true, name) else {
+                        return self.value(0, dtype);
+                    };
+                    let u = self.u32_ty();
+                    let old = match op {
+                        Some(AtomicOp::Xchg) => {
+                            let vb = self.bitcast(u, value.id);
+                            self.emit(Op::AtomicExchange, u, &[ptr, scope, sem, vb])
+                        }
+                        None => {
+                            let vb = self.bitcast(u, value.id);
+                            let cb = self.bitcast(u, cmp.map_or(0, |c| c.id));
+                            self.emit(Op::AtomicCompareExchange, u, &[ptr, scope, sem, sem, vb, cb])
+                        }
+                        Some(o) => self.f32_cas_loop(ptr, o, value.id),
+                    };
+                    self.bitcast(f, old)
+                }
+            }
+            d => {
+                self.fail_unsupported(format!("{name} on {d} buffers (atomics take i32, u32, i64 or f32)"));
+                0
+            }
+        };
+        self.value(id, dtype)
+    }
+
+    fn reserve_shared(&mut self, dtype: DType, len: u32) {
+        if let Some(slot) = self.shared.get_mut(&dtype) {
+            slot.len = slot.len.max(len);
+            return;
+        }
+        let var = self.b.id();
+        self.shared.insert(dtype, SharedSlot { var, len });
+    }
+
+    fn load_shared(&mut self, dtype: DType, index: SpirvValue) -> SpirvValue {
+        let Some((ptr, elem)) = self.shared_ptr(dtype, index, "load_shared") else {
+            return self.value(0, dtype);
+        };
+        let raw = self.emit(Op::Load, elem, &[ptr]);
+        let id = match dtype {
+            DType::I1 => self.unpack_word(DType::I1, raw),
+            DType::BF16 => {
+                let u = self.u32_ty();
+                self.emit(Op::UConvert, u, &[raw])
+            }
+            _ => raw,
+        };
+        self.value(id, dtype)
+    }
+
+    fn store_shared(&mut self, dtype: DType, index: SpirvValue, value: SpirvValue) {
+        self.expect(value, dtype, "shared store value");
+        let Some((ptr, elem)) = self.shared_ptr(dtype, index, "store_shared") else {
+            return;
+        };
+        let v = match dtype {
+            DType::I1 => self.pack_word(DType::I1, value.id),
+            DType::BF16 => self.emit(Op::UConvert, elem, &[value.id]),
+            _ => value.id,
+        };
+        let r = self.b.store(ptr, v, None, []);
+        self.check_build(r);
+    }
+
+    fn barrier(&mut self) {
+        let wg = self.c_u32(SCOPE_WORKGROUP);
+        let sem = self.c_u32(SEMANTICS_BARRIER);
+        let r = self.b.control_barrier(wg, wg, sem);
+        self.check_build(r);
+    }
+
+    fn shuffle_xor(&mut self, dtype: DType, value: SpirvValue, lane_mask: u32) -> SpirvValue {
+        self.expect(value, dtype, "shuffle value");
+        self.used.shuffle = true;
+        let u = self.u32_ty();
+        let scope = self.c_u32(SCOPE_SUBGROUP);
+        let mask = self.c_u32(lane_mask);
+        let id = if dtype == DType::I64 {
+            let t64 = self.int_ty(64);
+            let lo = self.emit(Op::UConvert, u, &[value.id]);
+            let k32 = self.c_int(DType::I64, 32);
+            let hi64 = self.emit(Op::ShiftRightLogical, t64, &[value.id, k32]);
+            let hi = self.emit(Op::UConvert, u, &[hi64]);
+            let lo = self.emit(Op::GroupNonUniformShuffleXor, u, &[scope, lo, mask]);
+            let hi = self.emit(Op::GroupNonUniformShuffleXor, u, &[scope, hi, mask]);
+            let lo = self.emit(Op::UConvert, t64, &[lo]);
+            let hi = self.emit(Op::UConvert, t64, &[hi]);
+            let hi = self.emit(Op::ShiftLeftLogical, t64, &[hi, k32]);
+            self.emit(Op::BitwiseOr, t64, &[hi, lo])
+        } else {
+            let w = self.pack_word(dtype, value.id);
+            let s = self.emit(Op::GroupNonUniformShuffleXor, u, &[scope, w, mask]);
+            self.unpack_word(dtype, s)
+        };
+        self.value(id, dtype)
+    }
+
+    fn begin_if(&mut self, cond: SpirvValue, result_dtypes: &[DType]) {
+        self.expect(cond, DType::I1, "if condition");
+        let (merge, then_label, else_label) = (self.b.id(), self.b.id(), self.b.id());
+        let r = self.b.selection_merge(merge, spirv::SelectionControl::NONE);
+        self.check_build(r);
+        let r = self.b.branch_conditional(cond.id, then_label, else_label, []);
+        self.check_build(r);
+        self.begin_block(then_label);
+        self.frames.push(Frame::If { merge, else_label, results: result_dtypes.to_vec(), then_out: None });
+    }
+
+    fn begin_else(&mut self, then_values: &[SpirvValue]) {
+        let cur = self.cur_block;
+        let (merge, else_label, results) = match self.frames.last_mut() {
+            Some(Frame::If { merge, else_label, results, then_out }) if then_out.is_none() => {
+                *then_out = Some((cur, then_values.to_vec()));
+                (*merge, *else_label, results.clone())
+            }
+            _ => {
+                self.fail_contract("begin_else outside an open then-branch".into());
+                return;
+            }
+        };
+        self.check_yield(&results, then_values, "then-branch");
+        self.branch(merge);
+        self.begin_block(else_label);
+    }
+
+    fn end_if(&mut self, else_values: &[SpirvValue]) -> Vec<SpirvValue> {
+        if !matches!(self.frames.last(), Some(Frame::If { .. })) {
+            self.fail_contract("end_if without an open if".into());
+            return Vec::new();
+        }
+        let Some(Frame::If { merge, else_label, results, then_out }) = self.frames.pop() else {
+            return Vec::new();
+        };
+        let then_out = match then_out {
+            Some(t) => t,
+            None => {
+                // An `if` without else: the then-branch ends here and the else-branch is empty.
+                if !results.is_empty() {
+                    self.fail_contract("end_if without begin_else on an if that yields values".into());
+                    return Vec::new();
+                }
+                let cur = self.cur_block;
+                self.branch(merge);
+                self.begin_block(else_label);
+                (cur, Vec::new())
+            }
+        };
+        self.check_yield(&results, else_values, "else-branch");
+        let else_block = self.cur_block;
+        self.branch(merge);
+        self.begin_block(merge);
+        let mut out = Vec::with_capacity(results.len());
+        for (i, &d) in results.iter().enumerate() {
+            let (Some(t), Some(e)) = (then_out.1.get(i), else_values.get(i)) else { break };
+            let ty = self.ty(d);
+            let r = self.b.phi(ty, None, [(t.id, then_out.0), (e.id, else_block)]);
+            let id = self.check_build(r);
+            out.push(self.value(id, d));
+        }
+        out
+    }
+
+    fn begin_loop(
+        &mut self,
+        iv_dtype: DType,
+        lower: SpirvValue,
+        upper: SpirvValue,
+        step: SpirvValue,
+        carried: &[(DType, SpirvValue)],
+    ) -> (SpirvValue, Vec<SpirvValue>) {
+        self.expect(lower, iv_dtype, "loop lower bound");
+        self.expect(upper, iv_dtype, "loop upper bound");
+        self.expect(step, iv_dtype, "loop step");
+        for (i, &(d, v)) in carried.iter().enumerate() {
+            self.expect(v, d, &format!("loop-carried value {i}"));
+        }
+        if !iv_dtype.is_int() || iv_dtype == DType::I1 {
+            self.fail_contract(format!("loop induction variable of dtype {iv_dtype}"));
+        }
+        let t = self.ty(iv_dtype);
+        let bt = self.bool_ty();
+        let signed = is_signed(iv_dtype);
+        let (lo, hi) = iv_dtype.int_range().unwrap_or((0, 0));
+        // Loop-invariant pieces, in the preheader: the direction, the last iv from which a step
+        // would leave the dtype (the loop stops there instead of wrapping, as the interpreter
+        // does), and whether the first iteration runs at all. A zero step runs nothing.
+        let zero = self.c_int(iv_dtype, 0);
+        let step_pos = self.b_op(if signed { Op::SGreaterThan } else { Op::UGreaterThan }, step.id, zero);
+        let max = self.c_int(iv_dtype, hi);
+        let min = self.c_int(iv_dtype, lo);
+        let up_lim = self.emit(Op::ISub, t, &[max, step.id]);
+        let down_lim = self.emit(Op::ISub, t, &[min, step.id]);
+        let limit = self.sel(t, step_pos, up_lim, down_lim);
+        let (lt, gt) = if signed { (Op::SLessThan, Op::SGreaterThan) } else { (Op::ULessThan, Op::UGreaterThan) };
+        let first_up = self.b_op(lt, lower.id, upper.id);
+        let first_down = self.b_op(gt, lower.id, upper.id);
+        let first = self.sel(bt, step_pos, first_up, first_down);
+        let nonzero = self.b_op(Op::INotEqual, step.id, zero);
+        let first = self.b_op(Op::LogicalAnd, first, nonzero);
+        let pre = self.cur_block;
+        let (header, body, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
+        let (iv_next, go_next) = (self.b.id(), self.b.id());
+        self.branch(header);
+        self.begin_block(header);
+        let iv = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::Phi,
+            Some(t),
+            Some(iv),
+            vec![Operand::IdRef(lower.id), Operand::IdRef(pre), Operand::IdRef(iv_next), Operand::IdRef(cont)],
+        ));
+        let go = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::Phi,
+            Some(bt),
+            Some(go),
+            vec![Operand::IdRef(first), Operand::IdRef(pre), Operand::IdRef(go_next), Operand::IdRef(cont)],
+        ));
+        let mut phis = Vec::with_capacity(carried.len());
+        let mut frame_carried = Vec::with_capacity(carried.len());
+        for &(d, v) in carried {
+            let ty = self.ty(d);
+            let (phi, next) = (self.b.id(), self.b.id());
+            self.push_inst(Instruction::new(
+                Op::Phi,
+                Some(ty),
+                Some(phi),
+                vec![Operand::IdRef(v.id), Operand::IdRef(pre), Operand::IdRef(next), Operand::IdRef(cont)],
+            ));
+            let pv = self.value(phi, d);
+            phis.push(pv);
+            frame_carried.push((pv, next));
+        }
+        let r = self.b.loop_merge(merge, cont, spirv::LoopControl::NONE, []);
+        self.check_build(r);
+        let r = self.b.branch_conditional(go, body, merge, []);
+        self.check_build(r);
+        self.begin_block(body);
+        let ivv = self.value(iv, iv_dtype);
+        self.frames.push(Frame::Loop {
+            header,
+            cont,
+            merge,
+            iv: ivv,
+            step: step.id,
+            upper: upper.id,
+            step_pos,
+            limit,
+            iv_next,
+            go_next,
+            carried: frame_carried,
+        });
+        (ivv, phis)
+    }
+
+    fn end_loop(&mut self, next: &[SpirvValue]) -> Vec<SpirvValue> {
+        if !matches!(self.frames.last(), Some(Frame::Loop { .. })) {
+            self.fail_contract("end_loop without an open loop".into());
+            return Vec::new();
+        }
+        let Some(Frame::Loop { header, cont, merge, iv, step, upper, step_pos, limit, iv_next, go_next, carried }) = self.frames.pop() else {
+            return Vec::new();
+        };
+        if next.len() != carried.len() {
+            self.fail_contract(format!("end_loop with {} values for {} carried", next.len(), carried.len()));
+        }
+        self.branch(cont);
+        self.begin_block(cont);
+        for (i, &(phi, next_id)) in carried.iter().enumerate() {
+            let v = next.get(i).copied().unwrap_or(phi);
+            self.expect(v, phi.dtype, &format!("next value of loop-carried value {i}"));
+            let ty = self.ty(phi.dtype);
+            self.emit_with_id(next_id, Op::CopyObject, ty, &[v.id]);
+        }
+        let t = self.ty(iv.dtype);
+        let bt = self.bool_ty();
+        let signed = is_signed(iv.dtype);
+        self.emit_with_id(iv_next, Op::IAdd, t, &[iv.id, step]);
+        let (lt, gt) = if signed { (Op::SLessThan, Op::SGreaterThan) } else { (Op::ULessThan, Op::UGreaterThan) };
+        let over_up = self.b_op(gt, iv.id, limit);
+        let over_down = self.b_op(lt, iv.id, limit);
+        let overflow = self.sel(bt, step_pos, over_up, over_down);
+        let in_up = self.b_op(lt, iv_next, upper);
+        let in_down = self.b_op(gt, iv_next, upper);
+        let in_range = self.sel(bt, step_pos, in_up, in_down);
+        let no_overflow = self.emit(Op::LogicalNot, bt, &[overflow]);
+        self.emit_with_id(go_next, Op::LogicalAnd, bt, &[no_overflow, in_range]);
+        self.branch(header);
+        self.begin_block(merge);
+        carried.iter().map(|&(phi, _)| phi).collect()
+    }
+}
+
+impl SpirvEmitter {
+    fn check_yield(&mut self, results: &[DType], values: &[SpirvValue], what: &str) {
+        if results.len() != values.len() {
+            self.fail_contract(format!("the {what} yields {} values, the if declares {}", values.len(), results.len()));
+            return;
+        }
+        for (i, (&d, v)) in results.iter().zip(values).enumerate() {
+            self.expect(*v, d, &format!("value {i} yielded by the {what}"));
+        }
+    }
+}

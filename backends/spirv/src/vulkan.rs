@@ -1,0 +1,1333 @@
+//! A raw Vulkan runtime on ash: device discovery, buffers, pipelines, launches and device timing.
+//!
+//! The Vulkan loader is opened at run time (`ash::Entry::load`), so a build never needs Vulkan
+//! and a machine without it gets [`VulkanError::Loader`]. Every call is synchronous: a launch
+//! records one command buffer, submits it and waits for its fence, and each command buffer starts
+//! with a full memory barrier, so consecutive launches, uploads and downloads are ordered without
+//! further bookkeeping.
+//!
+//! Memory: on CPU and integrated devices (lavapipe, APUs) buffers live in host-visible coherent
+//! memory and are mapped once; on discrete GPUs they live in device-local memory and uploads and
+//! downloads go through a temporary staging buffer. `VulkanOptions::force_staging` selects the
+//! staging path everywhere (to test it on lavapipe).
+//!
+//! Validation: with `TILEKIT_VULKAN_VALIDATION=1` (or [`VulkanOptions::validation`]) the instance
+//! enables `VK_LAYER_KHRONOS_validation` with synchronization validation, and a debug-utils
+//! messenger collects every warning and error; [`VulkanRuntime::take_validation_messages`] and
+//! [`ValidationLog`] hand them to tests, including those reported when the device and instance
+//! are destroyed (leaks).
+
+use std::ffi::{c_void, CStr, CString};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ash::vk;
+use tilekit_core::gpu::{Isa, SubgroupOps, Target};
+use tilekit_core::{DType, HostBuffer, Scalar};
+
+use crate::kernel::{PushConstantError, SpirvKernel};
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// Why a Vulkan operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VulkanError {
+    #[error("cannot load the Vulkan loader (libvulkan.so.1 on Linux, vulkan-1.dll on Windows): {0}")]
+    Loader(String),
+    #[error("{call} failed: {result}")]
+    Vk { call: &'static str, result: vk::Result },
+    #[error("there is no Vulkan device {index} ({count} found)")]
+    NoDevice { index: usize, count: usize },
+    #[error("device `{device}`: {what}")]
+    Device { device: String, what: String },
+    #[error("validation was requested (TILEKIT_VULKAN_VALIDATION) but {0}")]
+    Validation(String),
+    #[error("kernel `{kernel}` needs {feature}, which {device} does not support")]
+    MissingFeature { kernel: String, feature: String, device: String },
+    #[error("kernel `{kernel}` exceeds a limit of {device}: {what}")]
+    Limit { kernel: String, device: String, what: String },
+    #[error("launch of kernel `{kernel}`: {what}")]
+    Launch { kernel: String, what: String },
+    #[error("buffer: {0}")]
+    Buffer(String),
+    #[error(transparent)]
+    PushConstants(#[from] PushConstantError),
+}
+
+fn vk_err(call: &'static str) -> impl FnOnce(vk::Result) -> VulkanError {
+    move |result| VulkanError::Vk { call, result }
+}
+
+/// What a physical device offers tilekit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VulkanDeviceInfo {
+    /// Index in the loader's enumeration (what [`VulkanRuntime::new`] takes).
+    pub index: usize,
+    pub name: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    /// `cpu`, `integrated`, `discrete`, `virtual` or `other`.
+    pub device_type: String,
+    pub driver_name: String,
+    pub driver_info: String,
+    pub driver_version: u32,
+    pub api_version: (u32, u32, u32),
+    /// Default subgroup size, and the range a pipeline may require (equal without control).
+    pub subgroup_size: u32,
+    pub min_subgroup_size: u32,
+    pub max_subgroup_size: u32,
+    /// Compute pipelines may require a subgroup size (Vulkan 1.3 `subgroupSizeControl`).
+    pub subgroup_size_control: bool,
+    pub compute_full_subgroups: bool,
+    /// Subgroup operations are available in compute shaders.
+    pub subgroup_in_compute: bool,
+    /// Supported subgroup operation classes (`basic`, `vote`, `arithmetic`, `ballot`, `shuffle`,
+    /// `shuffle_relative`, `clustered`, `quad`).
+    pub subgroup_ops: Vec<&'static str>,
+    pub shared_memory_bytes: u32,
+    pub max_workgroup_size: [u32; 3],
+    pub max_workgroup_invocations: u32,
+    pub max_workgroup_count: [u32; 3],
+    pub max_push_constant_bytes: u32,
+    pub max_storage_buffer_range: u32,
+    /// `maxPerStageDescriptorStorageBuffers`: how many buffers one kernel may bind.
+    pub max_storage_buffers: u32,
+    pub storage_buffer_8bit: bool,
+    pub storage_buffer_16bit: bool,
+    pub shader_float16: bool,
+    pub shader_int8: bool,
+    pub shader_int16: bool,
+    pub shader_int64: bool,
+    pub shader_int64_atomics: bool,
+    /// `shaderBufferFloat32AtomicAdd` (VK_EXT_shader_atomic_float).
+    pub atomic_float_add: bool,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period_ns: f32,
+    /// The compute queue records timestamps.
+    pub timestamps: bool,
+    pub pipeline_statistics: bool,
+}
+
+impl VulkanDeviceInfo {
+    pub fn has_subgroup_op(&self, op: &str) -> bool {
+        self.subgroup_in_compute && self.subgroup_ops.contains(&op)
+    }
+
+    /// The compile target this device implies.
+    pub fn target(&self) -> Target {
+        Target {
+            name: format!("vulkan:{}", self.name),
+            isa: Isa::SpirV,
+            subgroup_size: self.subgroup_size,
+            max_threads_per_program: self.max_workgroup_invocations.min(self.max_workgroup_size[0]),
+            shared_memory_bytes: self.shared_memory_bytes,
+            subgroup_ops: SubgroupOps {
+                shuffle: self.has_subgroup_op("shuffle"),
+                arithmetic: self.has_subgroup_op("arithmetic"),
+            },
+            f16: self.shader_float16 && self.storage_buffer_16bit,
+            bf16: false,
+            i8: self.shader_int8 && self.storage_buffer_8bit,
+            i16: self.shader_int16 && self.storage_buffer_16bit,
+            i64: self.shader_int64,
+            atomic_float_add: self.atomic_float_add,
+            max_vector_bytes: 16,
+            max_push_constant_bytes: self.max_push_constant_bytes,
+            max_grid: self.max_workgroup_count,
+            matrix: Vec::new(),
+        }
+    }
+
+    /// `name (driver info)`, as errors name the device.
+    pub fn display_name(&self) -> String {
+        if self.driver_info.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} ({})", self.name, self.driver_info)
+        }
+    }
+
+    /// Checks `kernel`'s requirements and limits against this device; returns the subgroup size
+    /// its pipeline must require, if the device has to be told.
+    pub fn check_kernel(&self, kernel: &SpirvKernel) -> Result<Option<u32>, VulkanError> {
+        let info = self;
+        let device = self.display_name();
+        let req = &kernel.requirements;
+        let missing = |feature: &str| VulkanError::MissingFeature {
+            kernel: kernel.name.clone(),
+            feature: feature.to_string(),
+            device: device.clone(),
+        };
+        for (need, have, feature) in [
+            (req.float16, info.shader_float16, "shaderFloat16"),
+            (req.int8, info.shader_int8, "shaderInt8"),
+            (req.int16, info.shader_int16, "shaderInt16"),
+            (req.int64, info.shader_int64, "shaderInt64"),
+            (req.storage8, info.storage_buffer_8bit, "storageBuffer8BitAccess"),
+            (req.storage16, info.storage_buffer_16bit, "storageBuffer16BitAccess"),
+            (req.subgroup_shuffle, info.has_subgroup_op("shuffle"), "subgroup shuffles in compute shaders"),
+            (req.subgroup_arithmetic, info.has_subgroup_op("arithmetic"), "subgroup arithmetic in compute shaders"),
+            (req.atomic_float_add, info.atomic_float_add, "shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float)"),
+            (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
+        ] {
+            if need && !have {
+                return Err(missing(feature));
+            }
+        }
+        let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: device.clone(), what };
+        if kernel.threads == 0
+            || kernel.threads > info.max_workgroup_invocations
+            || kernel.threads > info.max_workgroup_size[0]
+        {
+            return Err(limit(format!(
+                "{} threads per program (maxComputeWorkGroupInvocations = {}, maxComputeWorkGroupSize.x = {})",
+                kernel.threads, info.max_workgroup_invocations, info.max_workgroup_size[0]
+            )));
+        }
+        if req.shared_bytes > info.shared_memory_bytes {
+            return Err(limit(format!(
+                "{} bytes of shared memory (maxComputeSharedMemorySize = {})",
+                req.shared_bytes, info.shared_memory_bytes
+            )));
+        }
+        if kernel.bindings.len() as u64 > info.max_storage_buffers as u64 {
+            return Err(limit(format!(
+                "{} buffers (maxPerStageDescriptorStorageBuffers = {})",
+                kernel.bindings.len(),
+                info.max_storage_buffers
+            )));
+        }
+        if kernel.push_constant_size > info.max_push_constant_bytes {
+            return Err(limit(format!(
+                "{} bytes of push constants (maxPushConstantsSize = {})",
+                kernel.push_constant_size, info.max_push_constant_bytes
+            )));
+        }
+        // Kernels that exchange values between lanes assume the subgroup size they were built for.
+        let sg = req.subgroup_size;
+        if !(req.subgroup_shuffle || req.subgroup_arithmetic) || sg == 0 {
+            return Ok(None);
+        }
+        let fixed = info.min_subgroup_size == info.max_subgroup_size;
+        if fixed && sg == info.subgroup_size {
+            Ok(None)
+        } else if info.subgroup_size_control
+            && sg.is_power_of_two()
+            && (info.min_subgroup_size..=info.max_subgroup_size).contains(&sg)
+        {
+            Ok(Some(sg))
+        } else if sg == info.subgroup_size {
+            // Without control the default size is the best promise the device makes.
+            Ok(None)
+        } else {
+            Err(limit(format!(
+                "it was compiled for subgroups of {sg}, the device runs {} ({}..{}{})",
+                info.subgroup_size,
+                info.min_subgroup_size,
+                info.max_subgroup_size,
+                if info.subgroup_size_control { "" } else { ", no subgroup size control" }
+            )))
+        }
+    }
+
+    fn host_visible_buffers(&self) -> bool {
+        matches!(self.device_type.as_str(), "cpu" | "integrated")
+    }
+}
+
+/// How to open a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VulkanOptions {
+    /// Enable `VK_LAYER_KHRONOS_validation` and collect its messages.
+    pub validation: bool,
+    /// Use device-local memory and staging copies even where host-visible memory would do.
+    pub force_staging: bool,
+    /// How long one submission may run before it counts as hung.
+    pub timeout: Duration,
+}
+
+impl Default for VulkanOptions {
+    fn default() -> Self {
+        VulkanOptions { validation: false, force_staging: false, timeout: Duration::from_secs(120) }
+    }
+}
+
+impl VulkanOptions {
+    /// `TILEKIT_VULKAN_VALIDATION=1` turns on validation, `TILEKIT_VULKAN_STAGING=1` staging.
+    pub fn from_env() -> Self {
+        let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        VulkanOptions {
+            validation: on("TILEKIT_VULKAN_VALIDATION"),
+            force_staging: on("TILEKIT_VULKAN_STAGING"),
+            ..VulkanOptions::default()
+        }
+    }
+}
+
+/// Validation messages collected by the debug messenger; clones share the same log, which
+/// outlives the runtime (messages about leaks arrive when the device is destroyed).
+#[derive(Clone, Debug, Default)]
+pub struct ValidationLog(Arc<Mutex<Vec<String>>>);
+
+impl ValidationLog {
+    /// Every message collected since the last call.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+unsafe extern "system" fn debug_callback(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    if user.is_null() {
+        return vk::FALSE;
+    }
+    // SAFETY: `user` is the Mutex inside the log's Arc, which the instance owner keeps alive
+    // until after the instance is destroyed; `data` and its message are valid for this call.
+    let log = unsafe { &*(user as *const Mutex<Vec<String>>) };
+    let message = unsafe {
+        if data.is_null() || (*data).p_message.is_null() {
+            String::from("(no message)")
+        } else {
+            CStr::from_ptr((*data).p_message).to_string_lossy().into_owned()
+        }
+    };
+    log.lock().unwrap_or_else(|e| e.into_inner()).push(format!("[{severity:?} {types:?}] {message}"));
+    vk::FALSE
+}
+
+/// The instance and its messenger; destroyed last.
+struct InstanceOwner {
+    entry: ash::Entry,
+    instance: ash::Instance,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    log: ValidationLog,
+}
+
+impl Drop for InstanceOwner {
+    fn drop(&mut self) {
+        // SAFETY: every child object was destroyed by the owners that hold this one.
+        unsafe {
+            if let Some((utils, messenger)) = self.debug.take() {
+                utils.destroy_debug_utils_messenger(messenger, None);
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+fn load_entry() -> Result<ash::Entry, VulkanError> {
+    // SAFETY: loading the system's Vulkan loader runs its initialisation, as any Vulkan
+    // application does.
+    unsafe { ash::Entry::load() }.map_err(|e| VulkanError::Loader(e.to_string()))
+}
+
+fn create_instance(validation: bool) -> Result<InstanceOwner, VulkanError> {
+    let entry = load_entry()?;
+    let log = ValidationLog::default();
+    // SAFETY: plain Vulkan calls with valid create infos; handles are owned by InstanceOwner.
+    unsafe {
+        let loader_version = entry.try_enumerate_instance_version().map_err(vk_err("vkEnumerateInstanceVersion"))?;
+        let api = loader_version.unwrap_or(vk::API_VERSION_1_0).min(vk::API_VERSION_1_3);
+        if api < vk::API_VERSION_1_1 {
+            return Err(VulkanError::Loader(format!(
+                "the Vulkan loader supports only version {}.{}, tilekit needs 1.1 or newer",
+                vk::api_version_major(api),
+                vk::api_version_minor(api)
+            )));
+        }
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"tilekit")
+            .engine_name(c"tilekit")
+            .api_version(api);
+        let mut layers: Vec<*const i8> = Vec::new();
+        let mut exts: Vec<*const i8> = Vec::new();
+        let mut sync_validation = false;
+        if validation {
+            let available = entry.enumerate_instance_layer_properties().map_err(vk_err("vkEnumerateInstanceLayerProperties"))?;
+            if !available.iter().any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER)) {
+                return Err(VulkanError::Validation(
+                    "the layer VK_LAYER_KHRONOS_validation is not installed (Debian: vulkan-validationlayers)".into(),
+                ));
+            }
+            layers.push(VALIDATION_LAYER.as_ptr());
+            let instance_exts =
+                entry.enumerate_instance_extension_properties(None).map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
+            if !instance_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::debug_utils::NAME)) {
+                return Err(VulkanError::Validation("the loader lacks VK_EXT_debug_utils".into()));
+            }
+            exts.push(ash::ext::debug_utils::NAME.as_ptr());
+            let layer_exts = entry
+                .enumerate_instance_extension_properties(Some(VALIDATION_LAYER))
+                .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
+            if layer_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::validation_features::NAME)) {
+                exts.push(ash::ext::validation_features::NAME.as_ptr());
+                sync_validation = true;
+            }
+        }
+        let user = Arc::as_ptr(&log.0) as *mut c_void;
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(vk::DebugUtilsMessageSeverityFlagsEXT::WARNING | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR)
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(debug_callback))
+            .user_data(user);
+        let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
+        let mut info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&exts);
+        if validation {
+            // Chained, the messenger also sees vkCreateInstance and vkDestroyInstance.
+            info = info.push_next(&mut messenger_info);
+            if sync_validation {
+                info = info.push_next(&mut features);
+            }
+        }
+        let instance = entry.create_instance(&info, None).map_err(vk_err("vkCreateInstance"))?;
+        let mut owner = InstanceOwner { entry, instance, debug: None, log };
+        if validation {
+            let utils = ash::ext::debug_utils::Instance::new(&owner.entry, &owner.instance);
+            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+                .message_severity(vk::DebugUtilsMessageSeverityFlagsEXT::WARNING | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR)
+                .message_type(
+                    vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                        | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+                )
+                .pfn_user_callback(Some(debug_callback))
+                .user_data(user);
+            let messenger = utils.create_debug_utils_messenger(&info, None).map_err(vk_err("vkCreateDebugUtilsMessengerEXT"))?;
+            owner.debug = Some((utils, messenger));
+        }
+        Ok(owner)
+    }
+}
+
+fn c_string(s: Result<&CStr, std::ffi::FromBytesUntilNulError>) -> String {
+    s.map(|c| c.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Everything known about one physical device, and the queue family tilekit uses.
+struct Probe {
+    info: VulkanDeviceInfo,
+    queue_family: u32,
+    timestamp_bits: u32,
+    api: u32,
+}
+
+fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Result<Option<Probe>, VulkanError> {
+    // SAFETY: queries on a physical device enumerated from this instance.
+    unsafe {
+        let props = instance.get_physical_device_properties(pdev);
+        let api = props.api_version;
+        let families = instance.get_physical_device_queue_family_properties(pdev);
+        let compute: Vec<(u32, &vk::QueueFamilyProperties)> = families
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0)
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let Some(&(queue_family, family)) = compute.iter().find(|(_, f)| f.timestamp_valid_bits > 0).or(compute.first())
+        else {
+            return Ok(None);
+        };
+        let exts = instance.enumerate_device_extension_properties(pdev).map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
+        let has_ext = |name: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name));
+        let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
+        let v12 = api >= vk::API_VERSION_1_2;
+        let v13 = api >= vk::API_VERSION_1_3;
+
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut size_control = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        if v12 {
+            p2 = p2.push_next(&mut driver);
+        }
+        if v13 {
+            p2 = p2.push_next(&mut size_control);
+        }
+        instance.get_physical_device_properties2(pdev, &mut p2);
+
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+        let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default();
+        if v12 {
+            f2 = f2.push_next(&mut f11).push_next(&mut f12);
+        }
+        if v13 {
+            f2 = f2.push_next(&mut f13);
+        }
+        if has_atomic_float_ext {
+            f2 = f2.push_next(&mut fa);
+        }
+        instance.get_physical_device_features2(pdev, &mut f2);
+        let base = f2.features;
+
+        let ops = subgroup.supported_operations;
+        let subgroup_ops: Vec<&'static str> = [
+            (vk::SubgroupFeatureFlags::BASIC, "basic"),
+            (vk::SubgroupFeatureFlags::VOTE, "vote"),
+            (vk::SubgroupFeatureFlags::ARITHMETIC, "arithmetic"),
+            (vk::SubgroupFeatureFlags::BALLOT, "ballot"),
+            (vk::SubgroupFeatureFlags::SHUFFLE, "shuffle"),
+            (vk::SubgroupFeatureFlags::SHUFFLE_RELATIVE, "shuffle_relative"),
+            (vk::SubgroupFeatureFlags::CLUSTERED, "clustered"),
+            (vk::SubgroupFeatureFlags::QUAD, "quad"),
+        ]
+        .into_iter()
+        .filter(|(f, _)| ops.contains(*f))
+        .map(|(_, n)| n)
+        .collect();
+        let limits = props.limits;
+        let (min_sg, max_sg) = if v13 && size_control.min_subgroup_size > 0 {
+            (size_control.min_subgroup_size, size_control.max_subgroup_size)
+        } else {
+            (subgroup.subgroup_size, subgroup.subgroup_size)
+        };
+        let device_type = match props.device_type {
+            vk::PhysicalDeviceType::CPU => "cpu",
+            vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated",
+            vk::PhysicalDeviceType::DISCRETE_GPU => "discrete",
+            vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual",
+            _ => "other",
+        };
+        let info = VulkanDeviceInfo {
+            index,
+            name: c_string(props.device_name_as_c_str()),
+            vendor_id: props.vendor_id,
+            device_id: props.device_id,
+            device_type: device_type.into(),
+            driver_name: if v12 { c_string(driver.driver_name_as_c_str()) } else { String::new() },
+            driver_info: if v12 { c_string(driver.driver_info_as_c_str()) } else { String::new() },
+            driver_version: props.driver_version,
+            api_version: (vk::api_version_major(api), vk::api_version_minor(api), vk::api_version_patch(api)),
+            subgroup_size: subgroup.subgroup_size,
+            min_subgroup_size: min_sg,
+            max_subgroup_size: max_sg,
+            subgroup_size_control: v13
+                && f13.subgroup_size_control == vk::TRUE
+                && size_control.required_subgroup_size_stages.contains(vk::ShaderStageFlags::COMPUTE),
+            compute_full_subgroups: v13 && f13.compute_full_subgroups == vk::TRUE,
+            subgroup_in_compute: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
+            subgroup_ops,
+            shared_memory_bytes: limits.max_compute_shared_memory_size,
+            max_workgroup_size: limits.max_compute_work_group_size,
+            max_workgroup_invocations: limits.max_compute_work_group_invocations,
+            max_workgroup_count: limits.max_compute_work_group_count,
+            max_push_constant_bytes: limits.max_push_constants_size,
+            max_storage_buffer_range: limits.max_storage_buffer_range,
+            max_storage_buffers: limits.max_per_stage_descriptor_storage_buffers,
+            storage_buffer_8bit: v12 && f12.storage_buffer8_bit_access == vk::TRUE,
+            storage_buffer_16bit: v12 && f11.storage_buffer16_bit_access == vk::TRUE,
+            shader_float16: v12 && f12.shader_float16 == vk::TRUE,
+            shader_int8: v12 && f12.shader_int8 == vk::TRUE,
+            shader_int16: base.shader_int16 == vk::TRUE,
+            shader_int64: base.shader_int64 == vk::TRUE,
+            shader_int64_atomics: v12 && f12.shader_buffer_int64_atomics == vk::TRUE,
+            atomic_float_add: has_atomic_float_ext && fa.shader_buffer_float32_atomic_add == vk::TRUE,
+            timestamp_period_ns: limits.timestamp_period,
+            timestamps: family.timestamp_valid_bits > 0,
+            pipeline_statistics: base.pipeline_statistics_query == vk::TRUE,
+        };
+        Ok(Some(Probe { info, queue_family, timestamp_bits: family.timestamp_valid_bits, api }))
+    }
+}
+
+/// The logical device; destroyed after every buffer and pipeline (they hold an `Arc` to it).
+struct Inner {
+    device: ash::Device,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    info: VulkanDeviceInfo,
+    host_visible: bool,
+    // Declared last: dropped after the device is destroyed.
+    instance: InstanceOwner,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: the last owner is going away, so no command is pending on this device and
+        // every child object has been destroyed.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+        }
+    }
+}
+
+impl Inner {
+    fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
+        (0..self.memory.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0 && self.memory.memory_types[i as usize].property_flags.contains(flags)
+        })
+    }
+
+    fn device_name(&self) -> String {
+        self.info.display_name()
+    }
+}
+
+/// A buffer in device memory holding `len` elements of one dtype.
+pub struct DeviceBuffer {
+    inner: Arc<Inner>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    mapped: *mut u8,
+    size: u64,
+    dtype: DType,
+    len: usize,
+}
+
+// SAFETY: the mapped pointer refers to memory owned by this buffer; the runtime only touches it
+// between synchronous submissions.
+unsafe impl Send for DeviceBuffer {}
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes of the elements (the allocation is at least 4 bytes and a multiple of 4).
+    pub fn size_bytes(&self) -> usize {
+        self.len * self.dtype.size_bytes()
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({} x {}, {} bytes)", self.len, self.dtype, self.size)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: launches are synchronous, so the GPU no longer uses the buffer.
+        unsafe {
+            self.inner.device.destroy_buffer(self.buffer, None);
+            self.inner.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+/// A loaded kernel: its compute pipeline and descriptor set.
+pub struct Pipeline {
+    inner: Arc<Inner>,
+    kernel: SpirvKernel,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    pool: vk::DescriptorPool,
+    set: vk::DescriptorSet,
+}
+
+impl Pipeline {
+    pub fn kernel(&self) -> &SpirvKernel {
+        &self.kernel
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pipeline({})", self.kernel.name)
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // SAFETY: launches are synchronous, so no command buffer still uses these objects.
+        unsafe {
+            let d = &self.inner.device;
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_pool(self.pool, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+struct Submitter {
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+}
+
+/// One Vulkan device with a compute queue.
+pub struct VulkanRuntime {
+    inner: Arc<Inner>,
+    queue: vk::Queue,
+    submit: Mutex<Submitter>,
+    timestamps: vk::QueryPool,
+    statistics: vk::QueryPool,
+    timestamp_mask: u64,
+    options: VulkanOptions,
+}
+
+impl Drop for VulkanRuntime {
+    fn drop(&mut self) {
+        let s = self.submit.get_mut().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: submissions are synchronous; nothing is pending.
+        unsafe {
+            let d = &self.inner.device;
+            let _ = d.device_wait_idle();
+            d.destroy_query_pool(self.timestamps, None);
+            d.destroy_query_pool(self.statistics, None);
+            d.destroy_fence(s.fence, None);
+            d.destroy_command_pool(s.pool, None);
+        }
+    }
+}
+
+/// A full memory barrier between everything before and everything after.
+fn full_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
+    let b = vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+        .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE);
+    // SAFETY: recording into a command buffer in the recording state.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::DependencyFlags::empty(),
+            &[b],
+            &[],
+            &[],
+        )
+    };
+}
+
+/// Makes device writes visible to host reads of mapped memory.
+fn host_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
+    let b = vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+        .dst_access_mask(vk::AccessFlags::HOST_READ);
+    // SAFETY: recording into a command buffer in the recording state.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[b],
+            &[],
+            &[],
+        )
+    };
+}
+
+impl VulkanRuntime {
+    /// Every Vulkan physical device that has a compute queue.
+    pub fn devices() -> Result<Vec<VulkanDeviceInfo>, VulkanError> {
+        let owner = create_instance(false)?;
+        // SAFETY: enumeration on a live instance.
+        let pdevs = unsafe { owner.instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
+        let mut out = Vec::new();
+        for (i, &p) in pdevs.iter().enumerate() {
+            if let Some(probe) = probe(&owner.instance, p, i)? {
+                out.push(probe.info);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Opens device `index` of [`VulkanRuntime::devices`] (by its `index` field), with options
+    /// from the environment ([`VulkanOptions::from_env`]).
+    pub fn new(index: usize) -> Result<VulkanRuntime, VulkanError> {
+        VulkanRuntime::with_options(index, VulkanOptions::from_env())
+    }
+
+    pub fn with_options(index: usize, options: VulkanOptions) -> Result<VulkanRuntime, VulkanError> {
+        let owner = create_instance(options.validation)?;
+        // SAFETY: Vulkan calls on the live instance; every handle created here is owned by an
+        // object whose Drop destroys it, so early returns leak nothing.
+        unsafe {
+            let pdevs = owner.instance.enumerate_physical_devices().map_err(vk_err("vkEnumeratePhysicalDevices"))?;
+            let Some(&pdev) = pdevs.get(index) else {
+                return Err(VulkanError::NoDevice { index, count: pdevs.len() });
+            };
+            let Some(probe) = probe(&owner.instance, pdev, index)? else {
+                return Err(VulkanError::Device {
+                    device: c_string(owner.instance.get_physical_device_properties(pdev).device_name_as_c_str()),
+                    what: "it has no compute queue".into(),
+                });
+            };
+            let info = &probe.info;
+            if probe.api < vk::API_VERSION_1_1 {
+                return Err(VulkanError::Device {
+                    device: info.name.clone(),
+                    what: format!("it supports Vulkan {}.{}, tilekit needs 1.1", info.api_version.0, info.api_version.1),
+                });
+            }
+            let v12 = probe.api >= vk::API_VERSION_1_2;
+            let v13 = probe.api >= vk::API_VERSION_1_3;
+            let on = |b: bool| if b { vk::TRUE } else { vk::FALSE };
+            let base = vk::PhysicalDeviceFeatures {
+                shader_int64: on(info.shader_int64),
+                shader_int16: on(info.shader_int16),
+                pipeline_statistics_query: on(info.pipeline_statistics),
+                ..Default::default()
+            };
+            let mut f11 = vk::PhysicalDeviceVulkan11Features { storage_buffer16_bit_access: on(info.storage_buffer_16bit), ..Default::default() };
+            let mut f12 = vk::PhysicalDeviceVulkan12Features {
+                storage_buffer8_bit_access: on(info.storage_buffer_8bit),
+                shader_float16: on(info.shader_float16),
+                shader_int8: on(info.shader_int8),
+                shader_buffer_int64_atomics: on(info.shader_int64_atomics),
+                ..Default::default()
+            };
+            let mut f13 = vk::PhysicalDeviceVulkan13Features {
+                subgroup_size_control: on(info.subgroup_size_control),
+                compute_full_subgroups: on(info.compute_full_subgroups),
+                ..Default::default()
+            };
+            let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT {
+                shader_buffer_float32_atomic_add: on(info.atomic_float_add),
+                ..Default::default()
+            };
+            let mut f2 = vk::PhysicalDeviceFeatures2::default().features(base);
+            if v12 {
+                f2 = f2.push_next(&mut f11).push_next(&mut f12);
+            }
+            if v13 {
+                f2 = f2.push_next(&mut f13);
+            }
+            let mut exts: Vec<*const i8> = Vec::new();
+            if info.atomic_float_add {
+                f2 = f2.push_next(&mut fa);
+                exts.push(ash::ext::shader_atomic_float::NAME.as_ptr());
+            }
+            let priorities = [1.0f32];
+            let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];
+            let device_info =
+                vk::DeviceCreateInfo::default().queue_create_infos(&queues).enabled_extension_names(&exts).push_next(&mut f2);
+            let device = owner.instance.create_device(pdev, &device_info, None).map_err(vk_err("vkCreateDevice"))?;
+            let memory = owner.instance.get_physical_device_memory_properties(pdev);
+            let host_visible = info.host_visible_buffers() && !options.force_staging;
+            let inner = Arc::new(Inner { device, memory, info: probe.info.clone(), host_visible, instance: owner });
+            let queue = inner.device.get_device_queue(probe.queue_family, 0);
+            let mut rt = VulkanRuntime {
+                inner: inner.clone(),
+                queue,
+                submit: Mutex::new(Submitter { pool: vk::CommandPool::null(), cmd: vk::CommandBuffer::null(), fence: vk::Fence::null() }),
+                timestamps: vk::QueryPool::null(),
+                statistics: vk::QueryPool::null(),
+                timestamp_mask: if probe.timestamp_bits >= 64 { u64::MAX } else { (1u64 << probe.timestamp_bits) - 1 },
+                options,
+            };
+            let d = &inner.device;
+            let s = rt.submit.get_mut().unwrap_or_else(|e| e.into_inner());
+            s.pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(probe.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .map_err(vk_err("vkCreateCommandPool"))?;
+            s.cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(s.pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(vk_err("vkAllocateCommandBuffers"))?[0];
+            s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vk_err("vkCreateFence"))?;
+            if probe.info.timestamps {
+                rt.timestamps = d
+                    .create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None)
+                    .map_err(vk_err("vkCreateQueryPool"))?;
+            }
+            if probe.info.pipeline_statistics {
+                rt.statistics = d
+                    .create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::PIPELINE_STATISTICS)
+                            .query_count(1)
+                            .pipeline_statistics(vk::QueryPipelineStatisticFlags::COMPUTE_SHADER_INVOCATIONS),
+                        None,
+                    )
+                    .map_err(vk_err("vkCreateQueryPool"))?;
+            }
+            Ok(rt)
+        }
+    }
+
+    pub fn info(&self) -> &VulkanDeviceInfo {
+        &self.inner.info
+    }
+
+    pub fn target(&self) -> Target {
+        self.inner.info.target()
+    }
+
+    pub fn options(&self) -> &VulkanOptions {
+        &self.options
+    }
+
+    /// The messages collected by the validation layer since the last call (always empty without
+    /// validation).
+    pub fn take_validation_messages(&self) -> Vec<String> {
+        self.inner.instance.log.take()
+    }
+
+    /// A handle on the validation messages that stays valid after the runtime is dropped.
+    pub fn validation_log(&self) -> ValidationLog {
+        self.inner.instance.log.clone()
+    }
+
+    fn device_name(&self) -> String {
+        self.inner.device_name()
+    }
+
+    /// Records with `record`, submits, and waits.
+    fn run_commands(&self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<(), VulkanError> {
+        let s = self.submit.lock().unwrap_or_else(|e| e.into_inner());
+        let d = &self.inner.device;
+        // SAFETY: the command buffer is not pending (every submission is waited for) and the
+        // mutex gives this call exclusive use of it.
+        unsafe {
+            d.reset_command_buffer(s.cmd, vk::CommandBufferResetFlags::empty()).map_err(vk_err("vkResetCommandBuffer"))?;
+            d.begin_command_buffer(s.cmd, &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT))
+                .map_err(vk_err("vkBeginCommandBuffer"))?;
+            full_barrier(d, s.cmd);
+            record(d, s.cmd);
+            host_barrier(d, s.cmd);
+            d.end_command_buffer(s.cmd).map_err(vk_err("vkEndCommandBuffer"))?;
+            let cmds = [s.cmd];
+            let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            d.queue_submit(self.queue, &submit, s.fence).map_err(vk_err("vkQueueSubmit"))?;
+            let timeout = self.options.timeout.as_nanos().min(u64::MAX as u128) as u64;
+            let waited = d.wait_for_fences(&[s.fence], true, timeout);
+            if waited == Err(vk::Result::TIMEOUT) {
+                // The fence is still pending: wait for the device before reusing anything.
+                let _ = d.device_wait_idle();
+                let _ = d.reset_fences(&[s.fence]);
+                return Err(VulkanError::Device {
+                    device: self.device_name(),
+                    what: format!("a submission ran longer than {:?}", self.options.timeout),
+                });
+            }
+            waited.map_err(vk_err("vkWaitForFences"))?;
+            d.reset_fences(&[s.fence]).map_err(vk_err("vkResetFences"))?;
+        }
+        Ok(())
+    }
+
+    // ---- buffers ----
+
+    fn create_buffer(&self, size: u64, usage: vk::BufferUsageFlags, host: bool) -> Result<(vk::Buffer, vk::DeviceMemory, *mut u8), VulkanError> {
+        let d = &self.inner.device;
+        // SAFETY: creation calls with valid infos; on failure everything created is destroyed.
+        unsafe {
+            let buffer = d
+                .create_buffer(&vk::BufferCreateInfo::default().size(size).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE), None)
+                .map_err(vk_err("vkCreateBuffer"))?;
+            let req = d.get_buffer_memory_requirements(buffer);
+            let flags = if host {
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT
+            } else {
+                vk::MemoryPropertyFlags::DEVICE_LOCAL
+            };
+            // Every device has device-local memory for buffers; the fallback is for odd drivers.
+            let found = self.inner.memory_type(req.memory_type_bits, flags).or_else(|| {
+                (!host).then(|| self.inner.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty())).flatten()
+            });
+            let Some(type_index) = found else {
+                d.destroy_buffer(buffer, None);
+                return Err(VulkanError::Device {
+                    device: self.device_name(),
+                    what: format!("no memory type with {flags:?} for a buffer"),
+                });
+            };
+            let memory = match d.allocate_memory(
+                &vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(type_index),
+                None,
+            ) {
+                Ok(m) => m,
+                Err(e) => {
+                    d.destroy_buffer(buffer, None);
+                    return Err(vk_err("vkAllocateMemory")(e));
+                }
+            };
+            let mapped = match d.bind_buffer_memory(buffer, memory, 0).and_then(|_| {
+                if host {
+                    d.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()).map(|p| p as *mut u8)
+                } else {
+                    Ok(std::ptr::null_mut())
+                }
+            }) {
+                Ok(p) => p,
+                Err(e) => {
+                    d.destroy_buffer(buffer, None);
+                    d.free_memory(memory, None);
+                    return Err(vk_err("vkBindBufferMemory/vkMapMemory")(e));
+                }
+            };
+            Ok((buffer, memory, mapped))
+        }
+    }
+
+    /// A buffer of `len` elements of `dtype`, contents undefined (at least 4 bytes even when
+    /// empty, as Vulkan forbids empty buffers).
+    pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuffer, VulkanError> {
+        let bytes = len
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| VulkanError::Buffer(format!("{len} elements of {dtype} overflow the address space")))?;
+        let size = (bytes.max(4) as u64).div_ceil(4) * 4;
+        let range = self.inner.info.max_storage_buffer_range as u64;
+        if size > range {
+            return Err(VulkanError::Buffer(format!(
+                "{len} elements of {dtype} take {size} bytes, more than {} binds in one storage buffer (maxStorageBufferRange = {range})",
+                self.device_name()
+            )));
+        }
+        let usage =
+            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+        let (buffer, memory, mapped) = self.create_buffer(size, usage, self.inner.host_visible)?;
+        Ok(DeviceBuffer { inner: self.inner.clone(), buffer, memory, mapped, size, dtype, len })
+    }
+
+    fn check_own(&self, buf: &DeviceBuffer) -> Result<(), VulkanError> {
+        if Arc::ptr_eq(&buf.inner, &self.inner) {
+            Ok(())
+        } else {
+            Err(VulkanError::Buffer("the buffer belongs to another Vulkan runtime".into()))
+        }
+    }
+
+    /// Copies `host` into `buf`; dtypes and lengths must match.
+    pub fn upload(&self, buf: &DeviceBuffer, host: &HostBuffer) -> Result<(), VulkanError> {
+        self.check_own(buf)?;
+        if host.dtype() != buf.dtype || host.len() != buf.len {
+            return Err(VulkanError::Buffer(format!(
+                "upload of {} x {} into a device buffer of {} x {}",
+                host.len(),
+                host.dtype(),
+                buf.len,
+                buf.dtype
+            )));
+        }
+        let bytes = host.to_bytes();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if !buf.mapped.is_null() {
+            // SAFETY: the mapping covers `size >= bytes.len()` bytes; no submission is pending.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.mapped, bytes.len()) };
+            return Ok(());
+        }
+        let (staging, memory, mapped) = self.create_buffer(buf.size, vk::BufferUsageFlags::TRANSFER_SRC, true)?;
+        // SAFETY: the staging mapping covers buf.size bytes; staging objects are destroyed after
+        // the synchronous copy.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), mapped, bytes.len());
+            let size = bytes.len() as u64;
+            let r = self.run_commands(|d, cmd| {
+                d.cmd_copy_buffer(cmd, staging, buf.buffer, &[vk::BufferCopy { src_offset: 0, dst_offset: 0, size }])
+            });
+            self.inner.device.destroy_buffer(staging, None);
+            self.inner.device.free_memory(memory, None);
+            r
+        }
+    }
+
+    /// A host copy of `buf`.
+    pub fn download(&self, buf: &DeviceBuffer) -> Result<HostBuffer, VulkanError> {
+        self.check_own(buf)?;
+        let n = buf.size_bytes();
+        let mut bytes = vec![0u8; n];
+        if n > 0 {
+            if !buf.mapped.is_null() {
+                // SAFETY: as in upload; device writes were made visible to the host by the
+                // barrier that ends every submission.
+                unsafe { std::ptr::copy_nonoverlapping(buf.mapped, bytes.as_mut_ptr(), n) };
+            } else {
+                let (staging, memory, mapped) = self.create_buffer(buf.size, vk::BufferUsageFlags::TRANSFER_DST, true)?;
+                let size = n as u64;
+                let r = self.run_commands(|d, cmd| unsafe {
+                    d.cmd_copy_buffer(cmd, buf.buffer, staging, &[vk::BufferCopy { src_offset: 0, dst_offset: 0, size }])
+                });
+                // SAFETY: the copy finished (run_commands waits) and was made visible to the host.
+                unsafe {
+                    if r.is_ok() {
+                        std::ptr::copy_nonoverlapping(mapped, bytes.as_mut_ptr(), n);
+                    }
+                    self.inner.device.destroy_buffer(staging, None);
+                    self.inner.device.free_memory(memory, None);
+                }
+                r?;
+            }
+        }
+        HostBuffer::from_bytes(buf.dtype, &bytes).map_err(|e| VulkanError::Buffer(e.to_string()))
+    }
+
+    // ---- pipelines ----
+
+    /// Checks the kernel's requirements against the device and creates its pipeline.
+    pub fn load(&self, kernel: &SpirvKernel) -> Result<Pipeline, VulkanError> {
+        let info = &self.inner.info;
+        let required_subgroup = info.check_kernel(kernel)?;
+        let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: info.display_name(), what };
+        let full_subgroups = required_subgroup.is_some_and(|s| kernel.threads % s == 0) && info.compute_full_subgroups;
+
+        let d = &self.inner.device;
+        let mut p = Pipeline {
+            inner: self.inner.clone(),
+            kernel: kernel.clone(),
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+            pool: vk::DescriptorPool::null(),
+            set: vk::DescriptorSet::null(),
+        };
+        // SAFETY: creation calls with valid infos; partially built pipelines are destroyed by
+        // Pipeline's Drop (null handles are ignored).
+        unsafe {
+            let bindings: Vec<vk::DescriptorSetLayoutBinding> = kernel
+                .bindings
+                .iter()
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b.binding)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            p.set_layout = d
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings), None)
+                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+            let set_layouts = [p.set_layout];
+            let ranges = [vk::PushConstantRange { stage_flags: vk::ShaderStageFlags::COMPUTE, offset: 0, size: kernel.push_constant_size }];
+            let mut layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+            if kernel.push_constant_size > 0 {
+                layout_info = layout_info.push_constant_ranges(&ranges);
+            }
+            p.layout = d.create_pipeline_layout(&layout_info, None).map_err(vk_err("vkCreatePipelineLayout"))?;
+            if !bindings.is_empty() {
+                let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::STORAGE_BUFFER, descriptor_count: bindings.len() as u32 }];
+                p.pool = d
+                    .create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None)
+                    .map_err(vk_err("vkCreateDescriptorPool"))?;
+                p.set = d
+                    .allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(p.pool).set_layouts(&set_layouts))
+                    .map_err(vk_err("vkAllocateDescriptorSets"))?[0];
+            }
+            let module = d
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&kernel.words), None)
+                .map_err(vk_err("vkCreateShaderModule"))?;
+            let entry = CString::new(kernel.entry_point.clone())
+                .map_err(|_| limit(format!("entry point name {:?} contains a NUL byte", kernel.entry_point)))?;
+            let mut subgroup_info = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+                .required_subgroup_size(required_subgroup.unwrap_or(0));
+            let mut stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(&entry);
+            if required_subgroup.is_some() {
+                stage = stage.push_next(&mut subgroup_info);
+            }
+            if full_subgroups {
+                stage = stage.flags(vk::PipelineShaderStageCreateFlags::REQUIRE_FULL_SUBGROUPS);
+            }
+            let infos = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(p.layout)];
+            let created = d.create_compute_pipelines(vk::PipelineCache::null(), &infos, None);
+            d.destroy_shader_module(module, None);
+            p.pipeline = match created {
+                Ok(v) => v[0],
+                Err((v, e)) => {
+                    for pl in v {
+                        d.destroy_pipeline(pl, None);
+                    }
+                    return Err(vk_err("vkCreateComputePipelines")(e));
+                }
+            };
+        }
+        Ok(p)
+    }
+
+    fn check_launch(
+        &self,
+        p: &Pipeline,
+        grid: [u32; 3],
+        buffers: &[&DeviceBuffer],
+        scalars: &[(u32, Scalar)],
+    ) -> Result<Vec<u8>, VulkanError> {
+        let k = &p.kernel;
+        let err = |what: String| VulkanError::Launch { kernel: k.name.clone(), what };
+        if !Arc::ptr_eq(&p.inner, &self.inner) {
+            return Err(err("the pipeline was loaded by another Vulkan runtime".into()));
+        }
+        if buffers.len() != k.bindings.len() {
+            return Err(err(format!("{} buffers given, the kernel binds {}", buffers.len(), k.bindings.len())));
+        }
+        for (b, buf) in k.bindings.iter().zip(buffers) {
+            self.check_own(buf)?;
+            if buf.dtype != b.dtype {
+                return Err(err(format!(
+                    "binding {} (parameter {}) takes a buffer of {}, got {}",
+                    b.binding, b.param, b.dtype, buf.dtype
+                )));
+            }
+        }
+        let max = self.inner.info.max_workgroup_count;
+        for axis in 0..3 {
+            if grid[axis] > max[axis] {
+                return Err(err(format!(
+                    "grid {grid:?}: extent {} along axis {axis} exceeds maxComputeWorkGroupCount[{axis}] = {} on {}",
+                    grid[axis],
+                    max[axis],
+                    self.device_name()
+                )));
+            }
+        }
+        Ok(k.pack_push_constants(scalars)?)
+    }
+
+    /// Records binding, push constants and the dispatch, between optional queries.
+    fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, query: Query) {
+        let Dispatch { pipeline: p, grid, push, buffers } = *job;
+        let infos: Vec<vk::DescriptorBufferInfo> =
+            buffers.iter().map(|b| vk::DescriptorBufferInfo { buffer: b.buffer, offset: 0, range: vk::WHOLE_SIZE }).collect();
+        // SAFETY: the descriptor set is not in use by any pending command buffer (submissions are
+        // synchronous and this runs under the submit mutex); every handle is live.
+        unsafe {
+            if !infos.is_empty() {
+                let writes: Vec<vk::WriteDescriptorSet> = p
+                    .kernel
+                    .bindings
+                    .iter()
+                    .zip(&infos)
+                    .map(|(b, info)| {
+                        vk::WriteDescriptorSet::default()
+                            .dst_set(p.set)
+                            .dst_binding(b.binding)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .buffer_info(std::slice::from_ref(info))
+                    })
+                    .collect();
+                d.update_descriptor_sets(&writes, &[]);
+            }
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p.pipeline);
+            if !infos.is_empty() {
+                d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, p.layout, 0, &[p.set], &[]);
+            }
+            if !push.is_empty() {
+                d.cmd_push_constants(cmd, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            }
+            match query {
+                Query::None => d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]),
+                Query::Timestamps => {
+                    d.cmd_reset_query_pool(cmd, self.timestamps, 0, 2);
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.timestamps, 0);
+                    d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.timestamps, 1);
+                }
+                Query::Statistics => {
+                    d.cmd_reset_query_pool(cmd, self.statistics, 0, 1);
+                    d.cmd_begin_query(cmd, self.statistics, 0, vk::QueryControlFlags::empty());
+                    d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
+                    d.cmd_end_query(cmd, self.statistics, 0);
+                }
+            }
+        }
+    }
+
+    /// Runs `pipeline` on `grid` programs with `buffers` (one per binding, in binding order) and
+    /// `scalars` (`(parameter index, value)` for every scalar parameter); returns when it is done.
+    pub fn launch(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<(), VulkanError> {
+        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))
+    }
+
+    /// Device time of `runs` launches after `warmup` untimed ones, in seconds, one sample per run
+    /// (timestamps around the dispatch).
+    pub fn time(
+        &self,
+        pipeline: &Pipeline,
+        grid: [u32; 3],
+        buffers: &[&DeviceBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+    ) -> Result<Vec<f64>, VulkanError> {
+        if self.timestamps == vk::QueryPool::null() {
+            return Err(VulkanError::Device { device: self.device_name(), what: "its compute queue has no timestamps".into() });
+        }
+        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        for _ in 0..warmup {
+            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))?;
+        }
+        let period = self.inner.info.timestamp_period_ns as f64;
+        let mut samples = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Timestamps))?;
+            let mut ticks = [0u64; 2];
+            // SAFETY: both queries were written by the submission that just completed.
+            unsafe {
+                self.inner
+                    .device
+                    .get_query_pool_results(self.timestamps, 0, &mut ticks, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
+                    .map_err(vk_err("vkGetQueryPoolResults"))?;
+            }
+            let dt = ticks[1].wrapping_sub(ticks[0]) & self.timestamp_mask;
+            samples.push(dt as f64 * period * 1e-9);
+        }
+        Ok(samples)
+    }
+
+    /// Launches once and returns the compute-shader invocations the device counted (pipeline
+    /// statistics), where the device supports them.
+    pub fn count_invocations(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<u64, VulkanError> {
+        if self.statistics == vk::QueryPool::null() {
+            return Err(VulkanError::Device { device: self.device_name(), what: "it has no pipeline statistics queries".into() });
+        }
+        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Statistics))?;
+        let mut count = [0u64; 1];
+        // SAFETY: the query was written by the submission that just completed.
+        unsafe {
+            self.inner
+                .device
+                .get_query_pool_results(self.statistics, 0, &mut count, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
+                .map_err(vk_err("vkGetQueryPoolResults"))?;
+        }
+        Ok(count[0])
+    }
+}
+
+/// One dispatch: what `record_dispatch` binds and runs.
+#[derive(Clone, Copy)]
+struct Dispatch<'a> {
+    pipeline: &'a Pipeline,
+    grid: [u32; 3],
+    push: &'a [u8],
+    buffers: &'a [&'a DeviceBuffer],
+}
+
+#[derive(Clone, Copy)]
+enum Query {
+    None,
+    Timestamps,
+    Statistics,
+}

@@ -1,0 +1,261 @@
+//! The Vulkan runtime itself: device discovery, buffers, staging, timing, statistics, launch
+//! errors, requirement checks and clean teardown under the validation layer.
+
+#![allow(clippy::needless_range_loop, clippy::type_complexity)]
+
+mod common;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tilekit_core::gpu::{Emitter, Target};
+use tilekit_core::ir::BinaryOp;
+use tilekit_core::{DType, HostBuffer, Scalar};
+use tilekit_spirv::{SpirvKernel, VulkanError, VulkanRuntime};
+
+const T: u32 = 64;
+
+fn add_kernel(target: &Target, d: DType) -> SpirvKernel {
+    elementwise(&format!("add_{d}"), target, T, &[d, d], &[d], |e, v| vec![e.binary(BinaryOp::Add, d, v[0], v[1])])
+}
+
+fn random_bits(rng: &mut StdRng, d: DType, n: usize) -> HostBuffer {
+    let b = HostBuffer::zeros(d, n);
+    for i in 0..n {
+        b.store_bits(i, rng.gen());
+    }
+    b
+}
+
+#[test]
+fn devices_report_a_consistent_target() {
+    let devices = VulkanRuntime::devices().expect("Vulkan devices");
+    assert!(!devices.is_empty());
+    for d in &devices {
+        let t = d.target();
+        assert!(t.subgroup_size.is_power_of_two(), "{}: subgroup size {}", d.name, t.subgroup_size);
+        assert!(t.max_threads_per_program >= 128 && t.shared_memory_bytes >= 16 * 1024, "{t}");
+        assert!(d.min_subgroup_size <= d.subgroup_size && d.subgroup_size <= d.max_subgroup_size);
+        if d.name.contains("llvmpipe") {
+            // The preset for offline compilation describes this device.
+            assert_eq!(t, Target { name: t.name.clone(), ..Target::lavapipe() }, "lavapipe's live target differs from its preset");
+            assert_eq!(d.device_type, "cpu");
+            assert!(d.timestamps && d.timestamp_period_ns > 0.0);
+        }
+    }
+}
+
+#[test]
+fn buffers_round_trip_every_dtype_direct_and_staged() {
+    let mut rng = StdRng::seed_from_u64(21);
+    for staging in [false, true] {
+        let rt = runtime_with(|o| o.force_staging = staging);
+        for d in DType::ALL {
+            for n in [0usize, 1, 3, 7, 1000] {
+                let h = random_bits(&mut rng, d, n);
+                let b = rt.alloc(d, n).expect("alloc");
+                assert_eq!((b.dtype(), b.len(), b.size_bytes()), (d, n, n * d.size_bytes()));
+                rt.upload(&b, &h).expect("upload");
+                let back = rt.download(&b).expect("download");
+                assert_eq!(back.to_bytes(), h.to_bytes(), "{d} x {n}, staging {staging}");
+            }
+        }
+        // A kernel between upload and download, on both memory paths.
+        let k = add_kernel(&rt.target(), DType::F32);
+        let x: Vec<f32> = (0..777).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let y: Vec<f32> = (0..777).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let out = run_elementwise(&rt, &k, T, &[floats(DType::F32, &x), floats(DType::F32, &y)], &[DType::F32]);
+        let got = read_floats(&out[0]);
+        for i in 0..x.len() {
+            assert_eq!(got[i], x[i] + y[i], "staging {staging}, element {i}");
+        }
+        assert_clean(&rt);
+    }
+}
+
+#[test]
+fn device_timestamps_and_pipeline_statistics() {
+    let rt = runtime();
+    let k = add_kernel(&rt.target(), DType::F32);
+    let p = rt.load(&k).expect("load");
+    let n = 1 << 16;
+    let bufs: Vec<_> = (0..3).map(|_| rt.alloc(DType::F32, n).unwrap()).collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let grid = [(n as u32).div_ceil(T), 1, 1];
+    let sc = [(3, Scalar::Int(n as i64))];
+    let samples = rt.time(&p, grid, &refs, &sc, 2, 5).expect("time");
+    assert_eq!(samples.len(), 5);
+    for s in &samples {
+        assert!(s.is_finite() && *s > 0.0 && *s < 10.0, "sample {s} s");
+    }
+    if rt.info().pipeline_statistics {
+        let count = rt.count_invocations(&p, grid, &refs, &sc).expect("statistics");
+        assert_eq!(count, (grid[0] * T) as u64);
+    }
+    assert_clean(&rt);
+}
+
+#[test]
+fn launch_errors_name_what_is_wrong() {
+    let rt = runtime();
+    let k = add_kernel(&rt.target(), DType::F32);
+    let p = rt.load(&k).expect("load");
+    let f = || rt.alloc(DType::F32, 16).unwrap();
+    let (a, b, c) = (f(), f(), f());
+    let i = rt.alloc(DType::I32, 16).unwrap();
+    let ok = [(3, Scalar::Int(16))];
+    let msg = |r: Result<(), VulkanError>| r.expect_err("the launch must fail").to_string();
+
+    let max = rt.info().max_workgroup_count;
+    let m = msg(rt.launch(&p, [max[0] + 1, 1, 1], &[&a, &b, &c], &ok));
+    assert!(m.contains("maxComputeWorkGroupCount[0]") && m.contains(&(max[0] + 1).to_string()), "{m}");
+    let m = msg(rt.launch(&p, [1, max[1] + 1, 1], &[&a, &b, &c], &ok));
+    assert!(m.contains("axis 1"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b], &ok));
+    assert!(m.contains("2 buffers given") && m.contains("binds 3"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &i, &c], &ok));
+    assert!(m.contains("binding 1") && m.contains("i32"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b, &c], &[]));
+    assert!(m.contains("no value for scalar parameter 3"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b, &c], &[(3, Scalar::Float(1.0))]));
+    assert!(m.contains("parameter 3 is i32"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b, &c], &[(3, Scalar::Int(1)), (0, Scalar::Int(1))]));
+    assert!(m.contains("parameter 0 is not a scalar"), "{m}");
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b, &c], &[(3, Scalar::Int(1)), (3, Scalar::Int(2))]));
+    assert!(m.contains("given twice"), "{m}");
+    // Buffers of another device (runtime) are refused, not used.
+    let other = runtime();
+    let foreign = other.alloc(DType::F32, 16).unwrap();
+    let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &foreign, &c], &ok));
+    assert!(m.contains("another Vulkan runtime"), "{m}");
+    let m = rt.upload(&a, &HostBuffer::zeros(DType::F32, 15)).unwrap_err().to_string();
+    assert!(m.contains("15 x f32") && m.contains("16 x f32"), "{m}");
+    // A zero-extent grid runs nothing and is not an error.
+    rt.launch(&p, [0, 1, 1], &[&a, &b, &c], &ok).expect("empty grid");
+    assert_clean(&rt);
+    assert_clean(&other);
+}
+
+#[test]
+fn requirements_are_checked_against_the_device() {
+    let rt = runtime();
+    let target = rt.target();
+    let h = DType::F16;
+    let k = elementwise("half_add", &target, T, &[h, h], &[h], |e, v| vec![e.binary(BinaryOp::Add, h, v[0], v[1])]);
+    assert!(k.requirements.float16 && k.requirements.storage16);
+    let mut info = rt.info().clone();
+    info.shader_float16 = false;
+    let m = info.check_kernel(&k).unwrap_err().to_string();
+    assert!(m.contains("needs shaderFloat16") && m.contains(&info.name), "{m}");
+    let mut info = rt.info().clone();
+    info.storage_buffer_16bit = false;
+    assert!(info.check_kernel(&k).unwrap_err().to_string().contains("storageBuffer16BitAccess"));
+
+    let mut big = k.clone();
+    big.requirements.shared_bytes = rt.info().shared_memory_bytes + 1;
+    let m = rt.load(&big).unwrap_err().to_string();
+    assert!(m.contains("maxComputeSharedMemorySize"), "{m}");
+    let mut wide = k.clone();
+    wide.threads = rt.info().max_workgroup_invocations + 1;
+    let m = rt.load(&wide).unwrap_err().to_string();
+    assert!(m.contains("threads per program"), "{m}");
+
+    // A kernel whose lanes exchange values, built for another subgroup size.
+    let other_sg = if target.subgroup_size == 32 { 64 } else { 32 };
+    let t32 = Target { subgroup_size: other_sg, ..target.clone() };
+    let i = DType::I32;
+    let s = elementwise("shuffle_other", &t32, 64, &[i], &[i], |e, v| vec![e.shuffle_xor(i, v[0], 1)]);
+    let info = rt.info();
+    if !(info.subgroup_size_control && (info.min_subgroup_size..=info.max_subgroup_size).contains(&other_sg)) {
+        let m = rt.load(&s).unwrap_err().to_string();
+        assert!(m.contains(&format!("compiled for subgroups of {other_sg}")), "{m}");
+    }
+    assert_clean(&rt);
+}
+
+/// Everything created and dropped leaves nothing for the validation layer to report, and the
+/// layer's messages do reach the log: a kernel whose interface omits its push constants is
+/// reported when its pipeline is created.
+#[test]
+fn teardown_is_clean_and_validation_messages_are_collected() {
+    let rt = runtime();
+    if !rt.options().validation {
+        return;
+    }
+    let log = rt.validation_log();
+    let k = add_kernel(&rt.target(), DType::F32);
+    {
+        let p = rt.load(&k).unwrap();
+        let bufs: Vec<_> = (0..3).map(|_| rt.alloc(DType::F32, 100).unwrap()).collect();
+        let refs: Vec<_> = bufs.iter().collect();
+        rt.launch(&p, [2, 1, 1], &refs, &[(3, Scalar::Int(100))]).unwrap();
+        rt.time(&p, [2, 1, 1], &refs, &[(3, Scalar::Int(100))], 1, 2).unwrap();
+    }
+    drop(rt);
+    let msgs = log.take();
+    assert!(msgs.is_empty(), "messages at teardown:\n{}", msgs.join("\n"));
+
+    let rt = runtime();
+    let log = rt.validation_log();
+    let mut lying = add_kernel(&rt.target(), DType::F32);
+    lying.push_constants.clear();
+    lying.push_constant_size = 0;
+    let p = rt.load(&lying);
+    drop(p);
+    drop(rt);
+    let msgs = log.take();
+    assert!(!msgs.is_empty(), "the validation layer reported nothing about a push-constant block missing from the layout");
+}
+
+/// A kernel built for another target (the Vulkan baseline preset) runs wherever the device has
+/// what it needs; bf16 needs only 16-bit storage.
+#[test]
+fn kernels_for_the_baseline_target_run() {
+    let rt = runtime();
+    let mut rng = StdRng::seed_from_u64(22);
+    let baseline = Target { subgroup_size: rt.target().subgroup_size, ..Target::vulkan_baseline() };
+    let d = DType::BF16;
+    let k = elementwise("bf16_mul", &baseline, 32, &[d, d], &[d], |e, v| vec![e.binary(BinaryOp::Mul, d, v[0], v[1])]);
+    assert!(k.requirements.storage16 && !k.requirements.int16 && !k.requirements.float16);
+    let x: Vec<f32> = (0..333).map(|_| rng.gen_range(-8.0f32..8.0)).collect();
+    let y: Vec<f32> = (0..333).map(|_| rng.gen_range(-8.0f32..8.0)).collect();
+    let out = run_elementwise(&rt, &k, 32, &[floats(d, &x), floats(d, &y)], &[d]);
+    let got = read_floats(&out[0]);
+    for i in 0..x.len() {
+        let (a, b) = (round_to(d, x[i]), round_to(d, y[i]));
+        assert_eq!(got[i], round_to(d, a * b), "element {i}");
+    }
+}
+
+/// Runtimes, buffers and pipelines can be shared across threads (launches serialize inside).
+#[test]
+fn runtime_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<VulkanRuntime>();
+    check::<tilekit_spirv::DeviceBuffer>();
+    check::<tilekit_spirv::Pipeline>();
+    let rt = runtime();
+    let k = add_kernel(&rt.target(), DType::I32);
+    let p = rt.load(&k).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4i64 {
+            let (rt, p) = (&rt, &p);
+            s.spawn(move || {
+                let x: Vec<i64> = (0..100).map(|i| i * t).collect();
+                let bufs: Vec<_> = [ints(DType::I32, &x), ints(DType::I32, &x), HostBuffer::zeros(DType::I32, 100)]
+                    .iter()
+                    .map(|h| {
+                        let b = rt.alloc(DType::I32, 100).unwrap();
+                        rt.upload(&b, h).unwrap();
+                        b
+                    })
+                    .collect();
+                let refs: Vec<_> = bufs.iter().collect();
+                rt.launch(p, [2, 1, 1], &refs, &[(3, Scalar::Int(100))]).unwrap();
+                let got = read_ints(&rt.download(&bufs[2]).unwrap());
+                assert_eq!(got, x.iter().map(|v| 2 * v).collect::<Vec<_>>(), "thread {t}");
+            });
+        }
+    });
+    assert_clean(&rt);
+}

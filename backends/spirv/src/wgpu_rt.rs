@@ -28,8 +28,7 @@ use crate::kernel::{PushConstantError, SpirvKernel};
 pub const ADAPTER_ENV: &str = "TILEKIT_WGPU_ADAPTER";
 
 /// Features a device must have for any tilekit kernel.
-pub const REQUIRED_FEATURES: wgpu::Features =
-    wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::IMMEDIATES);
+pub const REQUIRED_FEATURES: wgpu::Features = wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::IMMEDIATES);
 
 /// Features [`WgpuRuntime::new`] turns on when the adapter has them.
 ///
@@ -50,7 +49,9 @@ pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
 /// Everything that can go wrong in this runtime; each variant names what failed and where.
 #[derive(Debug, thiserror::Error)]
 pub enum WgpuError {
-    #[error("no Vulkan adapter found (install a Vulkan driver; lavapipe, Mesa's CPU driver, is in `mesa-vulkan-drivers`)")]
+    #[error(
+        "no Vulkan adapter found (install a Vulkan driver; lavapipe, Mesa's CPU driver, is in `mesa-vulkan-drivers`)"
+    )]
     NoAdapter,
     #[error("no Vulkan adapter name contains `{wanted}` ({ADAPTER_ENV}); adapters: {available}")]
     AdapterNotFound { wanted: String, available: String },
@@ -317,15 +318,16 @@ fn scoped<T>(device: &wgpu::Device, op: impl Fn() -> String, f: impl FnOnce() ->
     let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let out = f();
-    let errors = [
-        pollster::block_on(validation.pop()),
-        pollster::block_on(oom.pop()),
-        pollster::block_on(internal.pop()),
-    ];
+    let errors =
+        [pollster::block_on(validation.pop()), pollster::block_on(oom.pop()), pollster::block_on(internal.pop())];
     match errors.into_iter().flatten().next() {
         None => Ok(out),
-        Some(wgpu::Error::Validation { description, .. }) => Err(WgpuError::Validation { op: op(), message: description }),
-        Some(wgpu::Error::OutOfMemory { source }) => Err(WgpuError::OutOfMemory { op: op(), message: source.to_string() }),
+        Some(wgpu::Error::Validation { description, .. }) => {
+            Err(WgpuError::Validation { op: op(), message: description })
+        }
+        Some(wgpu::Error::OutOfMemory { source }) => {
+            Err(WgpuError::OutOfMemory { op: op(), message: source.to_string() })
+        }
         Some(wgpu::Error::Internal { description, .. }) => Err(WgpuError::Internal { op: op(), message: description }),
     }
 }
@@ -370,7 +372,11 @@ impl WgpuRuntime {
                 adapters.iter().find(|a| a.get_info().name.to_lowercase().contains(&lower)).ok_or_else(|| {
                     WgpuError::AdapterNotFound {
                         wanted: wanted.to_string(),
-                        available: adapters.iter().map(|a| format!("`{}`", a.get_info().name)).collect::<Vec<_>>().join(", "),
+                        available: adapters
+                            .iter()
+                            .map(|a| format!("`{}`", a.get_info().name))
+                            .collect::<Vec<_>>()
+                            .join(", "),
                     }
                 })?
             }
@@ -389,7 +395,7 @@ impl WgpuRuntime {
         let limits = adapter.limits();
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);
-        Ok(WgpuRuntime { device, queue, info, caps, })
+        Ok(WgpuRuntime { device, queue, info, caps })
     }
 
     /// Wraps a device the caller owns. It must have been opened with `PASSTHROUGH_SHADERS` and
@@ -403,7 +409,10 @@ impl WgpuRuntime {
     ) -> Result<WgpuRuntime, WgpuError> {
         let missing = REQUIRED_FEATURES.difference(device.features());
         if !missing.is_empty() {
-            return Err(WgpuError::MissingFeatures { adapter: adapter_info.name.clone(), missing: feature_names(missing) });
+            return Err(WgpuError::MissingFeatures {
+                adapter: adapter_info.name.clone(),
+                missing: feature_names(missing),
+            });
         }
         // SAFETY: the hal device lives as long as `device`; only queries are made through it.
         let vq = unsafe {
@@ -525,7 +534,10 @@ impl WgpuRuntime {
             }
         }
         if k.push_constant_size % 4 != 0 {
-            return Err(invalid(format!("push-constant block of {} bytes is not a multiple of 4", k.push_constant_size)));
+            return Err(invalid(format!(
+                "push-constant block of {} bytes is not a multiple of 4",
+                k.push_constant_size
+            )));
         }
         let limits = self.device.limits();
         let limit = |what: &str, value: u64, limit: &'static str, max: u64| {
@@ -535,7 +547,12 @@ impl WgpuRuntime {
                 Ok(())
             }
         };
-        limit("threads per program", k.threads as u64, "max_compute_workgroup_size_x", limits.max_compute_workgroup_size_x as u64)?;
+        limit(
+            "threads per program",
+            k.threads as u64,
+            "max_compute_workgroup_size_x",
+            limits.max_compute_workgroup_size_x as u64,
+        )?;
         limit(
             "threads per program",
             k.threads as u64,
@@ -549,9 +566,19 @@ impl WgpuRuntime {
             limits.max_storage_buffers_per_shader_stage as u64,
         )?;
         if let Some(top) = k.bindings.iter().map(|b| b.binding).max() {
-            limit("the highest binding number", top as u64 + 1, "max_bindings_per_bind_group", limits.max_bindings_per_bind_group as u64)?;
+            limit(
+                "the highest binding number",
+                top as u64 + 1,
+                "max_bindings_per_bind_group",
+                limits.max_bindings_per_bind_group as u64,
+            )?;
         }
-        limit("the push-constant block (bytes)", k.push_constant_size as u64, "max_immediate_size", limits.max_immediate_size as u64)?;
+        limit(
+            "the push-constant block (bytes)",
+            k.push_constant_size as u64,
+            "max_immediate_size",
+            limits.max_immediate_size as u64,
+        )?;
         limit(
             "shared memory (bytes)",
             k.requirements.shared_bytes as u64,
@@ -700,7 +727,10 @@ impl WgpuRuntime {
         let bytes = len as u64 * dtype.size_bytes() as u64;
         let raw = buffer.raw();
         if bytes > raw.size() {
-            return Err(WgpuError::Transfer { op, message: format!("the buffer holds only {} bytes, {bytes} asked for", raw.size()) });
+            return Err(WgpuError::Transfer {
+                op,
+                message: format!("the buffer holds only {} bytes, {bytes} asked for", raw.size()),
+            });
         }
         let words = bytes.div_ceil(4) * 4;
         if words > raw.size() {
@@ -743,7 +773,12 @@ impl WgpuRuntime {
         self.map_read(&staging, Some(index), op)
     }
 
-    fn map_read(&self, staging: &wgpu::Buffer, index: Option<wgpu::SubmissionIndex>, op: &str) -> Result<Vec<u8>, WgpuError> {
+    fn map_read(
+        &self,
+        staging: &wgpu::Buffer,
+        index: Option<wgpu::SubmissionIndex>,
+        op: &str,
+    ) -> Result<Vec<u8>, WgpuError> {
         let (tx, rx) = mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
@@ -785,7 +820,11 @@ impl WgpuRuntime {
             return Err(WgpuError::ForeignKernel { kernel: k.name.clone() });
         }
         if buffers.len() != k.bindings.len() {
-            return Err(WgpuError::BufferCount { kernel: k.name.clone(), expected: k.bindings.len(), got: buffers.len() });
+            return Err(WgpuError::BufferCount {
+                kernel: k.name.clone(),
+                expected: k.bindings.len(),
+                got: buffers.len(),
+            });
         }
         let limits = self.device.limits();
         for (axis, &extent) in grid.iter().enumerate() {
@@ -800,7 +839,12 @@ impl WgpuRuntime {
             }
         }
         for (index, (b, binding)) in buffers.iter().zip(&k.bindings).enumerate() {
-            let bad = |message: String| WgpuError::BadBuffer { kernel: k.name.clone(), index, binding: binding.binding, message };
+            let bad = |message: String| WgpuError::BadBuffer {
+                kernel: k.name.clone(),
+                index,
+                binding: binding.binding,
+                message,
+            };
             if let Some(d) = b.dtype() {
                 if d != binding.dtype {
                     return Err(WgpuError::BufferDType {
@@ -820,7 +864,10 @@ impl WgpuRuntime {
                 return Err(bad("the buffer lacks STORAGE usage".into()));
             }
             if raw.size() == 0 || raw.size() % 4 != 0 {
-                return Err(bad(format!("a storage binding must be a non-zero multiple of 4 bytes, the buffer has {}", raw.size())));
+                return Err(bad(format!(
+                    "a storage binding must be a non-zero multiple of 4 bytes, the buffer has {}",
+                    raw.size()
+                )));
             }
             if raw.size() > limits.max_storage_buffer_binding_size {
                 return Err(bad(format!(
@@ -867,7 +914,10 @@ impl WgpuRuntime {
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .zip(&kernel.kernel.bindings)
-            .map(|(b, binding)| wgpu::BindGroupEntry { binding: binding.binding, resource: b.raw().as_entire_binding() })
+            .map(|(b, binding)| wgpu::BindGroupEntry {
+                binding: binding.binding,
+                resource: b.raw().as_entire_binding(),
+            })
             .collect();
         scoped(
             &self.device,
@@ -882,7 +932,13 @@ impl WgpuRuntime {
         )
     }
 
-    fn dispatch(pass: &mut wgpu::ComputePass<'_>, kernel: &WgpuKernel, bind_group: &wgpu::BindGroup, immediates: &[u8], grid: [u32; 3]) {
+    fn dispatch(
+        pass: &mut wgpu::ComputePass<'_>,
+        kernel: &WgpuKernel,
+        bind_group: &wgpu::BindGroup,
+        immediates: &[u8],
+        grid: [u32; 3],
+    ) {
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, bind_group, &[]);
         if !immediates.is_empty() {
@@ -908,7 +964,8 @@ impl WgpuRuntime {
             || {
                 let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                 {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
+                    let mut pass = enc
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
                     Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
                 }
                 self.queue.submit([enc.finish()])
@@ -941,9 +998,13 @@ impl WgpuRuntime {
                 &self.device,
                 || format!("{op}: warm-up"),
                 || {
-                    let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                    let mut enc =
+                        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                     for _ in 0..warmup {
-                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
+                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: Some(name),
+                            timestamp_writes: None,
+                        });
                         Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
                     }
                     self.queue.submit([enc.finish()])
@@ -987,7 +1048,8 @@ impl WgpuRuntime {
                 &self.device,
                 || op.clone(),
                 || {
-                    let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                    let mut enc =
+                        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                     for i in 0..n as u32 {
                         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                             label: Some(name),

@@ -41,8 +41,8 @@ fn spirv(wgsl: &str) -> Vec<u32> {
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::IMMEDIATES | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
     )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
     let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
     let pipeline =
         naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
@@ -92,7 +92,11 @@ fn vector_add() -> SpirvKernel {
         "vector_add",
         VECTOR_ADD,
         64,
-        vec![binding(0, DType::F32, Access::Read), binding(1, DType::F32, Access::Read), binding(2, DType::F32, Access::Write)],
+        vec![
+            binding(0, DType::F32, Access::Read),
+            binding(1, DType::F32, Access::Read),
+            binding(2, DType::F32, Access::Write),
+        ],
         &[DType::I32],
     )
 }
@@ -306,7 +310,12 @@ fn record_into_the_callers_encoder_on_the_callers_device() {
     let bytes = (n * 4) as u64;
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
     let engine_buffer = |label| {
-        device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: bytes, usage, mapped_at_creation: false })
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage,
+            mapped_at_creation: false,
+        })
     };
     // The engine's own buffers: `staged` is filled by the engine's copy in the same encoder,
     // `result` receives the engine's copy of the kernel output.
@@ -403,10 +412,7 @@ fn wrong_buffer_dtype_is_an_error() {
     let [x, _, out] = vector_add_buffers(rt, 10);
     let ints = rt.alloc(DType::I32, 10).unwrap();
     let err = rt.launch(&k, [1, 1, 1], &[&x, &ints, &out], &[(3, Scalar::Int(10))]).unwrap_err();
-    assert!(
-        matches!(err, WgpuError::BufferDType { index: 1, expected: DType::F32, got: DType::I32, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, WgpuError::BufferDType { index: 1, expected: DType::F32, got: DType::I32, .. }), "{err}");
     // A plain wgpu::Buffer carries no dtype, so only its usage and size are checked.
     let plain: &wgpu::Buffer = &ints;
     rt.launch(&k, [1, 1, 1], &[&x, plain, &out], &[(3, Scalar::Int(10))]).unwrap();
@@ -441,7 +447,10 @@ fn scalar_mismatches_are_errors() {
     let float = rt.launch(&k, [1, 1, 1], &bufs, &[(3, Scalar::Float(1.0))]).unwrap_err();
     assert!(matches!(float, WgpuError::PushConstants(PushConstantError::Mismatch { .. })), "{float}");
     let not_scalar = rt.launch(&k, [1, 1, 1], &bufs, &[(3, Scalar::Int(1)), (0, Scalar::Int(1))]).unwrap_err();
-    assert!(matches!(not_scalar, WgpuError::PushConstants(PushConstantError::NotScalar { param: 0, .. })), "{not_scalar}");
+    assert!(
+        matches!(not_scalar, WgpuError::PushConstants(PushConstantError::NotScalar { param: 0, .. })),
+        "{not_scalar}"
+    );
 }
 
 #[test]
@@ -637,8 +646,13 @@ fn eight_bit_storage_buffers() {
         let mut init = vec![0i8; n + 1];
         init[n] = 77;
         let bo = rt.alloc_from(&HostBuffer::from_slice(&init)).unwrap();
-        rt.launch(&k, [(n as u32).div_ceil(64), 1, 1], &[&bx, &bo], &[(2, Scalar::Int(n as i64)), (3, Scalar::Int(c as i64))])
-            .unwrap();
+        rt.launch(
+            &k,
+            [(n as u32).div_ceil(64), 1, 1],
+            &[&bx, &bo],
+            &[(2, Scalar::Int(n as i64)), (3, Scalar::Int(c as i64))],
+        )
+        .unwrap();
         let got = rt.download(&bo, DType::I8, n + 1).unwrap().to_vec::<i8>().unwrap();
         for i in 0..n {
             assert_eq!(got[i], x[i].wrapping_mul(3).wrapping_add(c), "n = {n}, element {i}");

@@ -2,14 +2,19 @@
 //!
 //! [`emit::SpirvEmitter`] implements the backend primitives the shared GPU lowering emits
 //! through; it produces a [`SpirvKernel`] (the words and the interface). [`vulkan::VulkanRuntime`]
-//! runs such kernels on any Vulkan 1.2+ device through ash, loading the Vulkan loader at run time.
+//! runs such kernels on any Vulkan 1.2+ device through ash, loading the Vulkan loader at run time;
+//! [`wgpu_rt::WgpuRuntime`] runs them through wgpu, on its own device or on a caller's.
 
 pub mod disasm;
 pub mod emit;
 pub mod kernel;
 pub mod vulkan;
+#[cfg(feature = "wgpu")]
+pub mod wgpu_rt;
 
 pub use disasm::disassemble;
 pub use emit::{SpirvEmitter, SpirvError, SpirvValue};
 pub use kernel::{Binding, PushConstant, PushConstantError, Requirements, SpirvKernel};
 pub use vulkan::{DeviceBuffer, Pipeline, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime};
+#[cfg(feature = "wgpu")]
+pub use wgpu_rt::{WgpuBuffer, WgpuError, WgpuKernel, WgpuRuntime};

@@ -1,13 +1,18 @@
-//! Devices tilekit can run on. Today: the interpreter; GPU runtimes join as their backends land.
+//! Devices tilekit can run on: the interpreter (the reference), the emulator of the GPU
+//! lowering, and every Vulkan device through the raw Vulkan runtime and through wgpu.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_core::gpu::simt::{self, SimtError};
 use tilekit_core::gpu::Target;
 use tilekit_core::interp::{self, Arg, InterpError};
-use tilekit_core::{Config, HostBuffer};
+use tilekit_core::{Config, HostBuffer, Program, Scalar};
+use tilekit_spirv::{compile, CompileError, SpirvKernel, VulkanError, VulkanRuntime};
+use tilekit_spirv::{WgpuError, WgpuRuntime};
 
 use crate::kernels::{LaunchArg, Plan};
 
@@ -19,6 +24,10 @@ pub enum Device {
     /// The GPU lowering for a target, emulated on the CPU thread by thread: it checks layouts,
     /// reductions and barriers without a GPU.
     Emulator(Target),
+    /// A Vulkan device through the raw Vulkan runtime (ash).
+    Vulkan { index: usize, name: String, target: Target },
+    /// A Vulkan adapter through wgpu.
+    Wgpu { name: String, target: Target },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,22 +40,78 @@ pub enum DeviceError {
     Simt { launch: usize, program: String, source: SimtError },
     #[error("launch {launch} argument {arg} names buffer {buffer}, but the plan has {count}")]
     BadPlan { launch: usize, arg: usize, buffer: usize, count: usize },
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error("{device}: {source}")]
+    Vulkan { device: String, source: VulkanError },
+    #[error("{device}: {source}")]
+    Wgpu { device: String, source: WgpuError },
+}
+
+/// Open runtimes, shared by every plan run on their device.
+fn vulkan_runtime(index: usize) -> Result<Arc<VulkanRuntime>, VulkanError> {
+    static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<VulkanRuntime>>>> = OnceLock::new();
+    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(&index) {
+        return Ok(rt.clone());
+    }
+    let rt = Arc::new(VulkanRuntime::new(index)?);
+    map.insert(index, rt.clone());
+    Ok(rt)
+}
+
+fn wgpu_runtime(name: &str) -> Result<Arc<WgpuRuntime>, WgpuError> {
+    static RUNTIMES: OnceLock<Mutex<HashMap<String, Arc<WgpuRuntime>>>> = OnceLock::new();
+    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(name) {
+        return Ok(rt.clone());
+    }
+    let rt = Arc::new(WgpuRuntime::with_adapter(Some(name))?);
+    map.insert(name.to_string(), rt.clone());
+    Ok(rt)
 }
 
 impl Device {
-    /// Every device reachable now.
+    /// Every device reachable now: the interpreter, the emulator, then each Vulkan device twice
+    /// (raw Vulkan and wgpu). A machine without a Vulkan loader simply has no GPU devices.
     pub fn all() -> Vec<Device> {
-        vec![Device::Interpreter, Device::Emulator(Target::vulkan_baseline())]
+        let mut out = vec![Device::Interpreter, Device::Emulator(Target::vulkan_baseline())];
+        out.extend(Device::gpus());
+        out
     }
 
-    /// Finds a device by the name [`Device::name`] prints (`interp` is accepted too).
+    /// The Vulkan devices, through both runtimes.
+    pub fn gpus() -> Vec<Device> {
+        let infos = VulkanRuntime::devices().unwrap_or_default();
+        let mut out = Vec::new();
+        for info in &infos {
+            out.push(Device::Vulkan { index: info.index, name: info.name.clone(), target: info.target() });
+        }
+        for a in WgpuRuntime::adapters() {
+            if !a.missing.is_empty() {
+                continue;
+            }
+            if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
+                out.push(Device::Wgpu { name: a.info.name.clone(), target: info.target() });
+            }
+        }
+        out
+    }
+
+    /// Finds a device by the name [`Device::name`] prints, or by a prefix of it
+    /// (`vulkan`, `wgpu:llvm`); `interp` is the interpreter and `emulator:PRESET` the emulator
+    /// for a target preset.
     pub fn find(name: &str) -> Result<Device, DeviceError> {
-        let all = Device::all();
+        if name == "interp" {
+            return Ok(Device::Interpreter);
+        }
         if let Some(preset) = name.strip_prefix("emulator:").and_then(Target::preset) {
             return Ok(Device::Emulator(preset));
         }
+        let all = Device::all();
         all.iter()
-            .find(|d| d.name() == name || (name == "interp" && **d == Device::Interpreter))
+            .find(|d| d.name() == name)
+            .or_else(|| all.iter().find(|d| d.name().starts_with(name)))
             .cloned()
             .ok_or_else(|| DeviceError::Unknown {
                 name: name.to_string(),
@@ -58,40 +123,135 @@ impl Device {
         match self {
             Device::Interpreter => "interpreter".into(),
             Device::Emulator(t) => format!("emulator:{}", t.name),
+            Device::Vulkan { name, .. } => format!("vulkan:{name}"),
+            Device::Wgpu { name, .. } => format!("wgpu:{name}"),
+        }
+    }
+
+    /// The target a GPU device compiles for.
+    pub fn target(&self) -> Option<&Target> {
+        match self {
+            Device::Interpreter => None,
+            Device::Emulator(t) | Device::Vulkan { target: t, .. } | Device::Wgpu { target: t, .. } => Some(t),
         }
     }
 
     /// Runs every launch of `plan` in order over `buffers` (one per plan buffer), with the
-    /// configuration's `num_warps`, and returns the wall time of the launches.
+    /// configuration's `num_warps`, and returns the wall time of the launches. On a GPU the
+    /// buffers are uploaded first and every one is read back after the last launch.
     pub fn run_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config) -> Result<Duration, DeviceError> {
-        let start = Instant::now();
+        let options = LowerOptions { num_warps: config.num_warps() as u32 };
         for (li, launch) in plan.launches.iter().enumerate() {
-            let mut args = Vec::with_capacity(launch.args.len());
             for (ai, a) in launch.args.iter().enumerate() {
-                args.push(match a {
-                    LaunchArg::Buffer(i) => Arg::Buffer(buffers.get(*i).ok_or(DeviceError::BadPlan {
-                        launch: li,
-                        arg: ai,
-                        buffer: *i,
-                        count: buffers.len(),
-                    })?),
-                    LaunchArg::Scalar(s) => Arg::Scalar(*s),
-                });
-            }
-            let program = launch.program.name.clone();
-            match self {
-                Device::Interpreter => interp::run(&launch.program, launch.grid, &args)
-                    .map_err(|source| DeviceError::Interp { launch: li, program, source })?,
-                Device::Emulator(target) => {
-                    let options = LowerOptions { num_warps: config.num_warps() as u32 };
-                    simt::compile(&launch.program, target, &options)
-                        .map_err(SimtError::from)
-                        .and_then(|l| l.run(&launch.program, launch.grid, &args))
-                        .map_err(|source| DeviceError::Simt { launch: li, program, source })?
+                if let LaunchArg::Buffer(i) = a {
+                    if *i >= buffers.len() {
+                        return Err(DeviceError::BadPlan { launch: li, arg: ai, buffer: *i, count: buffers.len() });
+                    }
                 }
             }
         }
-        Ok(start.elapsed())
+        match self {
+            Device::Interpreter | Device::Emulator(_) => {
+                let start = Instant::now();
+                for (li, launch) in plan.launches.iter().enumerate() {
+                    let args: Vec<Arg<'_>> = launch
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            LaunchArg::Buffer(i) => Arg::Buffer(&buffers[*i]),
+                            LaunchArg::Scalar(s) => Arg::Scalar(*s),
+                        })
+                        .collect();
+                    let program = launch.program.name.clone();
+                    if let Device::Emulator(target) = self {
+                        simt::compile(&launch.program, target, &options)
+                            .map_err(SimtError::from)
+                            .and_then(|l| l.run(&launch.program, launch.grid, &args))
+                            .map_err(|source| DeviceError::Simt { launch: li, program, source })?;
+                    } else {
+                        interp::run(&launch.program, launch.grid, &args)
+                            .map_err(|source| DeviceError::Interp { launch: li, program, source })?;
+                    }
+                }
+                Ok(start.elapsed())
+            }
+            Device::Vulkan { index, target, .. } => {
+                let verr = |source| DeviceError::Vulkan { device: self.name(), source };
+                let rt = vulkan_runtime(*index).map_err(verr)?;
+                let kernels = compile_plan(plan, target, &options)?;
+                let dev: Vec<_> = buffers
+                    .iter()
+                    .map(|b| {
+                        let d = rt.alloc(b.dtype(), b.len())?;
+                        rt.upload(&d, b)?;
+                        Ok(d)
+                    })
+                    .collect::<Result<_, VulkanError>>()
+                    .map_err(verr)?;
+                let start = Instant::now();
+                for (launch, kernel) in plan.launches.iter().zip(&kernels) {
+                    let pipeline = rt.load(kernel).map_err(verr)?;
+                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &dev[i]).collect();
+                    rt.launch(&pipeline, launch.grid, &bufs, &scalars).map_err(verr)?;
+                }
+                let elapsed = start.elapsed();
+                for (host, d) in buffers.iter().zip(&dev) {
+                    copy_into(host, &rt.download(d).map_err(verr)?);
+                }
+                Ok(elapsed)
+            }
+            Device::Wgpu { name, target } => {
+                let werr = |source| DeviceError::Wgpu { device: self.name(), source };
+                let rt = wgpu_runtime(name).map_err(werr)?;
+                let kernels = compile_plan(plan, target, &options)?;
+                let dev: Vec<_> = buffers
+                    .iter()
+                    .map(|b| rt.alloc_from(b))
+                    .collect::<Result<_, WgpuError>>()
+                    .map_err(werr)?;
+                let start = Instant::now();
+                for (launch, kernel) in plan.launches.iter().zip(&kernels) {
+                    let k = rt.load(kernel).map_err(werr)?;
+                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
+                    let bufs: Vec<&dyn tilekit_spirv::wgpu_rt::KernelBuffer> =
+                        bufs.iter().map(|&i| &dev[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect();
+                    rt.launch(&k, launch.grid, &bufs, &scalars).map_err(werr)?;
+                }
+                let elapsed = start.elapsed();
+                for (host, d) in buffers.iter().zip(&dev) {
+                    copy_into(host, &rt.download(d, host.dtype(), host.len()).map_err(werr)?);
+                }
+                Ok(elapsed)
+            }
+        }
+    }
+}
+
+/// Compiles every launch's program.
+pub fn compile_plan(plan: &Plan, target: &Target, options: &LowerOptions) -> Result<Vec<SpirvKernel>, CompileError> {
+    plan.launches.iter().map(|l| compile(&l.program, target, options).map(|c| c.kernel)).collect()
+}
+
+/// Buffer arguments in binding order (buffer parameters in parameter order) and scalar
+/// arguments with their parameter index.
+pub fn split_args(args: &[LaunchArg], program: &Program) -> (Vec<usize>, Vec<(u32, Scalar)>) {
+    let _ = program;
+    let mut bufs = Vec::new();
+    let mut scalars = Vec::new();
+    for (p, a) in args.iter().enumerate() {
+        match a {
+            LaunchArg::Buffer(i) => bufs.push(*i),
+            LaunchArg::Scalar(s) => scalars.push((p as u32, *s)),
+        }
+    }
+    (bufs, scalars)
+}
+
+/// Overwrites `dst`'s elements with `src`'s (same dtype and length).
+fn copy_into(dst: &HostBuffer, src: &HostBuffer) {
+    for i in 0..dst.len().min(src.len()) {
+        dst.store_bits(i, src.load_bits(i));
     }
 }
 

@@ -5,6 +5,7 @@
 //! runs such kernels on any Vulkan 1.2+ device through ash, loading the Vulkan loader at run time;
 //! [`wgpu_rt::WgpuRuntime`] runs them through wgpu, on its own device or on a caller's.
 
+pub mod compile;
 pub mod disasm;
 pub mod emit;
 pub mod kernel;
@@ -12,6 +13,7 @@ pub mod vulkan;
 #[cfg(feature = "wgpu")]
 pub mod wgpu_rt;
 
+pub use compile::{compile, CompileError, Compiled};
 pub use disasm::disassemble;
 pub use emit::{SpirvEmitter, SpirvError, SpirvValue};
 pub use kernel::{Binding, PushConstant, PushConstantError, Requirements, SpirvKernel};

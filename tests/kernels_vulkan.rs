@@ -1,0 +1,38 @@
+//! Every library kernel on every Vulkan device (lavapipe on any machine), through the raw Vulkan
+//! runtime and through wgpu, against the kernel's f64 reference. Run with the Khronos validation
+//! layer on (`TILEKIT_VULKAN_VALIDATION=1`), every message fails the test.
+
+#[macro_use]
+mod common;
+
+use tilekit::Device;
+
+fn check_kernel(name: &str) {
+    let gpus = Device::gpus();
+    if gpus.is_empty() {
+        if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+            eprintln!("no Vulkan device; skipped (TILEKIT_SKIP_GPU_TESTS=1)");
+            return;
+        }
+        panic!("no Vulkan device found: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1");
+    }
+    for device in &gpus {
+        common::check_kernel(name, device);
+    }
+}
+
+kernel_tests!(
+    vector_add,
+    softmax,
+    softmax_online,
+    layernorm,
+    rmsnorm,
+    sum,
+    cumsum,
+    histogram,
+    matmul,
+    attention,
+    swiglu,
+    rotary,
+    spmv,
+);

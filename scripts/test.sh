@@ -8,6 +8,10 @@ source scripts/common.sh
 # Everything the tests need beyond Rust, in one place: Debian packages, then Python packages.
 # Both lists are installed only where missing.
 APT_PACKAGES=(
+  mesa-vulkan-drivers     # lavapipe: a Vulkan 1.3 device on the CPU
+  libvulkan1              # the Vulkan loader
+  vulkan-validationlayers # VK_LAYER_KHRONOS_validation: every GPU test fails on any message
+  spirv-tools             # spirv-val checks every emitted module
 )
 PIP_PACKAGES=(
 )
@@ -18,6 +22,11 @@ install_pip "${PIP_PACKAGES[@]}"
 
 log "building every target (release)"
 cargo build --release --workspace --all-targets
+
+# The Vulkan tests run with the Khronos validation layer and fail on any message it reports.
+export TILEKIT_VULKAN_VALIDATION=1
+# lavapipe warns on every device creation when this is unset.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
 # Unit, integration and binary tests, then the documentation examples, each once.
 log "tests"

@@ -46,6 +46,23 @@ pub enum DeviceError {
     Vulkan { device: String, source: VulkanError },
     #[error("{device}: {source}")]
     Wgpu { device: String, source: WgpuError },
+    #[error("{device}: the Vulkan validation layer reported {} message(s) while running `{program}`:\n{}", messages.len(), messages.join("\n"))]
+    Validation { device: String, program: String, messages: Vec<String> },
+}
+
+/// Compiled pipelines by (device, program text, num_warps): lavapipe compiles every pipeline
+/// with LLVM, which costs far more than running small problems. A pipeline's descriptor set is
+/// rebound per launch, so each is used by one thread at a time.
+type PipelineCache<P> = Mutex<HashMap<(String, String, u32), Arc<Mutex<P>>>>;
+
+fn cached<P>(cache: &'static OnceLock<PipelineCache<P>>, key: (String, String, u32), make: impl FnOnce() -> Result<P, DeviceError>) -> Result<Arc<Mutex<P>>, DeviceError> {
+    let map = cache.get_or_init(Default::default);
+    if let Some(p) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(p.clone());
+    }
+    let p = Arc::new(Mutex::new(make()?));
+    map.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+    Ok(p)
 }
 
 /// Open runtimes, shared by every plan run on their device.
@@ -176,9 +193,9 @@ impl Device {
                 Ok(start.elapsed())
             }
             Device::Vulkan { index, target, .. } => {
+                static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
                 let verr = |source| DeviceError::Vulkan { device: self.name(), source };
                 let rt = vulkan_runtime(*index).map_err(verr)?;
-                let kernels = compile_plan(plan, target, &options)?;
                 let dev: Vec<_> = buffers
                     .iter()
                     .map(|b| {
@@ -188,23 +205,50 @@ impl Device {
                     })
                     .collect::<Result<_, VulkanError>>()
                     .map_err(verr)?;
+                let pipelines = plan
+                    .launches
+                    .iter()
+                    .map(|l| {
+                        let key = (self.name(), tilekit_core::text::print(&l.program), options.num_warps);
+                        cached(&PIPELINES, key, || {
+                            let kernel = compile(&l.program, target, &options)?.kernel;
+                            rt.load(&kernel).map_err(verr)
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
                 let start = Instant::now();
-                for (launch, kernel) in plan.launches.iter().zip(&kernels) {
-                    let pipeline = rt.load(kernel).map_err(verr)?;
+                for (launch, pipeline) in plan.launches.iter().zip(&pipelines) {
                     let (bufs, scalars) = split_args(&launch.args, &launch.program);
                     let bufs: Vec<_> = bufs.iter().map(|&i| &dev[i]).collect();
+                    let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
                     rt.launch(&pipeline, launch.grid, &bufs, &scalars).map_err(verr)?;
                 }
                 let elapsed = start.elapsed();
                 for (host, d) in buffers.iter().zip(&dev) {
                     copy_into(host, &rt.download(d).map_err(verr)?);
                 }
+                let messages = rt.take_validation_messages();
+                if !messages.is_empty() {
+                    let program = plan.launches.iter().map(|l| l.program.name.as_str()).collect::<Vec<_>>().join(", ");
+                    return Err(DeviceError::Validation { device: self.name(), program, messages });
+                }
                 Ok(elapsed)
             }
             Device::Wgpu { name, target } => {
+                static KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
                 let werr = |source| DeviceError::Wgpu { device: self.name(), source };
                 let rt = wgpu_runtime(name).map_err(werr)?;
-                let kernels = compile_plan(plan, target, &options)?;
+                let kernels = plan
+                    .launches
+                    .iter()
+                    .map(|l| {
+                        let key = (self.name(), tilekit_core::text::print(&l.program), options.num_warps);
+                        cached(&KERNELS, key, || {
+                            let kernel = compile(&l.program, target, &options)?.kernel;
+                            rt.load(&kernel).map_err(werr)
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
                 let dev: Vec<_> = buffers
                     .iter()
                     .map(|b| rt.alloc_from(b))
@@ -212,7 +256,7 @@ impl Device {
                     .map_err(werr)?;
                 let start = Instant::now();
                 for (launch, kernel) in plan.launches.iter().zip(&kernels) {
-                    let k = rt.load(kernel).map_err(werr)?;
+                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
                     let (bufs, scalars) = split_args(&launch.args, &launch.program);
                     let bufs: Vec<&dyn tilekit_spirv::wgpu_rt::KernelBuffer> =
                         bufs.iter().map(|&i| &dev[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect();

@@ -110,6 +110,20 @@ pub fn check(
     device: &Device,
     seed: u64,
 ) -> Result<CheckReport, CheckError> {
+    check_and_time(kernel, problem, config, device, seed, None).map(|(r, _)| r)
+}
+
+/// As [`check`], then, when `timing` is `(warmup, runs)` and the answer was right, the device
+/// time of each of `runs` executions (seconds, device timestamps on GPUs). A wrong answer is
+/// never timed.
+pub fn check_and_time(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    device: &Device,
+    seed: u64,
+    timing: Option<(usize, usize)>,
+) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
     let plan = kernel.plan(problem, config)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let inputs = kernel.inputs(problem, &mut rng);
@@ -160,12 +174,17 @@ pub fn check(
             compare(&spec.name, &buffers[i].to_f64(), r, tol)
         })
         .collect();
-    Ok(CheckReport {
+    let report = CheckReport {
         kernel: kernel.name().to_string(),
         problem: problem.to_string(),
         config: config.to_string(),
         device: device.name(),
         outputs,
         elapsed_s: elapsed.as_secs_f64(),
-    })
+    };
+    let samples = match timing {
+        Some((warmup, runs)) if report.pass() => Some(device.time_plan(&plan, &buffers, config, warmup, runs)?),
+        _ => None,
+    };
+    Ok((report, samples))
 }

@@ -272,6 +272,65 @@ impl Device {
     }
 }
 
+impl Device {
+    /// Device time of `runs` executions of `plan` after `warmup`, in seconds per run (the sum
+    /// over its launches), from device timestamps. Inputs are uploaded once; outputs are read
+    /// back into `buffers` after the last run. Only GPU devices time.
+    pub fn time_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, warmup: usize, runs: usize) -> Result<Vec<f64>, DeviceError> {
+        let options = LowerOptions { num_warps: config.num_warps() as u32 };
+        let mut total = vec![0.0; runs];
+        match self {
+            Device::Vulkan { index, target, .. } => {
+                let verr = |source| DeviceError::Vulkan { device: self.name(), source };
+                let rt = vulkan_runtime(*index).map_err(verr)?;
+                let dev: Vec<_> = buffers
+                    .iter()
+                    .map(|b| {
+                        let d = rt.alloc(b.dtype(), b.len())?;
+                        rt.upload(&d, b)?;
+                        Ok(d)
+                    })
+                    .collect::<Result<_, VulkanError>>()
+                    .map_err(verr)?;
+                for launch in &plan.launches {
+                    let kernel = compile(&launch.program, target, &options)?.kernel;
+                    let pipeline = rt.load(&kernel).map_err(verr)?;
+                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &dev[i]).collect();
+                    let t = rt.time(&pipeline, launch.grid, &bufs, &scalars, warmup, runs).map_err(verr)?;
+                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
+                }
+                for (host, d) in buffers.iter().zip(&dev) {
+                    copy_into(host, &rt.download(d).map_err(verr)?);
+                }
+            }
+            Device::Wgpu { name, target } => {
+                let werr = |source| DeviceError::Wgpu { device: self.name(), source };
+                let rt = wgpu_runtime(name).map_err(werr)?;
+                let dev: Vec<_> = buffers.iter().map(|b| rt.alloc_from(b)).collect::<Result<_, WgpuError>>().map_err(werr)?;
+                for launch in &plan.launches {
+                    let kernel = compile(&launch.program, target, &options)?.kernel;
+                    let k = rt.load(&kernel).map_err(werr)?;
+                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
+                    let bufs: Vec<&dyn tilekit_spirv::wgpu_rt::KernelBuffer> =
+                        bufs.iter().map(|&i| &dev[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect();
+                    let t = rt.time(&k, launch.grid, &bufs, &scalars, warmup, runs).map_err(werr)?;
+                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
+                }
+                for (host, d) in buffers.iter().zip(&dev) {
+                    copy_into(host, &rt.download(d, host.dtype(), host.len()).map_err(werr)?);
+                }
+            }
+            Device::Interpreter | Device::Emulator(_) => {
+                for t in total.iter_mut() {
+                    *t = self.run_plan(plan, buffers, config)?.as_secs_f64();
+                }
+            }
+        }
+        Ok(total)
+    }
+}
+
 /// Compiles every launch's program.
 pub fn compile_plan(plan: &Plan, target: &Target, options: &LowerOptions) -> Result<Vec<SpirvKernel>, CompileError> {
     plan.launches.iter().map(|l| compile(&l.program, target, options).map(|c| c.kernel)).collect()

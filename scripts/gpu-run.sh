@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs tilekit's GPU tests and benchmark on a machine with an NVIDIA GPU and no toolchain: the
+# binaries are built elsewhere (scripts/gpu-pack.sh) and carried in .h200/ with the Vulkan
+# loader packages in .gl/. Results go to $OUT (default ./gpu-out).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-gpu-out}"
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES="${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}"
+# No validation layer and no spirv-val on that machine: both checks run in CI on lavapipe.
+export TILEKIT_VULKAN_VALIDATION=0 TILEKIT_SKIP_SPIRV_VAL=1
+bin=$(mktemp -d)
+for f in .h200/*.xz; do xz -dc "$f" > "$bin/$(basename "$f" .xz)"; done
+chmod +x "$bin"/*
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/gpu.txt" 2>&1
+"$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
+case "${1:-all}" in
+  tests|all)
+    for t in ops control runtime wgpu_rt kernels_vulkan; do
+      echo "== $t"; "$bin/$t" --test-threads 4 2>&1 | grep -v XDG_RUNTIME | tail -40
+    done > "$OUT/tests.txt" 2>&1
+    grep -E "^== |test result" "$OUT/tests.txt"
+    ;;&
+  bench|all)
+    TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep -v XDG_RUNTIME | tee "$OUT/bench.txt"
+    ;;
+esac

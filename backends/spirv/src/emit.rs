@@ -417,6 +417,7 @@ impl SpirvEmitter {
             (used.shuffle, spirv::Capability::GroupNonUniformShuffle),
             (used.atomic_float_add, spirv::Capability::AtomicFloat32AddEXT),
             (used.int64_atomics, spirv::Capability::Int64Atomics),
+            (self.target.ieee_preserve, spirv::Capability::SignedZeroInfNanPreserve),
         ] {
             if on {
                 caps.push(cap);
@@ -440,6 +441,14 @@ impl SpirvEmitter {
         let interface = if version >= 104 { self.interface.clone() } else { self.interface[..3].to_vec() };
         self.b.entry_point(spirv::ExecutionModel::GLCompute, main, "main", interface);
         self.b.execution_mode(main, spirv::ExecutionMode::LocalSize, [self.threads, 1, 1]);
+        if self.target.ieee_preserve {
+            // Without this a driver may assume no infinities or NaNs: NVIDIA's folds
+            // `a < b ? a : b` into a min that drops NaNs, and `-inf` masks depend on infinities.
+            self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [32]);
+            if used.float16 {
+                self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [16]);
+            }
+        }
 
         let requirements = Requirements {
             float16: used.float16,

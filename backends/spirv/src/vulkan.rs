@@ -81,6 +81,8 @@ pub struct VulkanDeviceInfo {
     pub compute_full_subgroups: bool,
     /// Subgroup operations are available in compute shaders.
     pub subgroup_in_compute: bool,
+    /// Float controls can keep infinities, NaNs and signed zeros for f32 and f16.
+    pub ieee_preserve: bool,
     /// Supported subgroup operation classes (`basic`, `vote`, `arithmetic`, `ballot`, `shuffle`,
     /// `shuffle_relative`, `clustered`, `quad`).
     pub subgroup_ops: Vec<&'static str>,
@@ -131,6 +133,7 @@ impl VulkanDeviceInfo {
             i16: self.shader_int16 && self.storage_buffer_16bit,
             i64: self.shader_int64,
             atomic_float_add: self.atomic_float_add,
+            ieee_preserve: self.ieee_preserve,
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
             max_grid: self.max_workgroup_count,
@@ -256,10 +259,15 @@ impl VulkanOptions {
     /// `TILEKIT_VULKAN_VALIDATION=1` turns on validation, `TILEKIT_VULKAN_STAGING=1` staging.
     pub fn from_env() -> Self {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        let timeout = std::env::var("TILEKIT_VULKAN_TIMEOUT_S")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|t| *t > 0.0)
+            .map_or(VulkanOptions::default().timeout, Duration::from_secs_f64);
         VulkanOptions {
             validation: on("TILEKIT_VULKAN_VALIDATION"),
             force_staging: on("TILEKIT_VULKAN_STAGING"),
-            ..VulkanOptions::default()
+            timeout,
         }
     }
 }
@@ -448,9 +456,10 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
         let mut size_control = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+        let mut float_controls = vk::PhysicalDeviceFloatControlsProperties::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
         if v12 {
-            p2 = p2.push_next(&mut driver);
+            p2 = p2.push_next(&mut driver).push_next(&mut float_controls);
         }
         if v13 {
             p2 = p2.push_next(&mut size_control);
@@ -520,6 +529,9 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
                 && size_control.required_subgroup_size_stages.contains(vk::ShaderStageFlags::COMPUTE),
             compute_full_subgroups: v13 && f13.compute_full_subgroups == vk::TRUE,
             subgroup_in_compute: subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
+            ieee_preserve: v12
+                && float_controls.shader_signed_zero_inf_nan_preserve_float32 == vk::TRUE
+                && float_controls.shader_signed_zero_inf_nan_preserve_float16 == vk::TRUE,
             subgroup_ops,
             shared_memory_bytes: limits.max_compute_shared_memory_size,
             max_workgroup_size: limits.max_compute_work_group_size,

@@ -34,7 +34,8 @@ pub trait Emitter {
 
     /// `op x`; never called with bf16, nor with f16 for transcendental ops.
     fn unary(&mut self, op: UnaryOp, dtype: DType, x: Self::V) -> Self::V;
-    /// `a op b`; never called with bf16. Integer `Div`/`Rem` truncate (C semantics); `Shr` is
+    /// `a op b`; never called with bf16, nor with f16 `Div`/`Rem` (the lowering computes those
+    /// in f32: devices may divide f16 approximately). Integer `Div`/`Rem` truncate (C semantics); `Shr` is
     /// arithmetic for signed dtypes; float `Max`/`Min` are IEEE maxNum/minNum.
     fn binary(&mut self, op: BinaryOp, dtype: DType, a: Self::V, b: Self::V) -> Self::V;
     /// Comparison giving `i1`; unordered float compares are false except `Ne`.

@@ -587,6 +587,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             Op::Binary { op, lhs, .. } => {
                 let d = self.ty(*lhs).dtype;
+                if d == DType::F16 && matches!(op, BinaryOp::Div | BinaryOp::Rem) {
+                    // Devices may divide f16 approximately (NVIDIA does); f32 then one rounding
+                    // is the interpreter's exact result.
+                    let a = self.e.cast(DType::F16, DType::F32, args[0]);
+                    let b = self.e.cast(DType::F16, DType::F32, args[1]);
+                    let r = self.e.binary(*op, DType::F32, a, b);
+                    return self.e.cast(DType::F32, DType::F16, r);
+                }
                 let r = self.e.binary(*op, reg_dtype(d), args[0], args[1]);
                 self.round(d, r)
             }

@@ -57,6 +57,10 @@ pub struct Target {
     pub i64: bool,
     /// Float atomic add on f32 buffers.
     pub atomic_float_add: bool,
+    /// The device keeps IEEE infinities, NaNs and signed zeros when asked (Vulkan float controls:
+    /// `shaderSignedZeroInfNanPreserveFloat32`/`16`). Without the request a driver may assume
+    /// there are none, and `-inf` masks, NaN-aware max and select patterns go wrong.
+    pub ieee_preserve: bool,
     /// Widest global access one thread issues, in bytes (16 on every GPU of interest).
     pub max_vector_bytes: u32,
     /// Bytes of push constants / kernel parameters for scalars.
@@ -84,6 +88,7 @@ impl Target {
             i16: true,
             i64: false,
             atomic_float_add: false,
+            ieee_preserve: false,
             max_vector_bytes: 16,
             max_push_constant_bytes: 128,
             max_grid: [65535, 65535, 65535],
@@ -98,6 +103,7 @@ impl Target {
             subgroup_size: 8,
             i64: true,
             atomic_float_add: true,
+            ieee_preserve: true,
             ..Target::vulkan_baseline()
         }
     }
@@ -110,6 +116,7 @@ impl Target {
             shared_memory_bytes: 48 * 1024,
             i64: true,
             atomic_float_add: true,
+            ieee_preserve: true,
             max_push_constant_bytes: 256,
             max_grid: [2147483647, 65535, 65535],
             matrix: vec![

@@ -31,6 +31,6 @@ case "${1:-all}" in
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
   bench|all)
-    TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep -v XDG_RUNTIME | tee "$OUT/bench.txt"
+    TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.txt"
     ;;
 esac

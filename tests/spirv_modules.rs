@@ -1,0 +1,99 @@
+//! The SPIR-V of every library kernel passes `spirv-val --target-env vulkan1.3`, and the
+//! disassembly of three kernels matches its golden file (`tests/golden/*.spvasm`, rspirv's
+//! format). `TILEKIT_BLESS=1` rewrites the golden files.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+use tilekit::gpu::lower::LowerOptions;
+use tilekit::gpu::Target;
+use tilekit::kernels::{self, Problem};
+use tilekit::{Config, DType};
+use tilekit_spirv::{compile, disasm::disassemble_with_rspirv};
+
+fn spirv_val(words: &[u32], what: &str) {
+    if std::env::var("TILEKIT_SKIP_SPIRV_VAL").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tilekit-spirv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.spv", what.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    drop(f);
+    let out = Command::new("spirv-val").args(["--target-env", "vulkan1.3"]).arg(&path).output().unwrap_or_else(|e| {
+        panic!("cannot run spirv-val ({e}): install spirv-tools, or set TILEKIT_SKIP_SPIRV_VAL=1")
+    });
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success(), "{what}: spirv-val rejects the module:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn every_library_kernel_passes_spirv_val() {
+    let mut modules = 0;
+    for target in [Target::lavapipe(), Target::h200_vulkan()] {
+        for k in kernels::all() {
+            for &dtype in k.dtypes() {
+                let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
+                for config in k.configs().iter().take(2) {
+                    let Ok(plan) = k.plan(&problem, config) else { continue };
+                    let options = LowerOptions { num_warps: config.num_warps() as u32 };
+                    for launch in &plan.launches {
+                        let what = format!("{} {problem} [{config}] on {}", k.name(), target.name);
+                        match compile(&launch.program, &target, &options) {
+                            Ok(c) => {
+                                spirv_val(&c.kernel.words, &what);
+                                modules += 1;
+                            }
+                            // A configuration too large for the target is an error, not a module.
+                            Err(e) => assert!(e.to_string().contains("shared memory") || e.to_string().contains("registers"), "{what}: {e}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(modules > 100, "only {modules} modules were checked");
+}
+
+fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+    let k = kernels::find(kernel).unwrap();
+    let config: Config = config.parse().unwrap();
+    let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
+    let options = LowerOptions { num_warps: config.num_warps() as u32 };
+    let c = compile(&plan.launches[0].program, &Target::lavapipe(), &options).unwrap();
+    spirv_val(&c.kernel.words, name);
+    let text = disassemble_with_rspirv(&c.kernel.words);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.spvasm"));
+    if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
+    if want != text {
+        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
+        panic!(
+            "{name}: the SPIR-V differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
+            path.display(),
+            line + 1,
+            want.lines().nth(line).unwrap_or("<end>"),
+            text.lines().nth(line).unwrap_or("<end>")
+        );
+    }
+}
+
+#[test]
+fn golden_vector_add() {
+    golden("vector_add", "vector_add", &[1000], DType::F32, "BLOCK=256,num_warps=4");
+}
+
+#[test]
+fn golden_softmax() {
+    golden("softmax", "softmax", &[7, 100], DType::F32, "num_warps=4");
+}
+
+#[test]
+fn golden_matmul_small() {
+    golden("matmul_16x16x16", "matmul", &[32, 32, 32], DType::F32, "BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,GROUP_M=1,num_warps=1,num_stages=1");
+}

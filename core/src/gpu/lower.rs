@@ -462,12 +462,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let (xl, xregs) = self.get_natural(*x)?;
                         let xshape = self.ty(*x).shape.clone();
                         let perm = perm.clone();
-                        self.exchange(ty.dtype, &xshape, &xl, &xregs, &ty.shape, layout, |c| {
+                        let xs = xshape.clone();
+                        self.exchange(ty.dtype, &xshape, &xl, &xregs, &ty.shape, layout, move |me, c| {
                             let mut o = vec![c[0]; c.len()];
                             for (i, &p) in perm.iter().enumerate() {
                                 o[p as usize] = c[i];
                             }
-                            o
+                            me.linear(&o, &xs)
                         })
                     }
                 }
@@ -509,11 +510,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// Moves a tile from one layout to another through shared memory.
     fn convert(&mut self, shape: &[usize], dtype: DType, from: &Layout, regs: &[E::V], to: &Layout) -> R<Vec<E::V>> {
-        self.exchange(dtype, shape, from, regs, shape, to, |c| c.to_vec())
+        let shape_owned = shape.to_vec();
+        self.exchange(dtype, shape, from, regs, shape, to, move |me, c| me.linear(c, &shape_owned))
     }
 
-    /// Writes `regs` (layout `from` over `src_shape`) to shared memory and reads back `to` over
-    /// `dst_shape`, where destination coordinates `c` read source coordinates `src_of(c)`.
+    /// Writes `regs` (layout `from` over `src_shape`) to shared memory, row-major, and reads back
+    /// `to` over `dst_shape`, where destination coordinates `c` read the element at linear index
+    /// `src_index(c)`.
     #[allow(clippy::too_many_arguments)]
     fn exchange(
         &mut self,
@@ -523,7 +526,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         regs: &[E::V],
         dst_shape: &[usize],
         to: &Layout,
-        src_of: impl Fn(&[E::V]) -> Vec<E::V>,
+        src_index: impl Fn(&mut Self, &[E::V]) -> E::V,
     ) -> R<Vec<E::V>> {
         self.conversions += 1;
         let sd = reg_dtype(dtype);
@@ -541,8 +544,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let dc = self.coords(&ddist);
         let mut out = Vec::with_capacity(ddist.num_regs());
         for cs in &dc.coords {
-            let src = src_of(cs);
-            let lin = self.linear(&src, src_shape);
+            let lin = src_index(self, cs);
             out.push(self.e.load_shared(sd, lin));
         }
         Ok(out)
@@ -783,18 +785,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let t = self.ty(r).clone();
                 let xshape = self.ty(*x).shape.clone();
                 let out_layout = self.default_layout(&t.shape);
-                let regs = if t.is_scalar() {
-                    // [1, 1] -> []: every thread reads the one element.
-                    self.exchange(t.dtype, &xshape, &xl, &xregs, &[], &Layout::Uniform, |_| vec![])?
-                } else {
-                    let shape = t.shape.clone();
-                    let xs = xshape.clone();
-                    let rank_in = xs.len();
-                    // Row-major reshape: the linear index is preserved.
-                    let me = &mut *self;
-                    let _ = (shape.len(), rank_in);
-                    me.exchange_linear(t.dtype, &xs, &xl, &xregs, &t.shape, &out_layout)?
-                };
+                // Row-major reshape: the linear index is preserved ([1, 1] -> [] reads element 0).
+                let (to, dst_shape) = if t.is_scalar() { (Layout::Uniform, vec![]) } else { (out_layout.clone(), t.shape.clone()) };
+                let ds = dst_shape.clone();
+                let regs = self.exchange(t.dtype, &xshape, &xl, &xregs, &dst_shape, &to, move |me, c| me.linear(c, &ds))?;
                 if t.is_scalar() {
                     self.scalars.insert(r, regs[0]);
                 } else {
@@ -865,30 +859,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::Yield { .. } => {}
         }
         Ok(())
-    }
-
-    /// Reshape through shared memory: the row-major linear index is preserved.
-    fn exchange_linear(&mut self, dtype: DType, src_shape: &[usize], from: &Layout, regs: &[E::V], dst_shape: &[usize], to: &Layout) -> R<Vec<E::V>> {
-        self.conversions += 1;
-        let sd = reg_dtype(dtype);
-        let numel: usize = src_shape.iter().product();
-        self.reserve(sd, numel);
-        self.e.barrier();
-        let sdist = self.dist(from, src_shape);
-        let sc = self.coords(&sdist);
-        for (r, cs) in sc.coords.iter().enumerate() {
-            let lin = self.linear(cs, src_shape);
-            self.e.store_shared(sd, lin, regs[r]);
-        }
-        self.e.barrier();
-        let ddist = self.dist(to, dst_shape);
-        let dc = self.coords(&ddist);
-        let mut out = Vec::with_capacity(ddist.num_regs());
-        for cs in &dc.coords {
-            let lin = self.linear(cs, dst_shape);
-            out.push(self.e.load_shared(sd, lin));
-        }
-        Ok(out)
     }
 
     // ----- memory -----

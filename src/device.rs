@@ -119,8 +119,12 @@ impl Device {
     /// (`vulkan`, `wgpu:llvm`); `interp` is the interpreter and `emulator:PRESET` the emulator
     /// for a target preset.
     pub fn find(name: &str) -> Result<Device, DeviceError> {
-        if name == "interp" {
+        // The CPU devices are found without enumerating Vulkan, whose drivers may print to stderr.
+        if name == "interp" || name == "interpreter" {
             return Ok(Device::Interpreter);
+        }
+        if name == "emulator" {
+            return Ok(Device::Emulator(Target::vulkan_baseline()));
         }
         if let Some(preset) = name.strip_prefix("emulator:").and_then(Target::preset) {
             return Ok(Device::Emulator(preset));

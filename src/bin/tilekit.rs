@@ -1,6 +1,12 @@
 //! The `tilekit` command: see `tilekit --help` and [`tilekit::cli`].
 
 fn main() {
+    // Mesa's Vulkan drivers (lavapipe among them) print a warning on every device enumeration
+    // when this is unset, which would garble one-line error messages. Set before any thread
+    // exists, so the environment is not read concurrently.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
     // Bad input is reported through `CliError`; a panic is a bug in tilekit, and the person who
     // meets it needs one line to report, not a backtrace.
     std::panic::set_hook(Box::new(|info| {

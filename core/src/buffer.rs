@@ -85,8 +85,8 @@ pub fn f64_to_bits(dtype: DType, x: f64) -> u64 {
         DType::I32 => (x as i32) as u32 as u64,
         DType::U32 => (x as u32) as u64,
         DType::I64 => (x as i64) as u64,
-        DType::F16 => f16::from_f64(x).to_bits() as u64,
-        DType::BF16 => bf16::from_f64(x).to_bits() as u64,
+        DType::F16 => crate::dtype::f16_from_f64(x).to_bits() as u64,
+        DType::BF16 => crate::dtype::bf16_from_f64(x).to_bits() as u64,
         DType::F32 => (x as f32).to_bits() as u64,
     }
 }

@@ -189,3 +189,52 @@ impl fmt::Display for Scalar {
         }
     }
 }
+
+/// `x` rounded toward zero to an f32, with the lowest mantissa
+/// bit set when that dropped anything ("round to odd"). Rounding the result once more to a
+/// narrower format (f16, bf16) then gives the correctly rounded value of `x`, which rounding
+/// through an f32 rounded to nearest does not.
+fn f64_to_f32_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if !r.is_finite() || r as f64 == x {
+        return r;
+    }
+    // Step toward zero if rounding to nearest went away from it, then mark the inexactness.
+    let t = if (r as f64).abs() > x.abs() { f32::from_bits(r.to_bits() - 1) } else { r };
+    f32::from_bits(t.to_bits() | 1)
+}
+
+/// The bf16 nearest to `x` (ties to even). `half::bf16::from_f64` truncates the low bits of
+/// the f64 first and can round the wrong way (16842753 gives 0x4b80, not 0x4b81).
+pub fn bf16_from_f64(x: f64) -> half::bf16 {
+    half::bf16::from_f32(f64_to_f32_odd(x))
+}
+
+/// The f16 nearest to `x` (ties to even), by the same route as [`bf16_from_f64`].
+pub fn f16_from_f64(x: f64) -> half::f16 {
+    half::f16::from_f32(f64_to_f32_odd(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_floats_from_f64_round_once() {
+        assert_eq!(bf16_from_f64(16842753.0).to_bits(), 0x4b81);
+        assert_eq!(f16_from_f64(1.0 + 2f64.powi(-11)).to_bits(), half::f16::ONE.to_bits());
+        assert_eq!(f16_from_f64(1.0 + 2f64.powi(-11) + 1e-9).to_bits(), half::f16::ONE.to_bits() + 1);
+        // No neighbour is closer, and a tie goes to the even one.
+        let mut x = 1.0f64;
+        for i in 0..200_000u64 {
+            x = 1.0 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64 * 300.0;
+            let b = bf16_from_f64(x);
+            let d = (b.to_f64() - x).abs();
+            for n in [b.to_bits() - 1, b.to_bits() + 1] {
+                let dn = (half::bf16::from_bits(n).to_f64() - x).abs();
+                assert!(d < dn || (d == dn && b.to_bits() % 2 == 0), "{x}: {b} vs {}", half::bf16::from_bits(n));
+            }
+        }
+        let _ = x;
+    }
+}

@@ -728,8 +728,8 @@ fn cast(x: &Data, from: DType, to: DType) -> Data {
 /// An integer converted to a float dtype, rounded once (exact in f64 below 2^53).
 pub(crate) fn int_to_float(to: DType, a: i64) -> f32 {
     match to {
-        DType::F16 => f16::from_f64(a as f64).to_f32(),
-        DType::BF16 => bf16::from_f64(a as f64).to_f32(),
+        DType::F16 => crate::dtype::f16_from_f64(a as f64).to_f32(),
+        DType::BF16 => crate::dtype::bf16_from_f64(a as f64).to_f32(),
         _ => a as f32,
     }
 }

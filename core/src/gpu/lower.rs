@@ -753,7 +753,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let d = self.ty(inst.results[0]).dtype;
                 let v = if d == DType::BF16 {
                     // The constant's bf16 value, held as f32.
-                    let r = half::bf16::from_f64(value.as_f64()).to_f64();
+                    let r = crate::dtype::bf16_from_f64(value.as_f64()).to_f64();
                     self.e.constant(DType::F32, Scalar::Float(r))
                 } else {
                     self.e.constant(d, *value)

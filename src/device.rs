@@ -11,7 +11,7 @@ use tilekit_core::gpu::simt::{self, SimtError};
 use tilekit_core::gpu::Target;
 use tilekit_core::interp::{self, Arg, InterpError};
 use tilekit_core::{Config, HostBuffer, Program, Scalar};
-use tilekit_spirv::{compile, CompileError, SpirvKernel, VulkanError, VulkanRuntime};
+use tilekit_spirv::{compile, CompileError, VulkanError, VulkanRuntime};
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
 use crate::kernels::{LaunchArg, Plan};
@@ -196,80 +196,28 @@ impl Device {
                 }
                 Ok(start.elapsed())
             }
-            Device::Vulkan { index, target, .. } => {
-                static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
-                let verr = |source| DeviceError::Vulkan { device: self.name(), source };
-                let rt = vulkan_runtime(*index).map_err(verr)?;
-                let dev: Vec<_> = buffers
-                    .iter()
-                    .map(|b| {
-                        let d = rt.alloc(b.dtype(), b.len())?;
-                        rt.upload(&d, b)?;
-                        Ok(d)
-                    })
-                    .collect::<Result<_, VulkanError>>()
-                    .map_err(verr)?;
-                let pipelines = plan
-                    .launches
-                    .iter()
-                    .map(|l| {
-                        let key = (self.name(), tilekit_core::text::print(&l.program), options.num_warps);
-                        cached(&PIPELINES, key, || {
-                            let kernel = compile(&l.program, target, &options)?.kernel;
-                            rt.load(&kernel).map_err(verr)
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+            Device::Vulkan { .. } => {
+                let g = self.vulkan_prepare(plan, buffers, &options)?;
                 let start = Instant::now();
-                for (launch, pipeline) in plan.launches.iter().zip(&pipelines) {
-                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &dev[i]).collect();
+                for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
                     let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
-                    rt.launch(&pipeline, launch.grid, &bufs, &scalars).map_err(verr)?;
+                    g.rt.launch(&pipeline, launch.grid, &bufs, scalars).map_err(|e| self.verr(e))?;
                 }
                 let elapsed = start.elapsed();
-                for (host, d) in buffers.iter().zip(&dev) {
-                    copy_into(host, &rt.download(d).map_err(verr)?);
-                }
-                let messages = rt.take_validation_messages();
-                if !messages.is_empty() {
-                    let program = plan.launches.iter().map(|l| l.program.name.as_str()).collect::<Vec<_>>().join(", ");
-                    return Err(DeviceError::Validation { device: self.name(), program, messages });
-                }
+                self.vulkan_finish(plan, buffers, &g)?;
                 Ok(elapsed)
             }
-            Device::Wgpu { name, target } => {
-                static KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
-                let werr = |source| DeviceError::Wgpu { device: self.name(), source };
-                let rt = wgpu_runtime(name).map_err(werr)?;
-                let kernels = plan
-                    .launches
-                    .iter()
-                    .map(|l| {
-                        let key = (self.name(), tilekit_core::text::print(&l.program), options.num_warps);
-                        cached(&KERNELS, key, || {
-                            let kernel = compile(&l.program, target, &options)?.kernel;
-                            rt.load(&kernel).map_err(werr)
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let dev: Vec<_> = buffers
-                    .iter()
-                    .map(|b| rt.alloc_from(b))
-                    .collect::<Result<_, WgpuError>>()
-                    .map_err(werr)?;
+            Device::Wgpu { .. } => {
+                let g = self.wgpu_prepare(plan, buffers, &options)?;
                 let start = Instant::now();
-                for (launch, kernel) in plan.launches.iter().zip(&kernels) {
+                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs = wgpu_args(&g.buffers, bufs);
                     let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
-                    let bufs: Vec<&dyn tilekit_spirv::wgpu_rt::KernelBuffer> =
-                        bufs.iter().map(|&i| &dev[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect();
-                    rt.launch(&k, launch.grid, &bufs, &scalars).map_err(werr)?;
+                    g.rt.launch(&k, launch.grid, &bufs, scalars).map_err(|e| self.werr(e))?;
                 }
                 let elapsed = start.elapsed();
-                for (host, d) in buffers.iter().zip(&dev) {
-                    copy_into(host, &rt.download(d, host.dtype(), host.len()).map_err(werr)?);
-                }
+                self.wgpu_finish(buffers, &g)?;
                 Ok(elapsed)
             }
         }
@@ -284,46 +232,25 @@ impl Device {
         let options = LowerOptions { num_warps: config.num_warps() as u32 };
         let mut total = vec![0.0; runs];
         match self {
-            Device::Vulkan { index, target, .. } => {
-                let verr = |source| DeviceError::Vulkan { device: self.name(), source };
-                let rt = vulkan_runtime(*index).map_err(verr)?;
-                let dev: Vec<_> = buffers
-                    .iter()
-                    .map(|b| {
-                        let d = rt.alloc(b.dtype(), b.len())?;
-                        rt.upload(&d, b)?;
-                        Ok(d)
-                    })
-                    .collect::<Result<_, VulkanError>>()
-                    .map_err(verr)?;
-                for launch in &plan.launches {
-                    let kernel = compile(&launch.program, target, &options)?.kernel;
-                    let pipeline = rt.load(&kernel).map_err(verr)?;
-                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &dev[i]).collect();
-                    let t = rt.time(&pipeline, launch.grid, &bufs, &scalars, warmup, runs).map_err(verr)?;
+            Device::Vulkan { .. } => {
+                let g = self.vulkan_prepare(plan, buffers, &options)?;
+                for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
+                    let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
+                    let t = g.rt.time(&pipeline, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.verr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
-                for (host, d) in buffers.iter().zip(&dev) {
-                    copy_into(host, &rt.download(d).map_err(verr)?);
-                }
+                self.vulkan_finish(plan, buffers, &g)?;
             }
-            Device::Wgpu { name, target } => {
-                let werr = |source| DeviceError::Wgpu { device: self.name(), source };
-                let rt = wgpu_runtime(name).map_err(werr)?;
-                let dev: Vec<_> = buffers.iter().map(|b| rt.alloc_from(b)).collect::<Result<_, WgpuError>>().map_err(werr)?;
-                for launch in &plan.launches {
-                    let kernel = compile(&launch.program, target, &options)?.kernel;
-                    let k = rt.load(&kernel).map_err(werr)?;
-                    let (bufs, scalars) = split_args(&launch.args, &launch.program);
-                    let bufs: Vec<&dyn tilekit_spirv::wgpu_rt::KernelBuffer> =
-                        bufs.iter().map(|&i| &dev[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect();
-                    let t = rt.time(&k, launch.grid, &bufs, &scalars, warmup, runs).map_err(werr)?;
+            Device::Wgpu { .. } => {
+                let g = self.wgpu_prepare(plan, buffers, &options)?;
+                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs = wgpu_args(&g.buffers, bufs);
+                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
+                    let t = g.rt.time(&k, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.werr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
-                for (host, d) in buffers.iter().zip(&dev) {
-                    copy_into(host, &rt.download(d, host.dtype(), host.len()).map_err(werr)?);
-                }
+                self.wgpu_finish(buffers, &g)?;
             }
             Device::Interpreter | Device::Emulator(_) => {
                 for t in total.iter_mut() {
@@ -335,15 +262,110 @@ impl Device {
     }
 }
 
-/// Compiles every launch's program.
-pub fn compile_plan(plan: &Plan, target: &Target, options: &LowerOptions) -> Result<Vec<SpirvKernel>, CompileError> {
-    plan.launches.iter().map(|l| compile(&l.program, target, options).map(|c| c.kernel)).collect()
+/// A plan made ready on a GPU: its buffers uploaded, each launch's pipeline (from the cache)
+/// and arguments (buffers in binding order, scalars with their parameter index).
+struct Prepared<R, B, P> {
+    rt: Arc<R>,
+    buffers: Vec<B>,
+    pipelines: Vec<Arc<Mutex<P>>>,
+    args: Vec<(Vec<usize>, Vec<(u32, Scalar)>)>,
+}
+
+impl Device {
+    fn verr(&self, source: VulkanError) -> DeviceError {
+        DeviceError::Vulkan { device: self.name(), source }
+    }
+
+    fn werr(&self, source: WgpuError) -> DeviceError {
+        DeviceError::Wgpu { device: self.name(), source }
+    }
+
+    /// The cache key of a launch's compiled pipeline on this device.
+    fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> (String, String, u32) {
+        (self.name(), tilekit_core::text::print(program), options.num_warps)
+    }
+
+    fn vulkan_prepare(
+        &self,
+        plan: &Plan,
+        buffers: &[HostBuffer],
+        options: &LowerOptions,
+    ) -> Result<Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, tilekit_spirv::Pipeline>, DeviceError> {
+        static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
+        let Device::Vulkan { index, target, .. } = self else { unreachable!("called for Vulkan devices") };
+        let rt = vulkan_runtime(*index).map_err(|e| self.verr(e))?;
+        let dev = buffers
+            .iter()
+            .map(|b| {
+                let d = rt.alloc(b.dtype(), b.len())?;
+                rt.upload(&d, b)?;
+                Ok(d)
+            })
+            .collect::<Result<_, VulkanError>>()
+            .map_err(|e| self.verr(e))?;
+        let pipelines = plan
+            .launches
+            .iter()
+            .map(|l| {
+                cached(&PIPELINES, self.pipeline_key(&l.program, options), || {
+                    rt.load(&compile(&l.program, target, options)?.kernel).map_err(|e| self.verr(e))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+    }
+
+    /// Reads every buffer back and fails on any message the validation layer reported.
+    fn vulkan_finish<P>(&self, plan: &Plan, buffers: &[HostBuffer], g: &Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, P>) -> Result<(), DeviceError> {
+        for (host, d) in buffers.iter().zip(&g.buffers) {
+            copy_into(host, &g.rt.download(d).map_err(|e| self.verr(e))?);
+        }
+        let messages = g.rt.take_validation_messages();
+        if !messages.is_empty() {
+            let program = plan.launches.iter().map(|l| l.program.name.as_str()).collect::<Vec<_>>().join(", ");
+            return Err(DeviceError::Validation { device: self.name(), program, messages });
+        }
+        Ok(())
+    }
+
+    fn wgpu_prepare(
+        &self,
+        plan: &Plan,
+        buffers: &[HostBuffer],
+        options: &LowerOptions,
+    ) -> Result<Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, tilekit_spirv::WgpuKernel>, DeviceError> {
+        static KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
+        let Device::Wgpu { name, target } = self else { unreachable!("called for wgpu devices") };
+        let rt = wgpu_runtime(name).map_err(|e| self.werr(e))?;
+        let dev = buffers.iter().map(|b| rt.alloc_from(b)).collect::<Result<_, WgpuError>>().map_err(|e| self.werr(e))?;
+        let pipelines = plan
+            .launches
+            .iter()
+            .map(|l| {
+                cached(&KERNELS, self.pipeline_key(&l.program, options), || {
+                    rt.load(&compile(&l.program, target, options)?.kernel).map_err(|e| self.werr(e))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+    }
+
+    fn wgpu_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, P>) -> Result<(), DeviceError> {
+        for (host, d) in buffers.iter().zip(&g.buffers) {
+            copy_into(host, &g.rt.download(d, host.dtype(), host.len()).map_err(|e| self.werr(e))?);
+        }
+        Ok(())
+    }
+}
+
+/// wgpu's view of a launch's buffers.
+fn wgpu_args<'a>(buffers: &'a [tilekit_spirv::WgpuBuffer], indices: &[usize]) -> Vec<&'a dyn tilekit_spirv::wgpu_rt::KernelBuffer> {
+    indices.iter().map(|&i| &buffers[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect()
 }
 
 /// Buffer arguments in binding order (buffer parameters in parameter order) and scalar
 /// arguments with their parameter index.
-pub fn split_args(args: &[LaunchArg], program: &Program) -> (Vec<usize>, Vec<(u32, Scalar)>) {
-    let _ = program;
+fn split_args(args: &[LaunchArg]) -> (Vec<usize>, Vec<(u32, Scalar)>) {
     let mut bufs = Vec::new();
     let mut scalars = Vec::new();
     for (p, a) in args.iter().enumerate() {

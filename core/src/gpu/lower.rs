@@ -1366,7 +1366,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 }
             }
         } else {
-            partial = self.reduce_shared(&xt, &xl, &xregs, axis, combine, &rt, &rdist)?;
+            partial = self.reduce_shared(&xt, &xl, &xregs, axis, combine, &rdist)?;
         }
         let out: Vec<E::V> = partial.iter().map(|p| if arg { p.1.expect("arg index") } else { p.0 }).collect();
         if rt.is_scalar() {
@@ -1386,7 +1386,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         xregs: &[E::V],
         axis: usize,
         combine: &'a Combine,
-        rt: &Type,
         rdist: &Dist,
     ) -> R<Vec<(E::V, Option<E::V>)>> {
         let dtype = xt.dtype;
@@ -1427,7 +1426,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let res = self.e.end_loop(&next);
             out.push((res[0], res.get(1).copied()));
         }
-        let _ = rt;
         Ok(out)
     }
 

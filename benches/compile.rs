@@ -40,7 +40,7 @@ fn main() {
     for k in kernels::all() {
         let problem = k.default_problem();
         let config = &k.configs()[0];
-        let options = LowerOptions { num_warps: config.num_warps() as u32 };
+        let options = LowerOptions::new(config.num_warps() as u32);
         let mut samples = Vec::with_capacity(RUNS);
         let mut builds = Vec::with_capacity(RUNS);
         let mut words = 0;

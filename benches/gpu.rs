@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tilekit::check::check_and_time;
+use tilekit::check::Case as CheckCase;
 use tilekit::kernels::{self, Kernel, Problem};
 use tilekit::{DType, Device};
 
@@ -93,19 +93,23 @@ fn main() -> ExitCode {
     }
     let mut cases = Vec::new();
     let copy = Copy;
-    for device in &devices {
-        for &(name, shape, dtype) in CASES {
-            let shape: Vec<usize> = if quick { shape.iter().map(|&d| d.min(1 << 14)).collect() } else { shape.to_vec() };
-            let kernel: Box<dyn Kernel> = if name == "copy" {
-                Box::new(copy)
-            } else {
-                match kernels::find(name) {
-                    Some(k) => k,
-                    None => continue,
-                }
-            };
-            let problem = Problem::new(&shape, dtype);
-            let cost = kernel.cost(&problem);
+    for &(name, shape, dtype) in CASES {
+        let shape: Vec<usize> = if quick { shape.iter().map(|&d| d.min(1 << 14)).collect() } else { shape.to_vec() };
+        let kernel: Box<dyn Kernel> = if name == "copy" {
+            Box::new(copy)
+        } else {
+            match kernels::find(name) {
+                Some(k) => k,
+                None => continue,
+            }
+        };
+        let problem = Problem::new(&shape, dtype);
+        let cost = kernel.cost(&problem);
+        // Inputs and the f64 reference once per problem, shared by every device and configuration.
+        let start = Instant::now();
+        let check_case = CheckCase::new(kernel.as_ref(), &problem, SEED);
+        eprintln!("{name} {problem}: inputs and reference in {:.1} s", start.elapsed().as_secs_f64());
+        for device in &devices {
             let mut case = Case {
                 device: device.name(),
                 kernel: name.into(),
@@ -117,7 +121,7 @@ fn main() -> ExitCode {
             };
             for config in kernel.configs() {
                 let start = Instant::now();
-                let r = check_and_time(kernel.as_ref(), &problem, &config, device, SEED, Some((warmup, runs)));
+                let r = check_case.check_and_time(kernel.as_ref(), &config, device, Some((warmup, runs)));
                 let check_wall_s = start.elapsed().as_secs_f64();
                 let mut s = Sample {
                     config: config.to_string(),

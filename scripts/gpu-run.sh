@@ -20,9 +20,14 @@ chmod +x "$bin"/*
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
   tests|all)
-    for t in ops control runtime wgpu_rt; do
+    for t in ops control runtime; do
       echo "== $t"; timeout 120 "$bin/$t" --test-threads 4 2>&1 | grep -v XDG_RUNTIME | tail -40
     done > "$OUT/tests.txt" 2>&1
+    # wgpu's tests one at a time, each bounded: a hang names its test.
+    for k in $("$bin/wgpu_rt" --list 2>/dev/null | sed -n 's/: test$//p'); do
+      echo "== wgpu_rt $k"; timeout 30 "$bin/wgpu_rt" --exact "$k" --nocapture 2>&1 | grep -v XDG_RUNTIME | tail -12
+      echo "rc=$?"
+    done >> "$OUT/tests.txt" 2>&1
     # One kernel at a time, each bounded, so one hang cannot hide the others.
     for k in $("$bin/kernels_vulkan" --list 2>/dev/null | sed -n 's/: test$//p'); do
       echo "== kernels_vulkan $k"; timeout 90 "$bin/kernels_vulkan" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -12

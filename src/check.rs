@@ -124,67 +124,97 @@ pub fn check_and_time(
     seed: u64,
     timing: Option<(usize, usize)>,
 ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
-    let plan = kernel.plan(problem, config)?;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let inputs = kernel.inputs(problem, &mut rng);
-    let want = plan.inputs().count();
-    if inputs.len() != want {
-        return Err(CheckError::Inputs { kernel: kernel.name().into(), got: inputs.len(), want });
+    Case::new(kernel, problem, seed).check_and_time(kernel, config, device, timing)
+}
+
+/// A problem made ready for checking: its random inputs and the f64 reference outputs. Both
+/// depend on the problem and the seed only, so every configuration and device checked against
+/// one case shares them (on large problems they cost far more than the run).
+pub struct Case {
+    problem: Problem,
+    inputs: Vec<HostBuffer>,
+    reference: Vec<Vec<f64>>,
+    tolerance: f64,
+}
+
+impl Case {
+    pub fn new(kernel: &dyn Kernel, problem: &Problem, seed: u64) -> Case {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let inputs = kernel.inputs(problem, &mut rng);
+        let values: Vec<Vec<f64>> = inputs.iter().map(HostBuffer::to_f64).collect();
+        let reference = kernel.reference(problem, &values);
+        Case { problem: problem.clone(), inputs, reference, tolerance: kernel.tolerance(problem) }
     }
-    let mut inputs = inputs.into_iter();
-    let mut buffers = Vec::with_capacity(plan.buffers.len());
-    let mut input_values = Vec::new();
-    for spec in &plan.buffers {
-        let b = match spec.role {
-            Role::Input => {
-                let b = inputs.next().unwrap_or_else(|| HostBuffer::zeros(spec.dtype, 0));
-                if b.len() != spec.len || b.dtype() != spec.dtype {
-                    return Err(CheckError::InputShape {
-                        name: spec.name.clone(),
-                        got_len: b.len(),
-                        got_dtype: b.dtype().to_string(),
-                        want_len: spec.len,
-                        want_dtype: spec.dtype.to_string(),
-                    });
+
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// Runs `kernel` (the case's kernel) under `config` on `device` and compares its outputs;
+    /// then, when `timing` is `(warmup, runs)` and the answer was right, times `runs` executions.
+    pub fn check_and_time(
+        &self,
+        kernel: &dyn Kernel,
+        config: &Config,
+        device: &Device,
+        timing: Option<(usize, usize)>,
+    ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
+        let plan = kernel.plan(&self.problem, config)?;
+        let want = plan.inputs().count();
+        if self.inputs.len() != want {
+            return Err(CheckError::Inputs { kernel: kernel.name().into(), got: self.inputs.len(), want });
+        }
+        let want = plan.outputs().count();
+        if self.reference.len() != want {
+            return Err(CheckError::Outputs { kernel: kernel.name().into(), got: self.reference.len(), want });
+        }
+        let mut inputs = self.inputs.iter();
+        let mut buffers = Vec::with_capacity(plan.buffers.len());
+        for spec in &plan.buffers {
+            let b = match spec.role {
+                Role::Input => {
+                    let b = inputs.next().map_or_else(|| HostBuffer::zeros(spec.dtype, 0), HostBuffer::clone);
+                    if b.len() != spec.len || b.dtype() != spec.dtype {
+                        return Err(CheckError::InputShape {
+                            name: spec.name.clone(),
+                            got_len: b.len(),
+                            got_dtype: b.dtype().to_string(),
+                            want_len: spec.len,
+                            want_dtype: spec.dtype.to_string(),
+                        });
+                    }
+                    b
                 }
-                input_values.push(b.to_f64());
-                b
-            }
-            Role::Output { zeroed: false } => {
-                let b = HostBuffer::zeros(spec.dtype, spec.len);
-                b.fill_bits(poison_bits(spec.dtype));
-                b
-            }
-            Role::Output { zeroed: true } | Role::Scratch => HostBuffer::zeros(spec.dtype, spec.len),
+                Role::Output { zeroed: false } => {
+                    let b = HostBuffer::zeros(spec.dtype, spec.len);
+                    b.fill_bits(poison_bits(spec.dtype));
+                    b
+                }
+                Role::Output { zeroed: true } | Role::Scratch => HostBuffer::zeros(spec.dtype, spec.len),
+            };
+            buffers.push(b);
+        }
+        let elapsed: Duration = device.run_plan(&plan, &buffers, config)?;
+        let outputs = plan
+            .outputs()
+            .zip(&self.reference)
+            .map(|((i, spec), r)| {
+                let tol = if spec.dtype.is_float() { self.tolerance } else { 0.0 };
+                compare(&spec.name, &buffers[i].to_f64(), r, tol)
+            })
+            .collect();
+        let report = CheckReport {
+            kernel: kernel.name().to_string(),
+            problem: self.problem.to_string(),
+            config: config.to_string(),
+            device: device.name(),
+            outputs,
+            elapsed_s: elapsed.as_secs_f64(),
         };
-        buffers.push(b);
+        let samples = match timing {
+            Some((warmup, runs)) if report.pass() => Some(device.time_plan(&plan, &buffers, config, warmup, runs)?),
+            _ => None,
+        };
+        Ok((report, samples))
     }
-    let elapsed: Duration = device.run_plan(&plan, &buffers, config)?;
-    let reference = kernel.reference(problem, &input_values);
-    let want = plan.outputs().count();
-    if reference.len() != want {
-        return Err(CheckError::Outputs { kernel: kernel.name().into(), got: reference.len(), want });
-    }
-    let tol = kernel.tolerance(problem);
-    let outputs = plan
-        .outputs()
-        .zip(&reference)
-        .map(|((i, spec), r)| {
-            let tol = if spec.dtype.is_float() { tol } else { 0.0 };
-            compare(&spec.name, &buffers[i].to_f64(), r, tol)
-        })
-        .collect();
-    let report = CheckReport {
-        kernel: kernel.name().to_string(),
-        problem: problem.to_string(),
-        config: config.to_string(),
-        device: device.name(),
-        outputs,
-        elapsed_s: elapsed.as_secs_f64(),
-    };
-    let samples = match timing {
-        Some((warmup, runs)) if report.pass() => Some(device.time_plan(&plan, &buffers, config, warmup, runs)?),
-        _ => None,
-    };
-    Ok((report, samples))
 }

@@ -501,7 +501,8 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             launch_args.join(", ")
         );
         if args.gpu {
-            let options = tilekit_core::gpu::lower::LowerOptions { num_warps: config.num_warps() as u32 };
+            // Specialized on this launch's arguments, as a device compiles it.
+            let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);
             let gpu = tilekit_core::gpu::describe(&launch.program, &target, &options).map_err(|e| CliError::Lower {
                 kernel: kernel.name().to_string(),
                 target: target.name.clone(),

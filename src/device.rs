@@ -14,7 +14,7 @@ use tilekit_core::{Config, HostBuffer, Program, Scalar};
 use tilekit_spirv::{compile, CompileError, VulkanError, VulkanRuntime};
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
-use crate::kernels::{LaunchArg, Plan};
+use crate::kernels::{Launch, LaunchArg, Plan};
 
 /// A place to run plans.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +53,12 @@ pub enum DeviceError {
 /// Compiled pipelines by (device, program text, num_warps): lavapipe compiles every pipeline
 /// with LLVM, which costs far more than running small problems. A pipeline's descriptor set is
 /// rebound per launch, so each is used by one thread at a time.
-type PipelineCache<P> = Mutex<HashMap<(String, String, u32), Arc<Mutex<P>>>>;
+type PipelineCache<P> = Mutex<HashMap<PipelineKey, Arc<Mutex<P>>>>;
 
-fn cached<P>(cache: &'static OnceLock<PipelineCache<P>>, key: (String, String, u32), make: impl FnOnce() -> Result<P, DeviceError>) -> Result<Arc<Mutex<P>>, DeviceError> {
+/// Device name, program text, warps per program and the scalar arguments' divisibility marks.
+type PipelineKey = (String, String, u32, u64);
+
+fn cached<P>(cache: &'static OnceLock<PipelineCache<P>>, key: PipelineKey, make: impl FnOnce() -> Result<P, DeviceError>) -> Result<Arc<Mutex<P>>, DeviceError> {
     let map = cache.get_or_init(Default::default);
     if let Some(p) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(p.clone());
@@ -161,7 +164,7 @@ impl Device {
     /// configuration's `num_warps`, and returns the wall time of the launches. On a GPU the
     /// buffers are uploaded first and every one is read back after the last launch.
     pub fn run_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config) -> Result<Duration, DeviceError> {
-        let options = LowerOptions { num_warps: config.num_warps() as u32 };
+        let options = LowerOptions::new(config.num_warps() as u32);
         for (li, launch) in plan.launches.iter().enumerate() {
             for (ai, a) in launch.args.iter().enumerate() {
                 if let LaunchArg::Buffer(i) = a {
@@ -185,7 +188,7 @@ impl Device {
                         .collect();
                     let program = launch.program.name.clone();
                     if let Device::Emulator(target) = self {
-                        simt::compile(&launch.program, target, &options)
+                        simt::compile(&launch.program, target, &launch_options(&options, launch))
                             .map_err(SimtError::from)
                             .and_then(|l| l.run(&launch.program, launch.grid, &args))
                             .map_err(|source| DeviceError::Simt { launch: li, program, source })?;
@@ -229,7 +232,7 @@ impl Device {
     /// over its launches), from device timestamps. Inputs are uploaded once; outputs are read
     /// back into `buffers` after the last run. Only GPU devices time.
     pub fn time_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, warmup: usize, runs: usize) -> Result<Vec<f64>, DeviceError> {
-        let options = LowerOptions { num_warps: config.num_warps() as u32 };
+        let options = LowerOptions::new(config.num_warps() as u32);
         let mut total = vec![0.0; runs];
         match self {
             Device::Vulkan { .. } => {
@@ -281,8 +284,8 @@ impl Device {
     }
 
     /// The cache key of a launch's compiled pipeline on this device.
-    fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> (String, String, u32) {
-        (self.name(), tilekit_core::text::print(program), options.num_warps)
+    fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> PipelineKey {
+        (self.name(), tilekit_core::text::print(program), options.num_warps, options.divisible_by_16)
     }
 
     fn vulkan_prepare(
@@ -307,8 +310,9 @@ impl Device {
             .launches
             .iter()
             .map(|l| {
-                cached(&PIPELINES, self.pipeline_key(&l.program, options), || {
-                    rt.load(&compile(&l.program, target, options)?.kernel).map_err(|e| self.verr(e))
+                let options = launch_options(options, l);
+                cached(&PIPELINES, self.pipeline_key(&l.program, &options), || {
+                    rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.verr(e))
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -342,8 +346,9 @@ impl Device {
             .launches
             .iter()
             .map(|l| {
-                cached(&KERNELS, self.pipeline_key(&l.program, options), || {
-                    rt.load(&compile(&l.program, target, options)?.kernel).map_err(|e| self.werr(e))
+                let options = launch_options(options, l);
+                cached(&KERNELS, self.pipeline_key(&l.program, &options), || {
+                    rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.werr(e))
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -363,6 +368,14 @@ fn wgpu_args<'a>(buffers: &'a [tilekit_spirv::WgpuBuffer], indices: &[usize]) ->
     indices.iter().map(|&i| &buffers[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect()
 }
 
+/// `base` specialized on `launch`'s scalar arguments (which are multiples of 16).
+pub fn launch_options(base: &LowerOptions, launch: &Launch) -> LowerOptions {
+    base.specialize(launch.args.iter().enumerate().filter_map(|(p, a)| match a {
+        LaunchArg::Scalar(s) => Some((p as u32, s)),
+        LaunchArg::Buffer(_) => None,
+    }))
+}
+
 /// Buffer arguments in binding order (buffer parameters in parameter order) and scalar
 /// arguments with their parameter index.
 fn split_args(args: &[LaunchArg]) -> (Vec<usize>, Vec<(u32, Scalar)>) {
@@ -379,8 +392,10 @@ fn split_args(args: &[LaunchArg]) -> (Vec<usize>, Vec<(u32, Scalar)>) {
 
 /// Overwrites `dst`'s elements with `src`'s (same dtype and length).
 fn copy_into(dst: &HostBuffer, src: &HostBuffer) {
-    for i in 0..dst.len().min(src.len()) {
-        dst.store_bits(i, src.load_bits(i));
+    if !dst.copy_from(src) {
+        for i in 0..dst.len().min(src.len()) {
+            dst.store_bits(i, src.load_bits(i));
+        }
     }
 }
 

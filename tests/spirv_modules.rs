@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use tilekit::gpu::lower::LowerOptions;
+use tilekit::device::launch_options;
 use tilekit::gpu::Target;
 use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
@@ -38,9 +39,10 @@ fn every_library_kernel_passes_spirv_val() {
                 let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
                 for config in k.configs().iter().take(2) {
                     let Ok(plan) = k.plan(&problem, config) else { continue };
-                    let options = LowerOptions { num_warps: config.num_warps() as u32 };
-                    for launch in &plan.launches {
-                        let what = format!("{} {problem} [{config}] on {}", k.name(), target.name);
+                    let base = LowerOptions::new(config.num_warps() as u32);
+                    // Unspecialized, and specialized on the launch's arguments as a device does.
+                    for (launch, options) in plan.launches.iter().flat_map(|l| [(l, base), (l, launch_options(&base, l))]) {
+                        let what = format!("{} {problem} [{config}] on {} ({:#x})", k.name(), target.name, options.divisible_by_16);
                         match compile(&launch.program, &target, &options) {
                             Ok(c) => {
                                 spirv_val(&c.kernel.words, &what);
@@ -61,7 +63,8 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = LowerOptions { num_warps: config.num_warps() as u32 };
+    // Specialized on the launch's arguments, as a device compiles it.
+    let options = launch_options(&LowerOptions::new(config.num_warps() as u32), &plan.launches[0]);
     let c = compile(&plan.launches[0].program, &Target::lavapipe(), &options).unwrap();
     spirv_val(&c.kernel.words, name);
     let text = disassemble_with_rspirv(&c.kernel.words);
@@ -85,12 +88,12 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
 
 #[test]
 fn golden_vector_add() {
-    golden("vector_add", "vector_add", &[1000], DType::F32, "BLOCK=256,num_warps=4");
+    golden("vector_add", "vector_add", &[4096], DType::F32, "BLOCK=256,num_warps=4");
 }
 
 #[test]
 fn golden_softmax() {
-    golden("softmax", "softmax", &[7, 100], DType::F32, "num_warps=4");
+    golden("softmax", "softmax", &[7, 128], DType::F32, "num_warps=4");
 }
 
 #[test]

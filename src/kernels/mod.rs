@@ -258,15 +258,22 @@ pub fn find(name: &str) -> Option<Box<dyn Kernel>> {
     all().into_iter().find(|k| k.name() == name)
 }
 
-/// Random values in `[lo, hi)` rounded to `dtype`, never all zero.
+/// Random values in `[lo, hi)` rounded to `dtype`, never all zero. Chunks of the buffer draw
+/// from their own generators, seeded from `rng`, so large buffers fill on every core and the
+/// values depend only on `rng`'s state, not on the number of threads.
 pub fn random_buffer(rng: &mut StdRng, dtype: DType, len: usize, lo: f64, hi: f64) -> HostBuffer {
-    use rand::Rng;
-    let vals: Vec<f64> = (0..len)
-        .map(|_| {
-            let x = rng.gen_range(lo..hi);
-            if dtype.is_float() { x } else { x.floor() }
-        })
-        .collect();
+    use rand::{Rng, SeedableRng};
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let base: u64 = rng.gen();
+    let mut vals = vec![0.0f64; len];
+    vals.par_chunks_mut(CHUNK).enumerate().for_each(|(c, chunk)| {
+        let mut r = StdRng::seed_from_u64(base ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for v in chunk {
+            let x = r.gen_range(lo..hi);
+            *v = if dtype.is_float() { x } else { x.floor() };
+        }
+    });
     HostBuffer::from_f64(dtype, &vals)
 }
 

@@ -49,7 +49,7 @@ impl Kernel for Softmax {
         Problem::new(&[4096, 1024], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
+        [[1, 1], [1, 7], [64, 1], [3, 97], [7, 80], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         // BLOCK follows from COLS; only the warps spread over the row are a choice.

@@ -110,12 +110,25 @@ struct BufferSlot {
     binding: u32,
     dtype: DType,
     access: Access,
-    /// The variable typed by the dtype, created on first use.
-    var: Option<Word>,
-    /// A u32 view of an f32 buffer, for compare-and-swap atomics.
-    bits_var: Option<Word>,
+    /// The variables through which the buffer is accessed, one per view, created on first use.
+    views: Vec<(View, Word)>,
     read: bool,
     written: bool,
+}
+
+/// How a storage buffer's binding is typed. Several views of one binding are separate variables
+/// decorated with the same binding; they are `Aliased` when the buffer is written through more
+/// than one of them, so the driver keeps their accesses in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum View {
+    /// An array of the dtype's storage type.
+    Elem,
+    /// An array of u32 words over an f32 buffer, for compare-and-swap atomics.
+    Bits,
+    /// An array of `n`-element vectors: 32- and 64-bit dtypes as vectors of their storage type,
+    /// 16-bit dtypes as vectors of u32 words holding two elements each, so that one access moves
+    /// up to 16 bytes.
+    Vec(u32),
 }
 
 struct SharedSlot {
@@ -253,8 +266,7 @@ impl SpirvEmitter {
                         binding,
                         dtype: *dtype,
                         access: *access,
-                        var: None,
-                        bits_var: None,
+                        views: Vec::new(),
                         read: false,
                         written: false,
                     }));
@@ -390,8 +402,8 @@ impl SpirvEmitter {
 
         // Access decorations, now that every use is known.
         for slot in self.buffers.iter().flatten() {
-            let both = slot.var.is_some() && slot.bits_var.is_some();
-            for var in [slot.var, slot.bits_var].into_iter().flatten() {
+            let both = slot.views.len() > 1 && slot.written;
+            for var in slot.views.iter().map(|&(_, v)| v) {
                 if slot.access == Access::Read {
                     self.b.decorate(var, spirv::Decoration::NonWritable, []);
                 }
@@ -626,25 +638,46 @@ impl SpirvEmitter {
         }
     }
 
-    /// The element type of a storage buffer of `dtype`. 8- and 16-bit elements need only the
-    /// storage capabilities as long as the values are converted to 32 bits after loading.
-    fn storage_ty(&mut self, d: DType, bits_view: bool) -> Word {
-        match d {
-            DType::I1 | DType::I8 | DType::U8 => {
-                self.used.storage8 = true;
-                self.cached(TypeKey::Int(8))
+    /// The element type of a storage buffer of `dtype` seen through `view`, and its array
+    /// stride in bytes. 8- and 16-bit elements need only the storage capabilities as long as the
+    /// values are converted to 32 bits after loading.
+    fn storage_ty(&mut self, d: DType, view: View) -> (Word, u32) {
+        match view {
+            View::Bits => (self.u32_ty(), 4),
+            View::Elem => {
+                let t = match d {
+                    DType::I1 | DType::I8 | DType::U8 => {
+                        self.used.storage8 = true;
+                        self.cached(TypeKey::Int(8))
+                    }
+                    DType::I16 | DType::BF16 => {
+                        self.used.storage16 = true;
+                        self.cached(TypeKey::Int(16))
+                    }
+                    DType::F16 => {
+                        self.used.storage16 = true;
+                        self.cached(TypeKey::Float(16))
+                    }
+                    DType::I64 => self.int_ty(64),
+                    DType::F32 => self.f32_ty(),
+                    _ => self.u32_ty(),
+                };
+                (t, d.size_bytes() as u32)
             }
-            DType::I16 | DType::BF16 => {
-                self.used.storage16 = true;
-                self.cached(TypeKey::Int(16))
+            View::Vec(n) => {
+                let bytes = n * d.size_bytes() as u32;
+                let component = match d {
+                    DType::F32 => self.f32_ty(),
+                    DType::I64 => self.int_ty(64),
+                    _ => self.u32_ty(),
+                };
+                let count = match d {
+                    DType::F32 | DType::I32 | DType::U32 | DType::I64 => n,
+                    _ => bytes / 4,
+                };
+                let t = if count == 1 { component } else { self.vec_ty(component, count) };
+                (t, bytes)
             }
-            DType::F16 => {
-                self.used.storage16 = true;
-                self.cached(TypeKey::Float(16))
-            }
-            DType::I64 => self.int_ty(64),
-            DType::F32 if !bits_view => self.f32_ty(),
-            _ => self.u32_ty(),
         }
     }
 
@@ -1062,8 +1095,9 @@ impl SpirvEmitter {
 
     // ---- memory ----
 
-    /// The variable of buffer parameter `param`, declared on first use.
-    fn buffer_var(&mut self, param: u32, dtype: DType, bits_view: bool, what: &str) -> Option<(Word, Word)> {
+    /// The variable of buffer parameter `param` seen through `view`, declared on first use,
+    /// and the view's element type.
+    fn buffer_var(&mut self, param: u32, dtype: DType, view: View, what: &str) -> Option<(Word, Word)> {
         let Some(Some(slot)) = self.buffers.get(param as usize) else {
             self.fail_contract(format!("{what}: parameter {param} is not a buffer"));
             return None;
@@ -1073,15 +1107,14 @@ impl SpirvEmitter {
             self.fail_contract(msg);
             return None;
         }
-        let existing = if bits_view { slot.bits_var } else { slot.var };
+        let existing = slot.views.iter().find(|(v, _)| *v == view).map(|&(_, var)| var);
         let (binding, name) = (slot.binding, slot.name.clone());
-        let elem = self.storage_ty(dtype, bits_view);
+        let (elem, stride) = self.storage_ty(dtype, view);
         if let Some(var) = existing {
             return Some((var, elem));
         }
         let rt = self.b.type_runtime_array(elem);
         if self.strided.insert(rt) {
-            let stride = if bits_view { 4 } else { dtype.size_bytes() as u32 };
             self.b.decorate(rt, spirv::Decoration::ArrayStride, [Operand::LiteralBit32(stride)]);
         }
         let st = match self.buffer_structs.get(&rt) {
@@ -1098,14 +1131,17 @@ impl SpirvEmitter {
         let var = self.global_var(p, spirv::StorageClass::StorageBuffer);
         self.b.decorate(var, spirv::Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
         self.b.decorate(var, spirv::Decoration::Binding, [Operand::LiteralBit32(binding)]);
-        self.b.name(var, if bits_view { format!("{name}_bits") } else { name });
+        self.b.name(
+            var,
+            match view {
+                View::Elem => name,
+                View::Bits => format!("{name}_bits"),
+                View::Vec(n) => format!("{name}_v{n}"),
+            },
+        );
         self.interface.push(var);
         if let Some(Some(slot)) = self.buffers.get_mut(param as usize) {
-            if bits_view {
-                slot.bits_var = Some(var);
-            } else {
-                slot.var = Some(var);
-            }
+            slot.views.push((view, var));
         }
         Some((var, elem))
     }
@@ -1131,9 +1167,45 @@ impl SpirvEmitter {
         index.id
     }
 
-    /// Pointer to `buffer[index]` in the dtype view or the u32 view.
-    fn element_ptr(&mut self, buffer: u32, dtype: DType, index: Word, bits_view: bool, what: &str) -> Option<(Word, Word)> {
-        let (var, elem) = self.buffer_var(buffer, dtype, bits_view, what)?;
+    /// Whether `n` elements of `dtype` make one vector access here: a power of two of at least
+    /// two elements, whole u32 words for 16-bit dtypes, at most four components.
+    fn vector_ok(&self, dtype: DType, n: u32) -> bool {
+        n >= 2
+            && n.is_power_of_two()
+            && n <= self.max_vector(dtype)
+            && match dtype.size_bytes() {
+                2 => n / 2 <= 4,
+                4 | 8 => n <= 4,
+                _ => false,
+            }
+    }
+
+    /// The index of the `n`-element vector starting at element `index` (a multiple of `n`).
+    fn vector_index(&mut self, index: SpirvValue, index_dtype: DType, n: u32, what: &str) -> Word {
+        let id = self.index_id(index, index_dtype, what);
+        // Indices are in bounds, so non-negative: a logical shift divides.
+        let shift = self.const_of(index_dtype, Scalar::Int(n.trailing_zeros() as i64));
+        let t = self.ty(index_dtype);
+        self.emit(Op::ShiftRightLogical, t, &[id, shift])
+    }
+
+    /// The components of a loaded vector view (`raw` itself when it is one word).
+    fn vector_parts(&mut self, raw: Word, dtype: DType, n: u32) -> Vec<Word> {
+        let (component, count) = match dtype {
+            DType::F32 => (self.f32_ty(), n),
+            DType::I64 => (self.int_ty(64), n),
+            DType::I32 | DType::U32 => (self.u32_ty(), n),
+            _ => (self.u32_ty(), n * dtype.size_bytes() as u32 / 4),
+        };
+        if count == 1 {
+            return vec![raw];
+        }
+        (0..count).map(|k| self.extract(component, raw, k)).collect()
+    }
+
+    /// Pointer to element `index` of `buffer` seen through `view`.
+    fn element_ptr(&mut self, buffer: u32, dtype: DType, index: Word, view: View, what: &str) -> Option<(Word, Word)> {
+        let (var, elem) = self.buffer_var(buffer, dtype, view, what)?;
         let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, elem);
         let zero = self.c_u32(0);
         Some((self.emit(Op::AccessChain, p, &[var, zero, index]), elem))
@@ -1773,7 +1845,7 @@ impl Emitter for SpirvEmitter {
     fn load_global(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType) -> SpirvValue {
         let index = self.index_id(index, index_dtype, "load_global");
         self.mark_access(buffer, true, false, "load_global");
-        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, false, "load_global") else {
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, View::Elem, "load_global") else {
             return self.value(0, dtype);
         };
         let raw = self.emit(Op::Load, elem, &[ptr]);
@@ -1797,7 +1869,7 @@ impl Emitter for SpirvEmitter {
         let index = self.index_id(index, index_dtype, "store_global");
         self.expect(value, dtype, "stored value");
         self.mark_access(buffer, false, true, "store_global");
-        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, false, "store_global") else {
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, index, View::Elem, "store_global") else {
             return;
         };
         let v = match dtype {
@@ -1808,6 +1880,131 @@ impl Emitter for SpirvEmitter {
             DType::BF16 => self.emit(Op::UConvert, elem, &[value.id]),
             _ => value.id,
         };
+        let r = self.b.store(ptr, v, None, []);
+        self.check_build(r);
+    }
+
+    fn max_vector(&self, dtype: DType) -> u32 {
+        // 32- and 64-bit elements load as vectors of themselves, 16-bit ones as u32 words of two;
+        // 8-bit and boolean buffers stay scalar (no library kernel streams them).
+        let widest = self.target.max_vector_bytes.min(16);
+        match dtype {
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::F16 | DType::BF16 | DType::I16 => {
+                (widest / dtype.size_bytes() as u32).max(1)
+            }
+            _ => 1,
+        }
+    }
+
+    fn load_global_vec(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType, n: u32) -> Vec<SpirvValue> {
+        if !self.vector_ok(dtype, n) {
+            return (0..n)
+                .map(|i| {
+                    let off = self.constant(index_dtype, Scalar::Int(i as i64));
+                    let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
+                    self.load_global(buffer, dtype, idx, index_dtype)
+                })
+                .collect();
+        }
+        let vindex = self.vector_index(index, index_dtype, n, "load_global_vec");
+        self.mark_access(buffer, true, false, "load_global_vec");
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, vindex, View::Vec(n), "load_global_vec") else {
+            return (0..n).map(|_| self.value(0, dtype)).collect();
+        };
+        let raw = self.emit(Op::Load, elem, &[ptr]);
+        let words = self.vector_parts(raw, dtype, n);
+        let mut out = Vec::with_capacity(n as usize);
+        match dtype {
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 => {
+                out.extend(words.into_iter().map(|w| self.value(w, dtype)));
+            }
+            DType::F16 => {
+                let h = self.f16_ty();
+                let v2 = self.vec_ty(h, 2);
+                for w in words {
+                    let pair = self.bitcast(v2, w);
+                    for k in 0..2 {
+                        let e = self.extract(h, pair, k);
+                        out.push(self.value(e, dtype));
+                    }
+                }
+            }
+            DType::BF16 => {
+                // Registers hold bf16 as the 16 bits in a u32.
+                for w in words {
+                    let lo = self.u_opk(Op::BitwiseAnd, w, 0xFFFF);
+                    let hi = self.u_opk(Op::ShiftRightLogical, w, 16);
+                    out.push(self.value(lo, dtype));
+                    out.push(self.value(hi, dtype));
+                }
+            }
+            _ => {
+                // I16: the low and high halves of each word.
+                let t = self.ty(DType::I16);
+                for w in words {
+                    let hi_w = self.u_opk(Op::ShiftRightLogical, w, 16);
+                    let lo = self.emit(Op::UConvert, t, &[w]);
+                    let hi = self.emit(Op::UConvert, t, &[hi_w]);
+                    out.push(self.value(lo, dtype));
+                    out.push(self.value(hi, dtype));
+                }
+            }
+        }
+        out
+    }
+
+    fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType, values: &[SpirvValue]) {
+        let n = values.len() as u32;
+        if !self.vector_ok(dtype, n) {
+            for (i, &v) in values.iter().enumerate() {
+                let off = self.constant(index_dtype, Scalar::Int(i as i64));
+                let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
+                self.store_global(buffer, dtype, idx, index_dtype, v);
+            }
+            return;
+        }
+        for &v in values {
+            self.expect(v, dtype, "stored value");
+        }
+        let vindex = self.vector_index(index, index_dtype, n, "store_global_vec");
+        self.mark_access(buffer, false, true, "store_global_vec");
+        let Some((ptr, elem)) = self.element_ptr(buffer, dtype, vindex, View::Vec(n), "store_global_vec") else {
+            return;
+        };
+        let ids: Vec<Word> = values.iter().map(|v| v.id).collect();
+        let parts: Vec<Word> = match dtype {
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 => ids,
+            DType::F16 => {
+                let h = self.f16_ty();
+                let (v2, u) = (self.vec_ty(h, 2), self.u32_ty());
+                ids.chunks(2)
+                    .map(|p| {
+                        let pair = self.emit(Op::CompositeConstruct, v2, p);
+                        self.bitcast(u, pair)
+                    })
+                    .collect()
+            }
+            DType::BF16 => ids
+                .chunks(2)
+                .map(|p| {
+                    let lo = self.u_opk(Op::BitwiseAnd, p[0], 0xFFFF);
+                    let hi = self.u_opk(Op::ShiftLeftLogical, p[1], 16);
+                    self.u_op(Op::BitwiseOr, lo, hi)
+                })
+                .collect(),
+            _ => {
+                let u = self.u32_ty();
+                ids.chunks(2)
+                    .map(|p| {
+                        let lo = self.emit(Op::UConvert, u, &[p[0]]);
+                        let hi = self.emit(Op::UConvert, u, &[p[1]]);
+                        let hi = self.u_opk(Op::ShiftLeftLogical, hi, 16);
+                        self.u_op(Op::BitwiseOr, lo, hi)
+                    })
+                    .collect()
+            }
+        };
+        let v = if parts.len() == 1 { parts[0] } else { self.emit(Op::CompositeConstruct, elem, &parts) };
         let r = self.b.store(ptr, v, None, []);
         self.check_build(r);
     }
@@ -1840,7 +2037,7 @@ impl Emitter for SpirvEmitter {
                 if dtype == DType::I64 {
                     self.used.int64_atomics = true;
                 }
-                let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, false, name) else {
+                let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, View::Elem, name) else {
                     return self.value(0, dtype);
                 };
                 let t = self.ty(dtype);
@@ -1861,12 +2058,12 @@ impl Emitter for SpirvEmitter {
                 let f = self.f32_ty();
                 if op == Some(AtomicOp::Add) && self.target.atomic_float_add {
                     self.used.atomic_float_add = true;
-                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, false, name) else {
+                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, View::Elem, name) else {
                         return self.value(0, dtype);
                     };
                     self.emit(Op::AtomicFAddEXT, f, &[ptr, scope, sem, value.id])
                 } else {
-                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, true, name) else {
+                    let Some((ptr, _)) = self.element_ptr(buffer, dtype, index, View::Bits, name) else {
                         return self.value(0, dtype);
                     };
                     let u = self.u32_ty();

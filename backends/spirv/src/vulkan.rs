@@ -19,7 +19,7 @@
 
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use tilekit_core::gpu::{Isa, SubgroupOps, Target};
@@ -706,6 +706,12 @@ impl Drop for VulkanRuntime {
 }
 
 /// A full memory barrier between everything before and everything after.
+/// Timestamp queries in the runtime's pool: two per timed run of one submission.
+const TIMESTAMP_SLOTS: u32 = 512;
+
+/// Back-to-back work before timed runs, for the device to reach its working clocks.
+const WARMUP_TIME: Duration = Duration::from_millis(200);
+
 fn full_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
     let b = vk::MemoryBarrier::default()
         .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
@@ -863,7 +869,7 @@ impl VulkanRuntime {
             s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vk_err("vkCreateFence"))?;
             if probe.info.timestamps {
                 rt.timestamps = d
-                    .create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None)
+                    .create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(TIMESTAMP_SLOTS), None)
                     .map_err(vk_err("vkCreateQueryPool"))?;
             }
             if probe.info.pipeline_statistics {
@@ -1002,7 +1008,8 @@ impl VulkanRuntime {
         let bytes = len
             .checked_mul(dtype.size_bytes())
             .ok_or_else(|| VulkanError::Buffer(format!("{len} elements of {dtype} overflow the address space")))?;
-        let size = (bytes.max(4) as u64).div_ceil(4) * 4;
+        // Whole 16-byte vectors: a masked-off vector load reads the first 16 bytes of a buffer.
+        let size = (bytes.max(16) as u64).div_ceil(16) * 16;
         let range = self.inner.info.max_storage_buffer_range as u64;
         if size > range {
             return Err(VulkanError::Buffer(format!(
@@ -1214,8 +1221,11 @@ impl VulkanRuntime {
     }
 
     /// Records binding, push constants and the dispatch, between optional queries.
-    fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, query: Query) {
-        let Dispatch { pipeline: p, grid, push, buffers } = *job;
+    /// Points the pipeline's descriptor set at the job's buffers and binds pipeline, set and
+    /// push constants. Called once per command buffer: updating a set already bound in a
+    /// recording command buffer would invalidate it.
+    fn record_bind(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>) {
+        let Dispatch { pipeline: p, push, buffers, .. } = *job;
         let infos: Vec<vk::DescriptorBufferInfo> =
             buffers.iter().map(|b| vk::DescriptorBufferInfo { buffer: b.buffer, offset: 0, range: vk::WHOLE_SIZE }).collect();
         // SAFETY: the descriptor set is not in use by any pending command buffer (submissions are
@@ -1244,19 +1254,45 @@ impl VulkanRuntime {
             if !push.is_empty() {
                 d.cmd_push_constants(cmd, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
             }
+        }
+    }
+
+    fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, query: Query) {
+        self.record_bind(d, cmd, job);
+        let grid = job.grid;
+        // SAFETY: recording into a command buffer in the recording state; the pools are live.
+        unsafe {
             match query {
                 Query::None => d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]),
-                Query::Timestamps => {
-                    d.cmd_reset_query_pool(cmd, self.timestamps, 0, 2);
-                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.timestamps, 0);
-                    d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
-                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.timestamps, 1);
-                }
                 Query::Statistics => {
                     d.cmd_reset_query_pool(cmd, self.statistics, 0, 1);
                     d.cmd_begin_query(cmd, self.statistics, 0, vk::QueryControlFlags::empty());
                     d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
                     d.cmd_end_query(cmd, self.statistics, 0);
+                }
+            }
+        }
+    }
+
+    /// `n` dispatches of `job` back to back in one command buffer, each after a full barrier so
+    /// that runs do not overlap; with `timed`, each bracketed by timestamps `2i`, `2i + 1`.
+    fn record_batch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, n: u32, timed: bool) {
+        self.record_bind(d, cmd, job);
+        let grid = job.grid;
+        // SAFETY: recording into a command buffer in the recording state; the pool holds
+        // TIMESTAMP_SLOTS queries and n <= TIMESTAMP_SLOTS / 2 when timed.
+        unsafe {
+            if timed {
+                d.cmd_reset_query_pool(cmd, self.timestamps, 0, 2 * n);
+            }
+            for i in 0..n {
+                full_barrier(d, cmd);
+                if timed {
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.timestamps, 2 * i);
+                }
+                d.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
+                if timed {
+                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.timestamps, 2 * i + 1);
                 }
             }
         }
@@ -1286,23 +1322,42 @@ impl VulkanRuntime {
         }
         let push = self.check_launch(pipeline, grid, buffers, scalars)?;
         let job = Dispatch { pipeline, grid, push: &push, buffers };
-        for _ in 0..warmup {
-            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))?;
+        // Warm-up: at least `warmup` runs and WARMUP_TIME of back-to-back work, so that the device
+        // has left its idle clocks before the first timed run (an idle GPU takes tens of
+        // milliseconds of sustained load to reach its boost clocks).
+        let start = Instant::now();
+        // The first submission holds one run: its time sizes the rest.
+        let mut batch = 1u32;
+        let mut done = 0usize;
+        while done < warmup || start.elapsed() < WARMUP_TIME {
+            let t = Instant::now();
+            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, batch, false))?;
+            done += batch as usize;
+            // Grow batches toward ~20 ms submissions, never past the submission timeout.
+            let per_run = t.elapsed().as_secs_f64() / batch as f64;
+            batch = ((0.02 / per_run.max(1e-7)) as u32).clamp(1, 1024);
         }
+        let per_run = start.elapsed().as_secs_f64() / done.max(1) as f64;
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Timestamps))?;
-            let mut ticks = [0u64; 2];
-            // SAFETY: both queries were written by the submission that just completed.
+        // Timed runs back to back, as many per submission as the query pool holds and as fit in
+        // about a quarter of a second.
+        let per_submit = ((0.25 / per_run.max(1e-7)) as usize).clamp(1, TIMESTAMP_SLOTS as usize / 2);
+        while samples.len() < runs {
+            let n = (runs - samples.len()).min(per_submit) as u32;
+            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n, true))?;
+            let mut ticks = vec![0u64; 2 * n as usize];
+            // SAFETY: every query in 0..2n was written by the submission that just completed.
             unsafe {
                 self.inner
                     .device
                     .get_query_pool_results(self.timestamps, 0, &mut ticks, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
                     .map_err(vk_err("vkGetQueryPoolResults"))?;
             }
-            let dt = ticks[1].wrapping_sub(ticks[0]) & self.timestamp_mask;
-            samples.push(dt as f64 * period * 1e-9);
+            for pair in ticks.chunks_exact(2) {
+                let dt = pair[1].wrapping_sub(pair[0]) & self.timestamp_mask;
+                samples.push(dt as f64 * period * 1e-9);
+            }
         }
         Ok(samples)
     }
@@ -1340,6 +1395,5 @@ struct Dispatch<'a> {
 #[derive(Clone, Copy)]
 enum Query {
     None,
-    Timestamps,
     Statistics,
 }

@@ -339,6 +339,9 @@ fn poll_wait(device: &wgpu::Device, index: Option<wgpu::SubmissionIndex>, op: &s
         .map_err(|e| WgpuError::Poll { op: op.to_string(), message: e.to_string() })
 }
 
+/// Back-to-back work before timed runs, for the device to reach its working clocks.
+const WARMUP_TIME: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl WgpuRuntime {
     /// Every Vulkan adapter, with the required features each lacks.
     pub fn adapters() -> Vec<AdapterEntry> {
@@ -640,7 +643,9 @@ impl WgpuRuntime {
     /// that it can be copied whole).
     pub fn alloc(&self, dtype: DType, len: usize) -> Result<WgpuBuffer, WgpuError> {
         let bytes = (len as u64).saturating_mul(dtype.size_bytes() as u64);
-        let size = bytes.max(4).div_ceil(4).saturating_mul(4);
+        // Whole 16-byte vectors: a masked-off vector load reads the first 16 bytes of a buffer
+        // (a caller's own buffers rely on wgpu's bounds-checked access instead).
+        let size = bytes.max(16).div_ceil(16).saturating_mul(16);
         let max = self.device.limits().max_buffer_size;
         if size > max {
             return Err(WgpuError::Transfer {
@@ -993,14 +998,19 @@ impl WgpuRuntime {
         let bind_group = self.bind_group(kernel, buffers)?;
         let name = &kernel.kernel.name;
         let op = format!("timing kernel `{name}` over {grid:?}");
-        if warmup > 0 {
+        // Warm-up: at least `warmup` runs and WARMUP_TIME of back-to-back work, so that the device
+        // has left its idle clocks before the first timed run.
+        let start = std::time::Instant::now();
+        let (mut batch, mut done) = (1usize, 0usize);
+        while done < warmup || start.elapsed() < WARMUP_TIME {
+            let t = std::time::Instant::now();
             let index = scoped(
                 &self.device,
                 || format!("{op}: warm-up"),
                 || {
                     let mut enc =
                         self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
-                    for _ in 0..warmup {
+                    for _ in 0..batch {
                         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                             label: Some(name),
                             timestamp_writes: None,
@@ -1011,6 +1021,10 @@ impl WgpuRuntime {
                 },
             )?;
             poll_wait(&self.device, Some(index), &op)?;
+            done += batch;
+            // Grow submissions toward ~20 ms each.
+            let per_run = t.elapsed().as_secs_f64() / batch as f64;
+            batch = ((0.02 / per_run.max(1e-7)) as usize).clamp(1, 1024);
         }
         let period_s = self.queue.get_timestamp_period() as f64 * 1e-9;
         // A query set holds at most 4096 queries: time in batches of 2048 dispatches.

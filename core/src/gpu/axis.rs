@@ -52,9 +52,22 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
     let mut info: Vec<Option<AxisInfo>> = vec![None; program.values.len()];
     fn go(p: &Program, b: &Block, info: &mut Vec<Option<AxisInfo>>, sdiv: &[u64]) {
         for &a in &b.args {
-            info[a.index()] = Some(AxisInfo::unknown(p.ty(a).rank()));
+            // Kept when already known (a loop's induction variable, set before its body).
+            if info[a.index()].is_none() {
+                info[a.index()] = Some(AxisInfo::unknown(p.ty(a).rank()));
+            }
         }
         for inst in &b.insts {
+            // A loop's induction variable takes the values lower + k * step: what divides both
+            // divides it (a chunked loop over columns keeps its accesses aligned).
+            if let Op::For { lower, step, body, .. } = &inst.op {
+                if let Some(&iv) = body.args.first() {
+                    let div = |v: &Value, info: &Vec<Option<AxisInfo>>| {
+                        info[v.index()].as_ref().and_then(|a| a.divisibility.first().copied()).unwrap_or(1)
+                    };
+                    info[iv.index()] = Some(AxisInfo::scalar(gcd(div(lower, info), div(step, info))));
+                }
+            }
             for nb in inst.op.blocks() {
                 go(p, nb, info, sdiv);
             }
@@ -143,6 +156,27 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
                             }
                             _ => {}
                         }
+                    }
+                    o
+                }
+                Op::Cmp { pred, lhs, rhs } => {
+                    // `x < n` over a contiguous run of `x` starting at a multiple of D, with `n`
+                    // constant and a multiple of D', changes value only where `x` crosses a
+                    // multiple of gcd(D, D'): the mask is constant over aligned blocks of that
+                    // size (Triton's rule; it lets a masked access stay one vector access).
+                    let (a, b) = (get(*lhs, info), get(*rhs, info));
+                    let mut o = AxisInfo::unknown(rank);
+                    let run = |x: &AxisInfo, k: &AxisInfo, d: usize| {
+                        gcd(gcd(x.contiguity[d], k.constancy[d]), gcd(x.divisibility[d], k.divisibility[d]))
+                    };
+                    for d in 0..rank.max(1) {
+                        let both_constant = gcd(a.constancy[d], b.constancy[d]);
+                        let boundary = match pred {
+                            CmpPred::Lt | CmpPred::Ge => run(&a, &b, d),
+                            CmpPred::Gt | CmpPred::Le => run(&b, &a, d),
+                            CmpPred::Eq | CmpPred::Ne => 1,
+                        };
+                        o.constancy[d] = both_constant.max(boundary);
                     }
                     o
                 }

@@ -196,6 +196,14 @@ impl Blocked {
         }
         let last = rank - 1;
         spt[last] = vec.min(shape[last] as u32).max(1);
+        // Narrower vectors rather than threads holding copies: a tile with fewer elements than
+        // vec x threads would otherwise wrap, and every reduction over it would go through
+        // shared memory.
+        let total: u64 = shape.iter().map(|&s| s as u64).product();
+        let threads = warp_size as u64 * num_warps as u64;
+        while spt[last] > 1 && total < spt[last] as u64 * threads {
+            spt[last] /= 2;
+        }
         // Lanes: fastest dimension first, each taking what its extent can use.
         let mut lanes = warp_size;
         for &d in &order {

@@ -35,11 +35,37 @@ use crate::verify::{verify, VerifyError};
 pub struct LowerOptions {
     /// Warps per program; threads = num_warps * subgroup size.
     pub num_warps: u32,
+    /// Scalar parameters known to be multiples of 16 (bit `p` for parameter `p`; parameters past
+    /// 63 are never marked). As in Triton, a launch specializes on this: row strides and sizes
+    /// that are multiples of 16 let loads and stores along rows become vector accesses, so a
+    /// compiled kernel is valid only for arguments with the same marks.
+    pub divisible_by_16: u64,
+}
+
+impl LowerOptions {
+    /// `num_warps` warps, nothing known about the scalar arguments.
+    pub fn new(num_warps: u32) -> LowerOptions {
+        LowerOptions { num_warps, divisible_by_16: 0 }
+    }
+
+    /// The marks for a launch's scalar arguments, given as (parameter index, value): integers
+    /// that are multiples of 16.
+    pub fn specialize<'s>(mut self, scalars: impl IntoIterator<Item = (u32, &'s Scalar)>) -> LowerOptions {
+        self.divisible_by_16 = 0;
+        for (p, s) in scalars {
+            if let (true, Scalar::Int(v)) = (p < 64, s) {
+                if v % 16 == 0 {
+                    self.divisible_by_16 |= 1 << p;
+                }
+            }
+        }
+        self
+    }
 }
 
 impl Default for LowerOptions {
     fn default() -> Self {
-        LowerOptions { num_warps: 4 }
+        LowerOptions::new(4)
     }
 }
 
@@ -105,7 +131,12 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         shared: HashMap::new(),
         conversions: 0,
         homes: vec![None; program.values.len()],
-        axis: analyse(program, &vec![1; program.params.len()]),
+        axis: analyse(
+            program,
+            &(0..program.params.len())
+                .map(|p| if p < 64 && options.divisible_by_16 >> p & 1 == 1 { 16 } else { 1 })
+                .collect::<Vec<_>>(),
+        ),
     };
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
@@ -227,7 +258,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         if shape.is_empty() {
             return Layout::Uniform;
         }
-        Layout::Blocked(Blocked::for_shape(shape, 1, self.warp, self.num_warps))
+        // Four consecutive elements per thread (16 bytes of f32) rather than one: values without
+        // a memory access to follow, such as loop accumulators started from a constant, pass
+        // their layout on to the loads and stores in the loop, which then move whole vectors.
+        Layout::Blocked(Blocked::for_shape(shape, self.default_vector(), self.warp, self.num_warps))
+    }
+
+    /// Consecutive elements per thread in the default layout.
+    fn default_vector(&self) -> u32 {
+        (self.target.max_vector_bytes / 4).clamp(1, 4)
     }
 
     fn dist(&self, layout: &Layout, shape: &[usize]) -> Dist {
@@ -876,7 +915,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         if let Some((l, _)) = self.data.get(&offsets) {
             return l.clone();
         }
-        let v = self.vector_width(offsets, dtype);
+        // No wider than the default layout: values loaded here mostly meet values in the default
+        // layout (accumulators, constants), and a wider load would cost a conversion through
+        // shared memory at every use. Narrow dtypes give up 16-byte accesses for that.
+        let v = self.vector_width(offsets, dtype).min(self.default_vector());
         Layout::Blocked(Blocked::for_shape(shape, v, self.warp, self.num_warps))
     }
 
@@ -987,6 +1029,22 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let vals = self.load_vec(buffer, dtype, offs[first], idx_dtype, count as u32);
                         out.extend(vals);
                     }
+                    Some(_) if self.mask_uniform(mask, count) => {
+                        // The mask is the same for the whole vector: load from a safe index and
+                        // select, with no branch (a branch around each load would make the
+                        // thread wait for it before the next).
+                        let m = masks[0];
+                        let zero = self.e.constant(idx_dtype, Scalar::Int(0));
+                        let safe = self.e.select(idx_dtype, m, offs[first], zero);
+                        let vals = self.load_vec(buffer, dtype, safe, idx_dtype, count as u32);
+                        for (j, v) in vals.into_iter().enumerate() {
+                            let o = match &oregs {
+                                Some(o) => o[first + j],
+                                None => self.zero(dtype),
+                            };
+                            out.push(self.e.select(rd, m, v, o));
+                        }
+                    }
                     Some(all) => {
                         // Whole vector in bounds: one access; a partial one at a tail: per lane.
                         self.e.begin_if(all, &vec![rd; count]);
@@ -1010,6 +1068,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         self.set_data(r, layout, out);
         Ok(())
+    }
+
+    /// Whether `mask` is constant over every aligned run of `count` elements along the last
+    /// dimension (from the offset analysis), so one lane's mask stands for a whole vector.
+    fn mask_uniform(&self, mask: Option<Value>, count: usize) -> bool {
+        let Some(m) = mask else { return true };
+        let Some(ai) = self.axis[m.index()].as_ref() else { return false };
+        ai.constancy.last().is_some_and(|&c| c % count as u64 == 0)
     }
 
     /// `mask ? buffer[index] : other`, reading element 0 (buffers always hold one) when masked.
@@ -1103,6 +1169,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let masks: Vec<E::V> = mregs.as_ref().map(|m| m[range.clone()].to_vec()).unwrap_or_default();
                 match self.all(&masks) {
                     None => self.store_vec(buffer, dtype, offs[first], idx_dtype, &vals[range]),
+                    Some(_) if self.mask_uniform(mask, count) => {
+                        self.e.begin_if(masks[0], &[]);
+                        self.store_vec(buffer, dtype, offs[first], idx_dtype, &vals[range]);
+                        self.e.begin_else(&[]);
+                        self.e.end_if(&[]);
+                    }
                     Some(all) => {
                         self.e.begin_if(all, &[]);
                         self.store_vec(buffer, dtype, offs[first], idx_dtype, &vals[range.clone()]);

@@ -25,6 +25,17 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
     let info = &lowered.info;
     let mut out = String::new();
     out.push_str(&format!("; target {target}\n"));
+    if options.divisible_by_16 != 0 {
+        let marked: Vec<&str> = program
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(p, _)| *p < 64 && options.divisible_by_16 >> p & 1 == 1)
+            .map(|(_, param)| param.name.as_str())
+            .collect();
+        let verb = if marked.len() == 1 { "is a multiple" } else { "are multiples" };
+        out.push_str(&format!("; specialized: {} {verb} of 16\n", marked.join(", ")));
+    }
     out.push_str(&format!(
         "; {} threads ({} warps of {}), {} bytes of shared memory{}, {} layout conversions, {} per-thread instructions\n",
         info.threads,

@@ -16,3 +16,5 @@ pub mod toolkit;
 pub use compile::{arch_of, compile, Compiled, PtxError, PtxKernel};
 pub use nvptx::{Arch, NvptxHooks};
 pub use ptxas::{PtxasError, PtxasReport};
+pub mod cuda;
+pub use cuda::{CudaBuffer, CudaDeviceInfo, CudaError, CudaKernel, CudaRuntime};

@@ -16,6 +16,8 @@ export TILEKIT_VULKAN_TIMEOUT_S="${TILEKIT_VULKAN_TIMEOUT_S:-20}"
 bin=$(mktemp -d)
 for f in .h200/*.xz; do xz -dc "$f" > "$bin/$(basename "$f" .xz)"; done
 chmod +x "$bin"/*
+# The PTX backend links libdevice from beside the binaries.
+export TILEKIT_LIBDEVICE="$bin/libdevice.10.bc"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/gpu.txt" 2>&1
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
@@ -28,8 +30,16 @@ case "${1:-all}" in
       echo "== kernels_vulkan $k"; timeout 90 "$bin/kernels_vulkan" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -12
       echo "rc=$?"
     done >> "$OUT/tests.txt" 2>&1
+    # Every kernel on every CUDA device (PTX), one kernel at a time as above.
+    for k in $("$bin/kernels_cuda" --list 2>/dev/null | sed -n 's/: test$//p'); do
+      echo "== kernels_cuda $k"; timeout 120 "$bin/kernels_cuda" --exact "$k" 2>&1 | tail -12
+      echo "rc=$?"
+    done >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
+  compile)
+    "$bin/compile" 2>&1 | tee "$OUT/compile.txt"
+    ;;
   bench|all)
     TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.txt"
     ;;

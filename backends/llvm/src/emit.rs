@@ -551,7 +551,12 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         let q = self.bin("or", t, q, jam);
         let qf = self.inst(format!("uitofp {t} {q} to float"));
         let sh32 = if w == 64 { self.inst(format!("trunc i64 {sh} to i32")) } else { sh };
-        let r = self.call("float", "llvm.ldexp.f32.i32", &[("float", qf), ("i32", sh32)]);
+        // Scaled back by 2^sh (sh <= 40), built from its exponent bits: an exact multiply, and no
+        // `ldexp`, which not every GPU target lowers.
+        let e = self.bin("add", "i32", sh32, Operand::Int(127));
+        let e = self.bin("shl", "i32", e, Operand::Int(23));
+        let scale = self.inst(format!("bitcast i32 {e} to float"));
+        let r = self.bin("fmul", "float", qf, scale);
         let nr = self.inst(format!("fneg float {r}"));
         self.sel("float", neg, nr, r)
     }

@@ -85,10 +85,10 @@ pub struct Codegen {
     pub codegen_time: Duration,
 }
 
-/// Parses `emitted`, links the math library, verifies, runs `default<O3>` and emits `file_type`
-/// for the hooks' target machine.
-pub fn codegen<H: Hooks>(emitted: &Emitted, hooks: &H, file_type: FileType, keep_ir: bool) -> Result<Codegen, LlvmError> {
-    let kernel = emitted.kernel.clone();
+/// Parses the module `ir` (as [`LlvmEmitter::finish`] wrote it, with `interface`), links the
+/// math library, verifies, runs `default<O3>` and emits `file_type` for the hooks' target machine.
+pub fn codegen<H: Hooks>(ir: &str, interface: &KernelInterface, hooks: &H, file_type: FileType, keep_ir: bool) -> Result<Codegen, LlvmError> {
+    let kernel = interface.entry.clone();
     let err = |stage: &'static str, message: String| LlvmError::Llvm { kernel: kernel.clone(), stage, message };
     let t0 = Instant::now();
     hooks.initialize();
@@ -98,17 +98,17 @@ pub fn codegen<H: Hooks>(emitted: &Emitted, hooks: &H, file_type: FileType, keep
         .create_target_machine(&triple, hooks.cpu(), hooks.features(), OptimizationLevel::Aggressive, hooks.reloc_mode(), CodeModel::Default)
         .ok_or_else(|| err("target machine", format!("cannot create one for {} / {} / {}", hooks.triple(), hooks.cpu(), hooks.features())))?;
     let context = Context::create();
-    let buffer = MemoryBuffer::create_from_memory_range_copy(emitted.ir.as_bytes(), &emitted.interface.entry);
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), &interface.entry);
     let module = context.create_module_from_ir(buffer).map_err(|e| err("parse", e.to_string()))?;
     module.set_triple(&triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    if !emitted.interface.externals.is_empty() {
-        hooks.link_externals(&context, &module, &emitted.interface.externals).map_err(|e| err("link", e))?;
+    if !interface.externals.is_empty() {
+        hooks.link_externals(&context, &module, &interface.externals).map_err(|e| err("link", e))?;
         // Only the kernel is an entry point: everything linked in becomes internal, so the
         // optimiser inlines what is used and drops the rest.
         let mut f = module.get_first_function();
         while let Some(func) = f {
-            if func.count_basic_blocks() > 0 && func.get_name().to_bytes() != emitted.interface.entry.as_bytes() {
+            if func.count_basic_blocks() > 0 && func.get_name().to_bytes() != interface.entry.as_bytes() {
                 func.set_linkage(Linkage::Internal);
             }
             f = func.get_next_function();

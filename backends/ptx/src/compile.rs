@@ -59,7 +59,7 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch:
     let t0 = std::time::Instant::now();
     let emitted = tilekit_llvm::emit(program, target, options, &hooks)?;
     let t_emit = t0.elapsed();
-    let cg = tilekit_llvm::codegen(&emitted, &hooks, FileType::Assembly, false)?;
+    let cg = tilekit_llvm::codegen(&emitted.ir, &emitted.interface, &hooks, FileType::Assembly, false)?;
     let ptx = String::from_utf8(cg.bytes).map_err(|_| PtxError::NotText { kernel: program.name.clone() })?;
     let i = emitted.interface;
     Ok(Compiled {

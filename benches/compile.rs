@@ -43,11 +43,11 @@ fn hostname() -> String {
 
 fn main() {
     spirv();
-    #[cfg(feature = "ptx")]
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     ptx();
 }
 
-#[cfg(feature = "ptx")]
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 fn ptx() {
     #[derive(Serialize)]
     struct PtxRow {

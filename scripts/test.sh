@@ -37,8 +37,8 @@ cargo test --release --workspace --lib --bins --tests --examples
 log "documentation tests"
 cargo test --release --workspace --doc
 
-# The PTX backend: every kernel's PTX through ptxas, golden PTX, the LLVM and PTX crates' own
-# tests, and the CUDA kernel tests, which say so and pass where there is no CUDA device.
+# The PTX backend (its crates' own tests ran above, as workspace members): every kernel's PTX
+# through ptxas, golden PTX, `ir --ptx`, and the CUDA kernel tests, which say that there is no
+# CUDA device and pass where there is none.
 log "PTX backend tests (feature ptx)"
-cargo test --release -p tilekit-llvm -p tilekit-ptx
 TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx --test ptx_modules --test kernels_cuda --test cli

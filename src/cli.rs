@@ -472,7 +472,7 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 // tilekit ir
 
 /// The PTX of one launch for `arch`, headed by ptxas's report when ptxas is found.
-#[cfg(feature = "ptx")]
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 fn ptx_text(kernel: &str, program: &tilekit_core::Program, arch: Option<&str>, num_warps: u32) -> Result<String, CliError> {
     use tilekit_ptx::Arch;
     let arch = match arch {
@@ -498,7 +498,7 @@ fn ptx_text(kernel: &str, program: &tilekit_core::Program, arch: Option<&str>, n
     Ok(out)
 }
 
-#[cfg(not(feature = "ptx"))]
+#[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
 fn ptx_text(_: &str, _: &tilekit_core::Program, _: Option<&str>, _: u32) -> Result<String, CliError> {
     Err(CliError::Usage("this tilekit was built without the `ptx` feature (cargo build --features ptx; it needs LLVM 19)".into()))
 }

@@ -30,7 +30,7 @@ pub enum Device {
     /// A Vulkan adapter through wgpu.
     Wgpu { name: String, target: Target },
     /// A CUDA device (PTX through the driver's JIT).
-    #[cfg(feature = "ptx")]
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     Cuda { ordinal: usize, name: String, target: Target },
 }
 
@@ -50,10 +50,10 @@ pub enum DeviceError {
     Vulkan { device: String, source: VulkanError },
     #[error("{device}: {source}")]
     Wgpu { device: String, source: WgpuError },
-    #[cfg(feature = "ptx")]
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     #[error(transparent)]
     Ptx(#[from] tilekit_ptx::PtxError),
-    #[cfg(feature = "ptx")]
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     #[error("{device}: {source}")]
     Cuda { device: String, source: tilekit_ptx::CudaError },
     #[error("{device}: the Vulkan validation layer reported {} message(s) while running `{program}`:\n{}", messages.len(), messages.join("\n"))]
@@ -111,7 +111,7 @@ impl Device {
     /// runtimes. A machine without a CUDA driver or a Vulkan loader simply lacks those devices.
     pub fn gpus() -> Vec<Device> {
         let mut out = Vec::new();
-        #[cfg(feature = "ptx")]
+        #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         out.extend(Device::cuda_devices());
         let infos = VulkanRuntime::devices().unwrap_or_default();
         for info in &infos {
@@ -159,7 +159,7 @@ impl Device {
             Device::Emulator(t) => format!("emulator:{}", t.name),
             Device::Vulkan { name, .. } => format!("vulkan:{name}"),
             Device::Wgpu { name, .. } => format!("wgpu:{name}"),
-            #[cfg(feature = "ptx")]
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { name, .. } => format!("cuda:{name}"),
         }
     }
@@ -169,7 +169,7 @@ impl Device {
         match self {
             Device::Interpreter => None,
             Device::Emulator(t) | Device::Vulkan { target: t, .. } | Device::Wgpu { target: t, .. } => Some(t),
-            #[cfg(feature = "ptx")]
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { target: t, .. } => Some(t),
         }
     }
@@ -237,7 +237,7 @@ impl Device {
                 self.wgpu_finish(buffers, &g)?;
                 Ok(elapsed)
             }
-            #[cfg(feature = "ptx")]
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { .. } => {
                 let g = self.cuda_prepare(plan, buffers, &options)?;
                 let start = Instant::now();
@@ -282,7 +282,7 @@ impl Device {
                 }
                 self.wgpu_finish(buffers, &g)?;
             }
-            #[cfg(feature = "ptx")]
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { .. } => {
                 let g = self.cuda_prepare(plan, buffers, &options)?;
                 for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
@@ -399,7 +399,7 @@ impl Device {
     }
 }
 
-#[cfg(feature = "ptx")]
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
     static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
     let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -411,7 +411,7 @@ fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit
     Ok(rt)
 }
 
-#[cfg(feature = "ptx")]
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 impl Device {
     /// Every CUDA device the driver lists and the PTX backend supports (compute capability 8.0
     /// or newer); none without a driver.

@@ -3,7 +3,7 @@
 //!
 //! Needs the `ptx` feature. A machine without a CUDA driver or device fails each test with a
 //! message saying so, unless `TILEKIT_SKIP_GPU_TESTS=1`.
-#![cfg(feature = "ptx")]
+#![cfg(any(feature = "ptx", feature = "ptx-static"))]
 
 #[macro_use]
 mod common;

@@ -123,11 +123,15 @@ impl Hooks for NvptxHooks {
     }
 
     fn module_metadata(&self, entry: &str, threads: u32) -> String {
-        // `maxntid` tells ptxas the block size, so it budgets registers for it (a launch with
-        // more registers per thread than the block allows fails). `nvvm-reflect-ftz` = 0 makes
-        // libdevice keep subnormals.
+        // `reqntid` tells ptxas the exact block size (every launch uses it), so it budgets
+        // registers for it: a launch with more registers per thread than the block allows
+        // fails. Without `minnctapersm 1` ptxas trades spills for occupancy (it caps registers
+        // so that several blocks fit on a multiprocessor, and spilled 8 to 800 bytes in library
+        // kernels that fit in registers); a spill costs local-memory traffic in the hot loop,
+        // which these kernels never win back. `nvvm-reflect-ftz` = 0 makes libdevice keep
+        // subnormals.
         format!(
-            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"maxntidx\", i32 {threads}, !\"maxntidy\", i32 1, !\"maxntidz\", i32 1}}\n\
+            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 1}}\n\
              !llvm.module.flags = !{{!1}}\n!1 = !{{i32 4, !\"nvvm-reflect-ftz\", i32 0}}\n"
         )
     }

@@ -449,7 +449,10 @@ impl Device {
             .launches
             .iter()
             .map(|l| {
-                cached(&KERNELS, self.pipeline_key(&l.program, options), || {
+                // Modules belong to one device's context: the key names the ordinal, since
+                // identical GPUs share a name.
+                let (name, program, warps) = self.pipeline_key(&l.program, options);
+                cached(&KERNELS, (format!("{name}#{ordinal}"), program, warps), || {
                     rt.load(&tilekit_ptx::compile(&l.program, target, options, arch)?.kernel).map_err(|e| self.cerr(e))
                 })
             })

@@ -2,11 +2,14 @@
 //! libdevice for the math functions, `nvvm.annotations` for the entry point and its block size.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use tilekit_llvm::inkwell::context::Context;
 use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
-use tilekit_llvm::inkwell::module::Module;
-use tilekit_llvm::inkwell::targets::{InitializationConfig, Target as LlvmTarget};
+use tilekit_llvm::inkwell::module::{Linkage, Module};
+use tilekit_llvm::inkwell::passes::PassBuilderOptions;
+use tilekit_llvm::inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple};
+use tilekit_llvm::inkwell::OptimizationLevel;
 use tilekit_llvm::emit::{Builder, Operand};
 use tilekit_llvm::{Hooks, MathFn};
 
@@ -141,13 +144,59 @@ impl Hooks for NvptxHooks {
     }
 
     fn link_externals<'ctx>(&self, context: &'ctx Context, module: &Module<'ctx>, names: &[String]) -> Result<(), String> {
-        let bytes = toolkit::libdevice().map_err(|e| format!("{e} (needed for {})", names.join(", ")))?;
+        let bytes = pruned_libdevice().map_err(|e| format!("{e} (needed for {})", names.join(", ")))?;
         let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, "libdevice.10.bc");
         let lib = Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| format!("reading libdevice: {e}"))?;
         lib.set_triple(&module.get_triple());
         lib.set_data_layout(&module.get_data_layout());
         module.link_in_module(lib).map_err(|e| format!("linking libdevice: {e}"))
     }
+}
+
+/// Every libdevice function [`NvptxHooks::math`] names.
+const MATH: [MathFn; 10] =
+    [MathFn::Exp, MathFn::Exp2, MathFn::Log, MathFn::Log2, MathFn::Rsqrt, MathFn::Sin, MathFn::Cos, MathFn::Tanh, MathFn::Erf, MathFn::Fmod];
+
+/// libdevice reduced to the functions tilekit calls and what they call, as bitcode; built once
+/// per process. Parsing and linking all of libdevice (about 350 functions) took 100-150 ms per
+/// kernel, most of a kernel's compile time; the reduced module takes a few.
+fn pruned_libdevice() -> Result<&'static [u8], String> {
+    static PRUNED: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+    PRUNED
+        .get_or_init(|| {
+            let bytes = toolkit::libdevice().map_err(|e| e.to_string())?;
+            let hooks = NvptxHooks { arch: Arch::Sm80 };
+            hooks.initialize();
+            let context = Context::create();
+            let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, "libdevice.10.bc");
+            let lib = Module::parse_bitcode_from_buffer(&buffer, &context).map_err(|e| format!("reading libdevice: {e}"))?;
+            let keep: Vec<&str> = MATH.iter().map(|&f| hooks.math(f)).collect();
+            let mut f = lib.get_first_function();
+            while let Some(func) = f {
+                let name = func.get_name().to_string_lossy().into_owned();
+                if func.count_basic_blocks() > 0 && !keep.contains(&name.as_str()) {
+                    func.set_linkage(Linkage::Internal);
+                }
+                f = func.get_next_function();
+            }
+            let mut g = lib.get_first_global();
+            while let Some(gv) = g {
+                if gv.get_initializer().is_some() {
+                    gv.set_linkage(Linkage::Internal);
+                }
+                g = gv.get_next_global();
+            }
+            let triple = TargetTriple::create(hooks.triple());
+            let tm = LlvmTarget::from_triple(&triple)
+                .map_err(|e| e.to_string())?
+                .create_target_machine(&triple, hooks.cpu(), hooks.features(), OptimizationLevel::None, RelocMode::Default, CodeModel::Default)
+                .ok_or("no NVPTX target machine")?;
+            lib.run_passes("globaldce", &tm, PassBuilderOptions::create()).map_err(|e| format!("reducing libdevice: {e}"))?;
+            Ok(lib.write_bitcode_to_memory().as_slice().to_vec())
+        })
+        .as_ref()
+        .map(|v| v.as_slice())
+        .map_err(Clone::clone)
 }
 
 fn xyz(axis: u32) -> char {

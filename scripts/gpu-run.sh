@@ -18,6 +18,8 @@ for f in .h200/*.xz; do xz -dc "$f" > "$bin/$(basename "$f" .xz)"; done
 chmod +x "$bin"/*
 # The PTX backend links libdevice from beside the binaries.
 export TILEKIT_LIBDEVICE="$bin/libdevice.10.bc"
+# libffi and libzstd for the statically linked LLVM, where the machine lacks them.
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/gpu.txt" 2>&1
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
@@ -37,9 +39,6 @@ case "${1:-all}" in
     done >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
-  compile)
-    "$bin/compile" 2>&1 | tee "$OUT/compile.txt"
-    ;;
   bench|all)
     TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.txt"
     ;;

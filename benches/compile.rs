@@ -3,6 +3,10 @@
 //!
 //! `cargo bench --bench compile` prints a table and writes `bench/results/compile-<hostname>.json`.
 //! Pipeline creation in a driver is not included (it is the driver's cost, not tilekit's).
+//!
+//! With `--features ptx` it also times every configuration of every kernel to PTX text for
+//! sm_90 (lowering, LLVM IR, libdevice, O3, NVPTX code generation; not ptxas or the driver's
+//! JIT) and writes `bench/results/compile-ptx-<hostname>.json`. The goal is 150 ms each.
 
 use std::process::Command;
 use std::time::Instant;
@@ -33,7 +37,121 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+fn hostname() -> String {
+    Command::new("hostname").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
 fn main() {
+    spirv();
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+    ptx();
+}
+
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+fn ptx() {
+    #[derive(Serialize)]
+    struct PtxRow {
+        kernel: String,
+        problem: String,
+        config: String,
+        arch: String,
+        launches: usize,
+        ptx_bytes: usize,
+        /// Seconds per run: plan + lower + LLVM IR + O3 + PTX, for every launch of the plan.
+        samples: Vec<f64>,
+        median_s: f64,
+        /// Medians of the stages: emit (lowering and LLVM IR text), parse and link, O3, codegen.
+        stage_median_s: [f64; 4],
+    }
+    const PTX_RUNS: usize = 7;
+    let target = Target::h200_cuda();
+    let arch = tilekit_ptx::Arch::Sm90;
+    let mut rows = Vec::new();
+    let mut worst: f64 = 0.0;
+    println!("\nPTX ({arch}), every configuration of each kernel's default problem");
+    println!("{:<16} {:<22} {:<44} {:>9} {:>9} {:>9} {:>9} {:>9}", "KERNEL", "PROBLEM", "CONFIG", "TOTAL", "EMIT", "PARSE", "O3", "CODEGEN");
+    for k in kernels::all() {
+        let problem = k.default_problem();
+        for config in k.configs() {
+            let options = LowerOptions::new(config.num_warps() as u32);
+            let mut samples = Vec::new();
+            let mut stages: [Vec<f64>; 4] = Default::default();
+            let mut bytes = 0;
+            let mut launches = 0;
+            let mut failed = None;
+            for _ in 0..PTX_RUNS {
+                let t0 = Instant::now();
+                let plan = match k.plan(&problem, &config) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                };
+                launches = plan.launches.len();
+                bytes = 0;
+                let mut st = [0.0; 4];
+                for l in &plan.launches {
+                    match tilekit_ptx::compile(&l.program, &target, &options, arch) {
+                        Ok(c) => {
+                            bytes += c.kernel.ptx.len();
+                            for (a, t) in st.iter_mut().zip(c.times) {
+                                *a += t.as_secs_f64();
+                            }
+                        }
+                        Err(e) => failed = Some(e.to_string()),
+                    }
+                }
+                samples.push(t0.elapsed().as_secs_f64());
+                for (v, t) in stages.iter_mut().zip(st) {
+                    v.push(t);
+                }
+            }
+            if let Some(e) = failed {
+                println!("{:<16} {:<22} {:<44} failed: {e}", k.name(), problem.to_string(), config.to_string());
+                continue;
+            }
+            let m = median(&mut samples.clone());
+            worst = worst.max(m);
+            let sm = [0, 1, 2, 3].map(|i| median(&mut stages[i]));
+            println!(
+                "{:<16} {:<22} {:<44} {:>7.1}ms {:>7.1}ms {:>7.1}ms {:>7.1}ms {:>7.1}ms",
+                k.name(),
+                problem.to_string(),
+                config.to_string(),
+                m * 1e3,
+                sm[0] * 1e3,
+                sm[1] * 1e3,
+                sm[2] * 1e3,
+                sm[3] * 1e3
+            );
+            rows.push(PtxRow {
+                kernel: k.name().into(),
+                problem: problem.to_string(),
+                config: config.to_string(),
+                arch: arch.to_string(),
+                launches,
+                ptx_bytes: bytes,
+                samples,
+                median_s: m,
+                stage_median_s: sm,
+            });
+        }
+    }
+    println!("slowest configuration: {:.1} ms (goal: 150 ms)", worst * 1e3);
+    let host = hostname();
+    let path = format!("bench/results/compile-ptx-{host}.json");
+    let _ = std::fs::create_dir_all("bench/results");
+    match serde_json::to_string_pretty(&serde_json::json!({ "schema": 1, "host": host, "runs": PTX_RUNS, "target": target.name, "rows": rows })) {
+        Ok(j) => match std::fs::write(&path, j) {
+            Ok(()) => eprintln!("wrote {path}"),
+            Err(e) => eprintln!("cannot write {path}: {e}"),
+        },
+        Err(e) => eprintln!("cannot encode: {e}"),
+    }
+}
+
+fn spirv() {
     let target = Target::h200_vulkan();
     let mut rows = Vec::new();
     println!("{:<16} {:<26} {:>10} {:>10} {:>8}", "KERNEL", "PROBLEM", "BUILD", "TOTAL", "WORDS");
@@ -86,7 +204,7 @@ fn main() {
             build_median_s: b,
         });
     }
-    let host = Command::new("hostname").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let host = hostname();
     let path = format!("bench/results/compile-{host}.json");
     let _ = std::fs::create_dir_all("bench/results");
     match serde_json::to_string_pretty(&serde_json::json!({ "schema": 1, "host": host, "runs": RUNS, "rows": rows })) {

@@ -1,4 +1,5 @@
-//! Device time of the library's memory-bound kernels on every GPU device (each Vulkan device
+//! Device time of the library's memory-bound kernels on every GPU device (each CUDA device with the
+//! `ptx` feature, each Vulkan device
 //! through the raw Vulkan runtime and through wgpu), with a copy kernel as the bandwidth ceiling.
 //!
 //! `cargo bench --bench gpu [-- quick]` checks every case against its reference on the device

@@ -2,16 +2,28 @@
 # Builds the binaries scripts/gpu-run.sh runs on a GPU machine (x86-64, glibc >= Debian 12's)
 # and packs them, stripped and xz-compressed, into .h200/; downloads the Vulkan loader packages
 # into .gl/. Both folders are for carrying, not for committing.
+#
+# The GPU machine has no LLVM 19, so everything that includes the PTX backend is linked with LLVM
+# statically (feature `ptx-static`, in its own target directory so the normal build is not
+# rebuilt): the `tilekit` binary, the kernels_cuda test and the benchmarks. libdevice (the CUDA
+# math library the PTX backend links) travels beside them; the binaries find it next to themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo build --release --bins --benches
 cargo test --release --workspace --no-run
+STATIC=target/ptx-static
+CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu
+CARGO_TARGET_DIR=$STATIC cargo test --release --features ptx-static --test kernels_cuda --no-run
 rm -rf .h200 && mkdir .h200
-newest() { ls -t target/release/deps/"$1"-* | grep -v '\.d$' | head -1; }
-cp target/release/tilekit .h200/tilekit
-cp "$(newest gpu)" .h200/gpu
-for t in kernels_vulkan control ops runtime wgpu_rt; do cp "$(newest "$t")" ".h200/$t"; done
-strip .h200/*
+newest() { ls -t "$1"/release/deps/"$2"-* | grep -v '\.d$' | head -1; }
+cp $STATIC/release/tilekit .h200/tilekit
+cp "$(newest $STATIC gpu)" .h200/gpu
+cp "$(newest $STATIC kernels_cuda)" .h200/kernels_cuda
+for t in kernels_vulkan control ops runtime wgpu_rt; do cp "$(newest target "$t")" ".h200/$t"; done
+strip .h200/tilekit .h200/gpu .h200/kernels_cuda .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt
+libdevice=$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])')/nvvm/libdevice/libdevice.10.bc
+cp "$libdevice" .h200/libdevice.10.bc
+# Statically linked LLVM still needs libffi and libzstd at run time; carry Debian 12's.
+cp /lib/x86_64-linux-gnu/libffi.so.8 /lib/x86_64-linux-gnu/libzstd.so.1 .h200/
 xz -T2 -6 .h200/*
 if [ ! -d .gl ] || [ -z "$(ls .gl 2>/dev/null)" ]; then
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'

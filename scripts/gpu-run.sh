@@ -16,6 +16,10 @@ export TILEKIT_VULKAN_TIMEOUT_S="${TILEKIT_VULKAN_TIMEOUT_S:-20}"
 bin=$(mktemp -d)
 for f in .h200/*.xz; do xz -dc "$f" > "$bin/$(basename "$f" .xz)"; done
 chmod +x "$bin"/*
+# The PTX backend links libdevice from beside the binaries.
+export TILEKIT_LIBDEVICE="$bin/libdevice.10.bc"
+# libffi and libzstd for the statically linked LLVM, where the machine lacks them.
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/gpu.txt" 2>&1
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
@@ -31,6 +35,11 @@ case "${1:-all}" in
     # One kernel at a time, each bounded, so one hang cannot hide the others.
     for k in $("$bin/kernels_vulkan" --list 2>/dev/null | sed -n 's/: test$//p'); do
       echo "== kernels_vulkan $k"; timeout 90 "$bin/kernels_vulkan" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -12
+      echo "rc=$?"
+    done >> "$OUT/tests.txt" 2>&1
+    # Every kernel on every CUDA device (PTX), one kernel at a time as above.
+    for k in $("$bin/kernels_cuda" --list 2>/dev/null | sed -n 's/: test$//p'); do
+      echo "== kernels_cuda $k"; timeout 120 "$bin/kernels_cuda" --exact "$k" 2>&1 | tail -12
       echo "rc=$?"
     done >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"

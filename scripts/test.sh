@@ -12,8 +12,11 @@ APT_PACKAGES=(
   libvulkan1              # the Vulkan loader
   vulkan-validationlayers # VK_LAYER_KHRONOS_validation: every GPU test fails on any message
   spirv-tools             # spirv-val checks every emitted module
+  llvm-19-dev             # the PTX backend (feature `ptx`) builds against LLVM 19
+  libzstd-dev             # LLVM's static libraries need it (scripts/gpu-pack.sh links LLVM statically)
 )
 PIP_PACKAGES=(
+  nvidia-cuda-nvcc-cu12==12.9.86  # ptxas (checks every kernel's PTX) and libdevice (math)
 )
 
 ensure_cargo
@@ -33,3 +36,9 @@ log "tests"
 cargo test --release --workspace --lib --bins --tests --examples
 log "documentation tests"
 cargo test --release --workspace --doc
+
+# The PTX backend (its crates' own tests ran above, as workspace members): every kernel's PTX
+# through ptxas, golden PTX, `ir --ptx`, and the CUDA kernel tests, which say that there is no
+# CUDA device and pass where there is none.
+log "PTX backend tests (feature ptx)"
+TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx --test ptx_modules --test kernels_cuda --test cli

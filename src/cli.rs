@@ -107,9 +107,17 @@ pub struct IrArgs {
     /// memory the lowering needs.
     #[arg(long)]
     pub gpu: bool,
-    /// The target for --gpu: vulkan-baseline (default), lavapipe or h200-vulkan.
+    /// The target for --gpu: vulkan-baseline (default), lavapipe, h200-vulkan, sm_80, sm_90 or
+    /// h200-cuda.
     #[arg(long, value_name = "TARGET", requires = "gpu")]
     pub target: Option<String>,
+    /// Print the PTX instead (needs the `ptx` feature), with ptxas's resource report where
+    /// ptxas is found.
+    #[arg(long, conflicts_with_all = ["gpu", "locations"])]
+    pub ptx: bool,
+    /// The architecture for --ptx: sm_80, sm_90 (default) or sm_90a.
+    #[arg(long, value_name = "ARCH", requires = "ptx")]
+    pub arch: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -463,6 +471,39 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 // ---------------------------------------------------------------------------------------------
 // tilekit ir
 
+/// The PTX of one launch for `arch`, headed by ptxas's report when ptxas is found.
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, num_warps: u32) -> Result<String, CliError> {
+    use tilekit_ptx::Arch;
+    let arch = match arch {
+        None => Arch::Sm90,
+        Some(a) => Arch::parse(a).ok_or_else(|| CliError::Usage(format!("unknown --arch `{a}`; known: sm_80, sm_90, sm_90a")))?,
+    };
+    let target = if arch == Arch::Sm80 { tilekit_core::gpu::Target::cuda_sm80() } else { tilekit_core::gpu::Target::cuda_sm90() };
+    // Specialized on this launch's arguments, as a device compiles it.
+    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(num_warps), launch);
+    let mut c = tilekit_ptx::compile(&launch.program, &target, &options, arch)
+        .map_err(|e| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to PTX for {arch}: {e}")))?;
+    let mut out = String::new();
+    match c.kernel.assemble() {
+        Ok(r) => {
+            let _ = writeln!(out, "// ptxas {r}");
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                let _ = writeln!(out, "// ptxas: {line}");
+            }
+        }
+    }
+    out.push_str(&c.kernel.ptx);
+    Ok(out)
+}
+
+#[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
+fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: u32) -> Result<String, CliError> {
+    Err(CliError::Usage("this tilekit was built without the `ptx` feature (cargo build --features ptx; it needs LLVM 19)".into()))
+}
+
 fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let kernel = find_kernel(&args.kernel)?;
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
@@ -472,7 +513,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
         Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
             name: name.to_string(),
-            known: tilekit_core::gpu::Target::PRESETS.join(", "),
+            known: [&tilekit_core::gpu::Target::PRESETS[..], &tilekit_core::gpu::Target::CUDA_PRESETS[..]].concat().join(", "),
         })?,
     };
     let mut text = String::new();
@@ -489,18 +530,22 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 LaunchArg::Scalar(s) => s.to_string(),
             })
             .collect();
-        // `;` starts a comment in the text form, so a single launch's output parses back as is.
-        let _ = writeln!(text, "; {} {} [{}]", kernel.name(), problem, config);
+        // `;` starts a comment in the text form, so a single launch's output parses back as is;
+        // PTX comments start with `//`.
+        let c = if args.ptx { "//" } else { ";" };
+        let _ = writeln!(text, "{c} {} {} [{}]", kernel.name(), problem, config);
         let _ = writeln!(
             text,
-            "; launch {} of {count}: grid [{}, {}, {}], args ({})",
+            "{c} launch {} of {count}: grid [{}, {}, {}], args ({})",
             i + 1,
             launch.grid[0],
             launch.grid[1],
             launch.grid[2],
             launch_args.join(", ")
         );
-        if args.gpu {
+        if args.ptx {
+            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), config.num_warps() as u32)?);
+        } else if args.gpu {
             // Specialized on this launch's arguments, as a device compiles it.
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);
             let gpu = tilekit_core::gpu::describe(&launch.program, &target, &options).map_err(|e| CliError::Lower {

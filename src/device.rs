@@ -1,5 +1,6 @@
 //! Devices tilekit can run on: the interpreter (the reference), the emulator of the GPU
-//! lowering, and every Vulkan device through the raw Vulkan runtime and through wgpu.
+//! lowering, every Vulkan device through the raw Vulkan runtime and through wgpu, and (with the
+//! `ptx` feature) every CUDA device through the PTX backend.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,6 +29,9 @@ pub enum Device {
     Vulkan { index: usize, name: String, target: Target },
     /// A Vulkan adapter through wgpu.
     Wgpu { name: String, target: Target },
+    /// A CUDA device (PTX through the driver's JIT).
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+    Cuda { ordinal: usize, name: String, target: Target },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +50,12 @@ pub enum DeviceError {
     Vulkan { device: String, source: VulkanError },
     #[error("{device}: {source}")]
     Wgpu { device: String, source: WgpuError },
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+    #[error(transparent)]
+    Ptx(#[from] tilekit_ptx::PtxError),
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+    #[error("{device}: {source}")]
+    Cuda { device: String, source: tilekit_ptx::CudaError },
     #[error("{device}: the Vulkan validation layer reported {} message(s) while running `{program}`:\n{}", messages.len(), messages.join("\n"))]
     Validation { device: String, program: String, messages: Vec<String> },
 }
@@ -100,10 +110,13 @@ impl Device {
         out
     }
 
-    /// The Vulkan devices, through both runtimes.
+    /// The CUDA devices (with the `ptx` feature), then the Vulkan devices through both
+    /// runtimes. A machine without a CUDA driver or a Vulkan loader simply lacks those devices.
     pub fn gpus() -> Vec<Device> {
-        let infos = VulkanRuntime::devices().unwrap_or_default();
         let mut out = Vec::new();
+        #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+        out.extend(Device::cuda_devices());
+        let infos = VulkanRuntime::devices().unwrap_or_default();
         for info in &infos {
             out.push(Device::Vulkan { index: info.index, name: info.name.clone(), target: info.target() });
         }
@@ -149,6 +162,8 @@ impl Device {
             Device::Emulator(t) => format!("emulator:{}", t.name),
             Device::Vulkan { name, .. } => format!("vulkan:{name}"),
             Device::Wgpu { name, .. } => format!("wgpu:{name}"),
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { name, .. } => format!("cuda:{name}"),
         }
     }
 
@@ -157,6 +172,8 @@ impl Device {
         match self {
             Device::Interpreter => None,
             Device::Emulator(t) | Device::Vulkan { target: t, .. } | Device::Wgpu { target: t, .. } => Some(t),
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { target: t, .. } => Some(t),
         }
     }
 
@@ -223,6 +240,19 @@ impl Device {
                 self.wgpu_finish(buffers, &g)?;
                 Ok(elapsed)
             }
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { .. } => {
+                let g = self.cuda_prepare(plan, buffers, &options)?;
+                let start = Instant::now();
+                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
+                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
+                    g.rt.launch(&k, launch.grid, &bufs, scalars).map_err(|e| self.cerr(e))?;
+                }
+                let elapsed = start.elapsed();
+                self.cuda_finish(buffers, &g)?;
+                Ok(elapsed)
+            }
         }
     }
 }
@@ -254,6 +284,17 @@ impl Device {
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 self.wgpu_finish(buffers, &g)?;
+            }
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { .. } => {
+                let g = self.cuda_prepare(plan, buffers, &options)?;
+                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
+                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
+                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
+                    let t = g.rt.time(&k, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.cerr(e))?;
+                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
+                }
+                self.cuda_finish(buffers, &g)?;
             }
             Device::Interpreter | Device::Emulator(_) => {
                 for t in total.iter_mut() {
@@ -358,6 +399,76 @@ impl Device {
     fn wgpu_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, P>) -> Result<(), DeviceError> {
         for (host, d) in buffers.iter().zip(&g.buffers) {
             copy_into(host, &g.rt.download(d, host.dtype(), host.len()).map_err(|e| self.werr(e))?);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
+    static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
+    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(&ordinal) {
+        return Ok(rt.clone());
+    }
+    let rt = Arc::new(tilekit_ptx::CudaRuntime::new(ordinal)?);
+    map.insert(ordinal, rt.clone());
+    Ok(rt)
+}
+
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+impl Device {
+    /// Every CUDA device the driver lists and the PTX backend supports (compute capability 8.0
+    /// or newer); none without a driver.
+    pub fn cuda_devices() -> Vec<Device> {
+        let Ok(infos) = tilekit_ptx::CudaRuntime::devices() else { return Vec::new() };
+        infos.into_iter().map(|i| Device::Cuda { ordinal: i.ordinal, target: i.target(), name: i.name }).collect()
+    }
+
+    fn cerr(&self, source: tilekit_ptx::CudaError) -> DeviceError {
+        DeviceError::Cuda { device: self.name(), source }
+    }
+
+    fn cuda_prepare(
+        &self,
+        plan: &Plan,
+        buffers: &[HostBuffer],
+        options: &LowerOptions,
+    ) -> Result<Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, tilekit_ptx::CudaKernel>, DeviceError> {
+        // Loaded modules by (device, program, num_warps), like the Vulkan pipelines: LLVM's O3
+        // and the driver's JIT cost far more than launching a small problem.
+        static KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
+        let Device::Cuda { ordinal, target, .. } = self else { unreachable!("called for CUDA devices") };
+        let rt = cuda_runtime(*ordinal).map_err(|e| self.cerr(e))?;
+        let arch = rt.info().arch().unwrap_or(tilekit_ptx::Arch::Sm80);
+        let dev = buffers
+            .iter()
+            .map(|b| {
+                let mut d = rt.alloc(b.dtype(), b.len())?;
+                rt.upload(&mut d, b)?;
+                Ok(d)
+            })
+            .collect::<Result<_, tilekit_ptx::CudaError>>()
+            .map_err(|e| self.cerr(e))?;
+        let pipelines = plan
+            .launches
+            .iter()
+            .map(|l| {
+                // Modules belong to one device's context: the key names the ordinal, since
+                // identical GPUs share a name.
+                let options = launch_options(options, l);
+                let (name, program, warps, div) = self.pipeline_key(&l.program, &options);
+                cached(&KERNELS, (format!("{name}#{ordinal}"), program, warps, div), || {
+                    rt.load(&tilekit_ptx::compile(&l.program, target, &options, arch)?.kernel).map_err(|e| self.cerr(e))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+    }
+
+    fn cuda_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, P>) -> Result<(), DeviceError> {
+        for (host, d) in buffers.iter().zip(&g.buffers) {
+            copy_into(host, &g.rt.download(d).map_err(|e| self.cerr(e))?);
         }
         Ok(())
     }

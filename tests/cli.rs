@@ -282,3 +282,21 @@ fn ir_gpu_prints_layouts_for_a_target() {
     assert!(out.contains("#recipe"), "{out}");
     bad_input(&["ir", "softmax", "--gpu", "--target", "nope"], &["unknown target `nope`", "lavapipe"]);
 }
+
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+#[test]
+fn ir_ptx_prints_ptx_with_the_ptxas_report() {
+    let out = ok(&["ir", "softmax", "--shape", "8x100", "--ptx", "--arch", "sm_80"]);
+    assert!(out.contains(".target sm_80") && out.contains(".visible .entry softmax("), "{out}");
+    assert!(out.contains("// ptxas sm_80: ") && out.contains(" 0 B spill stores"), "{out}");
+    assert!(out.lines().all(|l| !l.starts_with(';')), "PTX comments start with //:\n{out}");
+    let out = ok(&["ir", "vector_add", "--ptx"]);
+    assert!(out.contains(".target sm_90") && out.contains("ld.global.nc.v4.f32"), "{out}");
+    bad_input(&["ir", "softmax", "--ptx", "--arch", "sm_70"], &["unknown --arch `sm_70`", "sm_80"]);
+}
+
+#[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
+#[test]
+fn ir_ptx_needs_the_feature() {
+    bad_input(&["ir", "softmax", "--ptx"], &["built without the `ptx` feature"]);
+}

@@ -127,17 +127,59 @@ impl Target {
         }
     }
 
+    /// An NVIDIA Ampere GPU (sm_80, A100) through CUDA: warps of 32, 1024 threads, 48 KiB of
+    /// static shared memory per program (the most a kernel gets without opting in to dynamic
+    /// shared memory), 16-byte vector accesses, 4 KiB of kernel parameters.
+    pub fn cuda_sm80() -> Target {
+        Target {
+            name: "cuda:sm_80".into(),
+            isa: Isa::Ptx,
+            subgroup_size: 32,
+            max_threads_per_program: 1024,
+            shared_memory_bytes: 48 * 1024,
+            subgroup_ops: SubgroupOps { shuffle: true, arithmetic: false },
+            f16: true,
+            bf16: true,
+            i8: true,
+            i16: true,
+            i64: true,
+            atomic_float_add: true,
+            ieee_preserve: true,
+            max_vector_bytes: 16,
+            max_push_constant_bytes: 4096,
+            max_grid: [2147483647, 65535, 65535],
+            matrix: Vec::new(),
+        }
+    }
+
+    /// An NVIDIA Hopper GPU (sm_90) through CUDA; the same limits as [`Target::cuda_sm80`]
+    /// until `dot` uses its matrix instructions.
+    pub fn cuda_sm90() -> Target {
+        Target { name: "cuda:sm_90".into(), ..Target::cuda_sm80() }
+    }
+
+    /// The NVIDIA H200 through CUDA (sm_90).
+    pub fn h200_cuda() -> Target {
+        Target { name: "cuda:nvidia-h200".into(), ..Target::cuda_sm90() }
+    }
+
     /// Offline presets by name, for `tilekit ir --gpu --target NAME`.
     pub fn preset(name: &str) -> Option<Target> {
         match name {
             "vulkan" | "vulkan-baseline" => Some(Target::vulkan_baseline()),
             "lavapipe" | "llvmpipe" | "vulkan:llvmpipe" => Some(Target::lavapipe()),
             "h200" | "h200-vulkan" | "vulkan:nvidia-h200" => Some(Target::h200_vulkan()),
+            "sm_80" | "sm80" | "cuda:sm_80" => Some(Target::cuda_sm80()),
+            "sm_90" | "sm90" | "cuda:sm_90" => Some(Target::cuda_sm90()),
+            "h200-cuda" | "cuda:nvidia-h200" => Some(Target::h200_cuda()),
             _ => None,
         }
     }
 
+    /// The SPIR-V presets.
     pub const PRESETS: [&'static str; 3] = ["vulkan-baseline", "lavapipe", "h200-vulkan"];
+    /// The PTX presets (compiled by the `ptx` feature).
+    pub const CUDA_PRESETS: [&'static str; 3] = ["sm_80", "sm_90", "h200-cuda"];
 
     /// Whether values of `dtype` can live in buffers and registers on this target.
     pub fn supports(&self, dtype: DType) -> bool {

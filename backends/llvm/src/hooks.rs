@@ -1,0 +1,88 @@
+//! What a target family supplies to the shared LLVM emission: its triple and CPU, its kernel
+//! calling convention and address spaces, how to read thread and program ids, how to
+//! synchronise and shuffle, which functions implement the math, and how to link them.
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::RelocMode;
+
+use crate::emit::{Builder, Operand};
+
+/// The f32 functions a kernel may call, beyond what LLVM intrinsics express exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Erf,
+    /// `fmod(x, y)`, two arguments.
+    Fmod,
+}
+
+/// A target family (NVPTX, AMDGPU) for [`crate::LlvmEmitter`] and [`crate::codegen`].
+///
+/// Ids are i32 values; `warp` is the target's subgroup size (32 on NVIDIA, 32 or 64 on AMD): a
+/// hook never assumes one.
+pub trait Hooks {
+    /// LLVM target triple (`nvptx64-nvidia-cuda`).
+    fn triple(&self) -> &str;
+    /// LLVM CPU (`sm_90`, `gfx942`).
+    fn cpu(&self) -> &str;
+    /// LLVM target features (`+ptx80`).
+    fn features(&self) -> &str;
+    /// The calling convention keyword of a kernel entry point in LLVM IR (`ptx_kernel`).
+    fn kernel_calling_convention(&self) -> &str;
+    /// Address space of global memory (buffers).
+    fn global_addrspace(&self) -> u32 {
+        1
+    }
+    /// Address space of shared memory.
+    fn shared_addrspace(&self) -> u32 {
+        3
+    }
+    /// Alignment the runtime guarantees for every buffer's first element.
+    fn buffer_align(&self) -> u32 {
+        16
+    }
+    /// The `syncscope` of device-wide atomics, `None` for LLVM's default (system) scope.
+    fn device_scope(&self) -> Option<&str> {
+        None
+    }
+    /// Relocation model of the target machine.
+    fn reloc_mode(&self) -> RelocMode {
+        RelocMode::Default
+    }
+
+    /// This thread's index within its program (threads are numbered along x only).
+    fn thread_index(&self, b: &mut Builder<'_>) -> Operand;
+    fn program_id(&self, b: &mut Builder<'_>, axis: u32) -> Operand;
+    fn num_programs(&self, b: &mut Builder<'_>, axis: u32) -> Operand;
+    /// A barrier over the program's threads that also orders shared-memory accesses.
+    fn barrier(&self, b: &mut Builder<'_>);
+    /// The i32 `value` of lane `lane ^ mask` in a warp of `warp` lanes (every lane active).
+    fn shuffle_xor_i32(&self, b: &mut Builder<'_>, value: Operand, mask: u32, warp: u32) -> Operand;
+    /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
+    /// [`Hooks::link_externals`] provides.
+    fn math(&self, f: MathFn) -> &'static str;
+
+    /// Attributes of the kernel function (`"amdgpu-flat-work-group-size"="1,256"`), or empty.
+    fn function_attributes(&self, threads: u32) -> String {
+        let _ = threads;
+        String::new()
+    }
+    /// Module-level metadata text (`!nvvm.annotations`), or empty.
+    fn module_metadata(&self, entry: &str, threads: u32) -> String {
+        let _ = (entry, threads);
+        String::new()
+    }
+
+    /// Registers the LLVM target (once per process is enough; repeating is harmless).
+    fn initialize(&self);
+    /// Links the definitions of the external functions `names` into `module`.
+    fn link_externals<'ctx>(&self, context: &'ctx Context, module: &Module<'ctx>, names: &[String]) -> Result<(), String>;
+}

@@ -1,0 +1,204 @@
+//! The NVPTX hooks of the LLVM layer: special registers for ids, `bar.sync`, `shfl.sync.bfly`,
+//! libdevice for the math functions, `nvvm.annotations` for the entry point and its block size.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use tilekit_llvm::inkwell::context::Context;
+use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
+use tilekit_llvm::inkwell::module::{Linkage, Module};
+use tilekit_llvm::inkwell::passes::PassBuilderOptions;
+use tilekit_llvm::inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple};
+use tilekit_llvm::inkwell::OptimizationLevel;
+use tilekit_llvm::emit::{Builder, Operand};
+use tilekit_llvm::{Hooks, MathFn};
+
+use crate::toolkit;
+
+/// The GPU architecture PTX is generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// Ampere (A100).
+    Sm80,
+    /// Hopper (H100, H200), portable PTX.
+    Sm90,
+    /// Hopper with its architecture-specific instructions (wgmma); PTX for sm_90a runs only there.
+    Sm90a,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 3] = [Arch::Sm80, Arch::Sm90, Arch::Sm90a];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm80 => "sm_80",
+            Arch::Sm90 => "sm_90",
+            Arch::Sm90a => "sm_90a",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == s || a.name().replace('_', "") == s)
+    }
+
+    /// The architecture of a device of compute capability `major.minor`: the newest one this
+    /// backend emits that the device runs (PTX is forward-compatible through the driver's JIT).
+    pub fn for_compute_capability(major: i32, minor: i32) -> Option<Arch> {
+        match (major, minor) {
+            (m, _) if m >= 9 => Some(Arch::Sm90),
+            (8, _) => Some(Arch::Sm80),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// [`Hooks`] for `nvptx64-nvidia-cuda`.
+#[derive(Clone, Copy, Debug)]
+pub struct NvptxHooks {
+    pub arch: Arch,
+}
+
+impl Hooks for NvptxHooks {
+    fn triple(&self) -> &str {
+        "nvptx64-nvidia-cuda"
+    }
+
+    fn cpu(&self) -> &str {
+        self.arch.name()
+    }
+
+    fn features(&self) -> &str {
+        // PTX ISA 8.0 (CUDA 12.0) is the first with sm_90a; every CUDA 12 and 13 driver JITs it.
+        "+ptx80"
+    }
+
+    fn kernel_calling_convention(&self) -> &str {
+        "ptx_kernel"
+    }
+
+    fn thread_index(&self, b: &mut Builder<'_>) -> Operand {
+        b.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[])
+    }
+
+    fn program_id(&self, b: &mut Builder<'_>, axis: u32) -> Operand {
+        b.call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{}", xyz(axis)), &[])
+    }
+
+    fn num_programs(&self, b: &mut Builder<'_>, axis: u32) -> Operand {
+        b.call("i32", &format!("llvm.nvvm.read.ptx.sreg.nctaid.{}", xyz(axis)), &[])
+    }
+
+    fn barrier(&self, b: &mut Builder<'_>) {
+        // `bar.sync 0`: waits for every thread of the block and orders its shared-memory accesses.
+        b.call("void", "llvm.nvvm.barrier0", &[]);
+    }
+
+    fn shuffle_xor_i32(&self, b: &mut Builder<'_>, value: Operand, mask: u32, warp: u32) -> Operand {
+        // Every lane takes part (the lowering keeps control flow uniform). The last operand
+        // packs the segment mask (lanes outside a `warp`-wide segment) and the clamp, 31.
+        let c = ((32 - warp.min(32)) << 8) | 0x1f;
+        b.call(
+            "i32",
+            "llvm.nvvm.shfl.sync.bfly.i32",
+            &[("i32", Operand::Int(-1)), ("i32", value), ("i32", Operand::Int(mask as i64)), ("i32", Operand::Int(c as i64))],
+        )
+    }
+
+    fn math(&self, f: MathFn) -> &'static str {
+        match f {
+            MathFn::Exp => "__nv_expf",
+            MathFn::Exp2 => "__nv_exp2f",
+            MathFn::Log => "__nv_logf",
+            MathFn::Log2 => "__nv_log2f",
+            MathFn::Rsqrt => "__nv_rsqrtf",
+            MathFn::Sin => "__nv_sinf",
+            MathFn::Cos => "__nv_cosf",
+            MathFn::Tanh => "__nv_tanhf",
+            MathFn::Erf => "__nv_erff",
+            MathFn::Fmod => "__nv_fmodf",
+        }
+    }
+
+    fn module_metadata(&self, entry: &str, threads: u32) -> String {
+        // `reqntid` tells ptxas the exact block size (every launch uses it), so it budgets
+        // registers for it: a launch with more registers per thread than the block allows
+        // fails. Without `minnctapersm 1` ptxas trades spills for occupancy (it caps registers
+        // so that several blocks fit on a multiprocessor, and spilled 8 to 800 bytes in library
+        // kernels that fit in registers); a spill costs local-memory traffic in the hot loop,
+        // which these kernels never win back. `nvvm-reflect-ftz` = 0 makes libdevice keep
+        // subnormals.
+        format!(
+            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 1}}\n\
+             !llvm.module.flags = !{{!1}}\n!1 = !{{i32 4, !\"nvvm-reflect-ftz\", i32 0}}\n"
+        )
+    }
+
+    fn initialize(&self) {
+        LlvmTarget::initialize_nvptx(&InitializationConfig::default());
+    }
+
+    fn link_externals<'ctx>(&self, context: &'ctx Context, module: &Module<'ctx>, names: &[String]) -> Result<(), String> {
+        let bytes = pruned_libdevice().map_err(|e| format!("{e} (needed for {})", names.join(", ")))?;
+        let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, "libdevice.10.bc");
+        let lib = Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| format!("reading libdevice: {e}"))?;
+        lib.set_triple(&module.get_triple());
+        lib.set_data_layout(&module.get_data_layout());
+        module.link_in_module(lib).map_err(|e| format!("linking libdevice: {e}"))
+    }
+}
+
+/// Every libdevice function [`NvptxHooks::math`] names.
+const MATH: [MathFn; 10] =
+    [MathFn::Exp, MathFn::Exp2, MathFn::Log, MathFn::Log2, MathFn::Rsqrt, MathFn::Sin, MathFn::Cos, MathFn::Tanh, MathFn::Erf, MathFn::Fmod];
+
+/// libdevice reduced to the functions tilekit calls and what they call, as bitcode; built once
+/// per process. Parsing and linking all of libdevice (about 350 functions) took 100-150 ms per
+/// kernel, most of a kernel's compile time; the reduced module takes a few.
+fn pruned_libdevice() -> Result<&'static [u8], String> {
+    static PRUNED: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+    PRUNED
+        .get_or_init(|| {
+            let bytes = toolkit::libdevice().map_err(|e| e.to_string())?;
+            let hooks = NvptxHooks { arch: Arch::Sm80 };
+            hooks.initialize();
+            let context = Context::create();
+            let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, "libdevice.10.bc");
+            let lib = Module::parse_bitcode_from_buffer(&buffer, &context).map_err(|e| format!("reading libdevice: {e}"))?;
+            let keep: Vec<&str> = MATH.iter().map(|&f| hooks.math(f)).collect();
+            let mut f = lib.get_first_function();
+            while let Some(func) = f {
+                let name = func.get_name().to_string_lossy().into_owned();
+                if func.count_basic_blocks() > 0 && !keep.contains(&name.as_str()) {
+                    func.set_linkage(Linkage::Internal);
+                }
+                f = func.get_next_function();
+            }
+            let mut g = lib.get_first_global();
+            while let Some(gv) = g {
+                if gv.get_initializer().is_some() {
+                    gv.set_linkage(Linkage::Internal);
+                }
+                g = gv.get_next_global();
+            }
+            let triple = TargetTriple::create(hooks.triple());
+            let tm = LlvmTarget::from_triple(&triple)
+                .map_err(|e| e.to_string())?
+                .create_target_machine(&triple, hooks.cpu(), hooks.features(), OptimizationLevel::None, RelocMode::Default, CodeModel::Default)
+                .ok_or("no NVPTX target machine")?;
+            lib.run_passes("globaldce", &tm, PassBuilderOptions::create()).map_err(|e| format!("reducing libdevice: {e}"))?;
+            Ok(lib.write_bitcode_to_memory().as_slice().to_vec())
+        })
+        .as_ref()
+        .map(|v| v.as_slice())
+        .map_err(Clone::clone)
+}
+
+fn xyz(axis: u32) -> char {
+    ['x', 'y', 'z'][axis.min(2) as usize]
+}

@@ -1,0 +1,45 @@
+//! Every library kernel on every CUDA device (PTX through the driver's JIT), against the
+//! kernel's f64 reference, through the same harness as the Vulkan devices.
+//!
+//! Needs the `ptx` feature. A machine without a CUDA driver or device fails each test with a
+//! message saying so, unless `TILEKIT_SKIP_GPU_TESTS=1`.
+#![cfg(any(feature = "ptx", feature = "ptx-static"))]
+
+#[macro_use]
+mod common;
+
+use tilekit::Device;
+
+fn check_kernel(name: &str) {
+    let devices = Device::cuda_devices();
+    if devices.is_empty() {
+        let why = match tilekit_ptx::CudaRuntime::devices() {
+            Err(e) => e.to_string(),
+            Ok(_) => "the CUDA driver lists no device of compute capability 8.0 or newer".to_string(),
+        };
+        if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+            eprintln!("no CUDA device ({why}); skipped (TILEKIT_SKIP_GPU_TESTS=1)");
+            return;
+        }
+        panic!("no CUDA device: {why}; set TILEKIT_SKIP_GPU_TESTS=1 to skip");
+    }
+    for device in &devices {
+        common::check_kernel(name, device);
+    }
+}
+
+kernel_tests!(
+    vector_add,
+    softmax,
+    softmax_online,
+    layernorm,
+    rmsnorm,
+    sum,
+    cumsum,
+    histogram,
+    matmul,
+    attention,
+    swiglu,
+    rotary,
+    spmv,
+);

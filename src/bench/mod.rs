@@ -9,7 +9,13 @@
 //! Markdown, HTML with SVG charts and a CSV ([`report`]), with the performance-portability
 //! metric ([`pp`]).
 
+pub mod cmd;
+pub mod copy;
+pub mod report;
 pub mod pp;
+pub mod runner;
+pub mod suite;
+pub mod wgsl;
 pub mod schema;
 pub mod stats;
 

@@ -419,9 +419,9 @@ impl Default for Results {
 }
 
 /// Problems below this many FLOPs per byte are memory-bound on every device tilekit targets
-/// (the ridge points of GPUs and CPUs lie far above 1), so their attainable rate is the copy
-/// bandwidth alone even where no compute ceiling was measured.
-pub const MEMORY_BOUND_INTENSITY: f64 = 1.0;
+/// (the ridge points of GPUs lie in the tens to hundreds, those of CPUs around ten or more), so
+/// their attainable rate is the copy bandwidth alone even where no compute ceiling was measured.
+pub const MEMORY_BOUND_INTENSITY: f64 = 4.0;
 
 /// GB/s, TFLOP/s and the efficiencies of a run of `median_s` seconds.
 pub fn derive_figures(bytes: u64, flops: u64, median_s: f64, c: &Ceilings, best_s: Option<f64>) -> Derived {

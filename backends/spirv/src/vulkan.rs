@@ -1281,6 +1281,27 @@ impl VulkanRuntime {
         warmup: usize,
         runs: usize,
     ) -> Result<Vec<f64>, VulkanError> {
+        self.time_flushed(pipeline, grid, buffers, scalars, warmup, runs, &[])
+    }
+
+    /// As [`VulkanRuntime::time`], but before each timed run every buffer of `flush` is
+    /// overwritten (`vkCmdFillBuffer`) in a submission of its own that completes first, so that
+    /// each run starts with none of its own data in the device's caches. Together the flush
+    /// buffers must be larger than the last-level cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_flushed(
+        &self,
+        pipeline: &Pipeline,
+        grid: [u32; 3],
+        buffers: &[&DeviceBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+        flush: &[&DeviceBuffer],
+    ) -> Result<Vec<f64>, VulkanError> {
+        for f in flush {
+            self.check_own(f)?;
+        }
         if self.timestamps == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "its compute queue has no timestamps".into() });
         }
@@ -1291,7 +1312,17 @@ impl VulkanRuntime {
         }
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
-        for _ in 0..runs {
+        for run in 0..runs {
+            if !flush.is_empty() {
+                // A different value each time, so no driver can skip a fill as redundant.
+                let value = 0x9E37_79B9u32.wrapping_mul(run as u32 + 1);
+                // SAFETY: recording fills of live buffers this runtime owns.
+                self.run_commands(|d, cmd| unsafe {
+                    for f in flush {
+                        d.cmd_fill_buffer(cmd, f.buffer, 0, vk::WHOLE_SIZE, value);
+                    }
+                })?;
+            }
             self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Timestamps))?;
             let mut ticks = [0u64; 2];
             // SAFETY: both queries were written by the submission that just completed.

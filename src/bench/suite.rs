@@ -116,7 +116,7 @@ mod tests {
     use crate::kernels;
 
     #[test]
-    fn every_suite_problem_plans_with_every_configuration() {
+    fn every_suite_problem_plans_with_the_default_configuration() {
         for name in NAMES {
             let suite = find(name).unwrap();
             for c in &suite.cases {

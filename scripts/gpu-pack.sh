@@ -4,6 +4,8 @@
 # into .gl/. Both folders are for carrying, not for committing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The commit is compiled in: the GPU machine gets no .git to ask.
+export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
 cargo build --release --bins --benches
 cargo test --release --workspace --no-run
 rm -rf .h200 && mkdir .h200

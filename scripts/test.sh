@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libvulkan1              # the Vulkan loader
   vulkan-validationlayers # VK_LAYER_KHRONOS_validation: every GPU test fails on any message
   spirv-tools             # spirv-val checks every emitted module
+  chromium                # headless: the HTML report renders (tests/report_html.rs)
 )
 PIP_PACKAGES=(
 )

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use tilekit::bench::report::{render, ReportOptions};
 use tilekit::bench::schema::{
     Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo,
-    Status,
+    StaticResources, Status,
 };
 use tilekit::bench::stats::summarize;
 
@@ -155,6 +155,32 @@ fn charts_are_drawn_and_embedded() {
     }
     // The HTML is self-contained: no external resources.
     assert!(!out.html.contains("src=\"http") && !out.html.contains("<link") && !out.html.contains("<script"));
+}
+
+#[test]
+fn compile_only_targets_are_listed_not_timed() {
+    let mut r = results();
+    let mut amd = platform("amdgcn:gfx942", "gfx942", 0.0);
+    amd.backend = Backend::Amdgcn;
+    amd.executes = false;
+    amd.ceilings = Ceilings::default();
+    r.platforms.push(amd);
+    let mut e = entry("amdgcn:gfx942", "tilekit", "BLOCK=1024", true, None, Status::CompiledNotRun);
+    e.message = None;
+    e.check = None;
+    e.static_resources = Some(StaticResources { registers: Some(24), shared_bytes: Some(0), spills: Some(0), occupancy: Some(8.0), note: Some("wave64".into()) });
+    r.entries.push(e);
+    r.derive();
+    let out = render(&r, &ReportOptions { platforms: vec!["vulkan:A".into(), "vulkan:B".into()], set_name: None }).unwrap();
+    assert!(out.markdown.contains("## Compiled, not run"));
+    assert!(out.markdown.contains("| amdgcn:gfx942 | vector_add | 1048576 f32 | BLOCK=1024 | 24 | 0 | 0 | 8.0 | wave64 |"), "{}", out.markdown);
+    // It is no platform of the PP set and has no timed cells.
+    assert_eq!(pp_row(&out.markdown)[2], "0.67");
+    assert!(out.markdown.contains("| amdgcn:gfx942 | amdgcn | discrete |"));
+    assert!(!out.csv.contains("amdgcn"));
+    // By default the set holds only platforms that run.
+    let all = render(&r, &ReportOptions::default()).unwrap();
+    assert!(!all.markdown.contains("`amdgcn:gfx942`"));
 }
 
 #[test]

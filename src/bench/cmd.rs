@@ -51,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub flush_mib: Option<u64>,
     /// Skip (never time unchecked) problems whose host f64 reference costs more GFLOP.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, default_value_t = 1200.0)]
     pub max_check_gflop: f64,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0xB3AC)]

@@ -210,8 +210,9 @@ pub struct Derived {
     pub tflops: f64,
     /// FLOPs per byte of the problem.
     pub intensity: f64,
-    /// Achieved / attainable on the roofline of the platform's measured ceilings; absent when
-    /// the ceiling it needs was not measured.
+    /// Achieved / attainable on the roofline of the hardware's measured ceilings (the best
+    /// measured through any runtime of the same hardware and host); absent when the ceiling it
+    /// needs was not measured.
     pub efficiency_ceiling: Option<f64>,
     /// Best median time of any implementation of the same problem on the same hardware and host
     /// / this median time.
@@ -313,8 +314,10 @@ impl Results {
         Results::from_json(path, &text)
     }
 
+    /// Compact JSON: a run keeps every sample (up to thousands per entry), which pretty
+    /// printing would spread over a line each.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("results serialize")
+        serde_json::to_string(self).expect("results serialize")
     }
 
     pub fn platform(&self, id: &str) -> Option<&Platform> {
@@ -398,7 +401,18 @@ impl Results {
                 *b = b.min(m);
             }
         }
-        let ceilings: HashMap<String, Ceilings> = self.platforms.iter().map(|p| (p.id.clone(), p.ceilings.clone())).collect();
+        // A ceiling belongs to the hardware: the best measured through any of its runtimes.
+        let best_of = |p: &Platform, f: fn(&Ceilings) -> Option<f64>| {
+            self.platforms.iter().filter(|q| q.hardware == p.hardware && q.host == p.host).filter_map(|q| f(&q.ceilings)).reduce(f64::max)
+        };
+        let ceilings: HashMap<String, Ceilings> = self
+            .platforms
+            .iter()
+            .map(|p| {
+                let c = Ceilings { copy_gbps: best_of(p, |c| c.copy_gbps), matrix_tflops: best_of(p, |c| c.matrix_tflops), ..p.ceilings.clone() };
+                (p.id.clone(), c)
+            })
+            .collect();
         for e in &mut self.entries {
             let Some(m) = e.median() else {
                 e.derived = None;

@@ -78,8 +78,8 @@ pub fn default() -> Suite {
         copy_elems: 1 << 28,
         cpu_copy_elems: 1 << 22,
         cases,
-        cpu_max_bytes: 64 << 20,
-        cpu_max_flops: 1 << 30,
+        cpu_max_bytes: 16 << 20,
+        cpu_max_flops: 1 << 28,
         max_configs: None,
     }
 }

@@ -255,7 +255,7 @@ impl Device {
             Device::Vulkan { .. } => {
                 let g = self.vulkan_prepare(plan, buffers, &options)?;
                 // Buffers no larger than one storage binding may be, which is all alloc makes.
-                let chunk = (g.rt.info().max_storage_buffer_range as u64 & !3).min(256 << 20).max(4);
+                let chunk = (g.rt.info().max_storage_buffer_range as u64 & !3).clamp(4, 256 << 20);
                 let flush = flush_chunks(flush_bytes, chunk)
                     .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
                     .collect::<Result<Vec<_>, _>>()
@@ -274,7 +274,7 @@ impl Device {
             }
             Device::Wgpu { .. } => {
                 let g = self.wgpu_prepare(plan, buffers, &options)?;
-                let chunk = (g.rt.limits().max_buffer_size & !3).min(256 << 20).max(4);
+                let chunk = (g.rt.limits().max_buffer_size & !3).clamp(4, 256 << 20);
                 let flush = flush_chunks(flush_bytes, chunk)
                     .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
                     .collect::<Result<Vec<_>, _>>()

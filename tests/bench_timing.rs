@@ -3,7 +3,7 @@
 //! device times of the kernel alone.
 
 use tilekit::device::TimingOptions;
-use tilekit::kernels::{self, Kernel, Problem, Role};
+use tilekit::kernels::{self, Problem, Role};
 use tilekit::{DType, Device, HostBuffer};
 
 #[test]

@@ -104,7 +104,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     if args.min_runs == 0 || args.max_runs == 0 {
         return Err(CliError::Usage("--min-runs and --max-runs must be at least 1".into()));
     }
-    if !(args.min_time_ms >= 0.0) || !(args.max_check_gflop >= 0.0) {
+    if [args.min_time_ms, args.max_check_gflop].iter().any(|x| x.is_nan() || *x < 0.0) {
         return Err(CliError::Usage("--min-time-ms and --max-check-gflop must be non-negative numbers".into()));
     }
     let devices = devices(&args.devices)?;

@@ -294,7 +294,7 @@ pub fn baseline(
             e.message = Some("the output failed its tolerance against the f64 reference; not timed".into());
             return Ok(());
         }
-        let chunk = (rt.limits().max_buffer_size & !3).min(256 << 20).max(4);
+        let chunk = (rt.limits().max_buffer_size & !3).clamp(4, 256 << 20);
         let mut flush = Vec::new();
         let mut left = o.flush_bytes.div_ceil(4) * 4;
         while left > 0 {

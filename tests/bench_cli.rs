@@ -38,6 +38,25 @@ fn bad_bench_and_report_arguments_are_named() {
 }
 
 #[test]
+fn problems_too_costly_to_check_are_skipped_never_timed() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-skip-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "softmax", "--max-check-gflop", "0", "--min-runs", "1", "-o", r]);
+    // Skipping by design is no failure.
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let res = Results::read(r).unwrap();
+    let sm: Vec<_> = res.entries.iter().filter(|e| e.kernel == "softmax").collect();
+    assert!(!sm.is_empty());
+    for e in sm {
+        assert_eq!(e.status, Status::Skipped);
+        assert!(e.samples_s.is_empty() && e.check.is_none());
+        assert!(e.message.as_deref().unwrap_or("").contains("--max-check-gflop"), "{e:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
     let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-{}", std::process::id()));
     let results = dir.join("r.json");

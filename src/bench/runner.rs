@@ -177,7 +177,7 @@ fn prepare(kernel: &dyn Kernel, problem: &Problem, seed: u64, max_check_flops: f
     let work = cost.flops.max(cost.bytes) as f64;
     let reference = if work > max_check_flops {
         Err(format!(
-            "not run: checking it needs an f64 reference of about {:.0} GFLOP on the host, above the limit of {:.0} (--max-check-gflop)",
+            "checking it needs an f64 reference of about {:.0} GFLOP on the host, above the limit of {:.0} (--max-check-gflop)",
             work / 1e9,
             max_check_flops / 1e9
         ))
@@ -551,7 +551,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
             let mut entries = Vec::new();
             if cpu && (cost.bytes > o.suite.cpu_max_bytes || cost.flops > o.suite.cpu_max_flops) {
                 let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, configs[0].to_string(), true, cost.bytes, cost.flops);
-                e.message = Some(format!("not run: larger than suite `{}` runs on CPU devices", o.suite.name));
+                e.message = Some(format!("larger than suite `{}` runs on CPU devices", o.suite.name));
                 entries.push(e);
             } else if let Some(prepared) = &prepared {
                 for (i, c) in configs.iter().enumerate() {

@@ -267,7 +267,7 @@ pub fn baseline(
     };
     let Some(reference) = reference else {
         e.status = Status::Skipped;
-        e.message = Some("not run: no reference to check against".into());
+        e.message = Some("no reference to check against".into());
         return Some(e);
     };
     let result = (|| -> Result<(), String> {

@@ -24,7 +24,7 @@ cargo build --release --bin tilekit
 [ $# -eq 0 ] && set -- --suite quick
 suite=quick
 for ((i = 1; i <= $#; i++)); do
-  [ "${!i}" = "--suite" ] && { j=$((i + 1)); suite="${!j}"; }
+  if [ "${!i}" = "--suite" ] && [ "$i" -lt $# ]; then j=$((i + 1)); suite="${!j}"; fi
 done
 results="bench/results/bench-$(hostname)-${suite}.json"
 log "benchmark: tilekit bench $* -o $results"

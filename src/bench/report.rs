@@ -284,6 +284,15 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
             ps.push(e.problem_text.clone());
         }
     }
+    // Problems in order of size, whichever file they came from.
+    let sizes: BTreeMap<&str, (u128, usize)> = r
+        .entries
+        .iter()
+        .map(|e| (e.problem_text.as_str(), (e.problem.shape.iter().map(|&d| d as u128).product(), e.problem.shape.len())))
+        .collect();
+    for ps in problems.values_mut() {
+        ps.sort_by(|a, b| sizes[a.as_str()].cmp(&sizes[b.as_str()]).then(a.cmp(b)));
+    }
     let set_name = o.set_name.clone().unwrap_or_else(|| if o.platforms.is_empty() { "every platform measured".into() } else { "the named platforms".into() });
     let v = View { r, set, set_name, kernels, problems };
     let mut blocks = Vec::new();

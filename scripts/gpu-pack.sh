@@ -9,6 +9,8 @@
 # math library the PTX backend links) travels beside them; the binaries find it next to themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The commit is compiled in: the GPU machine gets no .git to ask.
+export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
 cargo test --release --workspace --no-run
 STATIC=target/ptx-static
 CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs tilekit's GPU tests and benchmark on a machine with an NVIDIA GPU and no toolchain: the
 # binaries are built elsewhere (scripts/gpu-pack.sh) and carried in .h200/ with the Vulkan
-# loader packages in .gl/. Results go to $OUT (default ./gpu-out).
+# loader packages in .gl/. Results go to $OUT (default ./gpu-out). Modes: tests, bench (the
+# benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
+# `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -44,6 +46,15 @@ case "${1:-all}" in
     done >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
+  report)
+    # The default suite on the GPU through both runtimes (no CPU devices: the interpreter would
+    # spend minutes on shapes sized for a GPU), bounded so that the results saved after every
+    # case survive; then the report, packed (the charts sit one folder too deep to come back).
+    timeout "${TILEKIT_BENCH_TIMEOUT_S:-540}" "$bin/tilekit" bench --suite "${TILEKIT_SUITE:-default}" \
+      --device vulkan --device wgpu -o "$OUT/bench-h200.json" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.log"
+    "$bin/tilekit" report "$OUT/bench-h200.json" -o "$OUT/report" 2>&1 | tee -a "$OUT/bench.log"
+    tar czf "$OUT/report.tgz" -C "$OUT" report && rm -rf "$OUT/report"
+    ;;
   bench|all)
     TILEKIT_BENCH_OUT="$OUT/gpu-bench.json" TILEKIT_BENCH_RUNS="${TILEKIT_BENCH_RUNS:-30}" "$bin/gpu" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.txt"
     ;;

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   spirv-tools             # spirv-val checks every emitted module
   llvm-19-dev             # the PTX backend (feature `ptx`) builds against LLVM 19
   libzstd-dev             # LLVM's static libraries need it (scripts/gpu-pack.sh links LLVM statically)
+  chromium                # headless: the HTML report renders (tests/report_html.rs)
 )
 PIP_PACKAGES=(
   nvidia-cuda-nvcc-cu12==12.9.86  # ptxas (checks every kernel's PTX) and libdevice (math)

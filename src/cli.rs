@@ -32,7 +32,9 @@ Examples:
   tilekit run vector_add --shape 1M        run on the interpreter and compare with the reference
   tilekit run --all --problems tests       every kernel on its small test problems
   tilekit run --all --all-dtypes           every kernel, every dtype, default problems
-  tilekit devices --json                   devices reachable now, as JSON";
+  tilekit devices --json                   devices reachable now, as JSON
+  tilekit bench --suite quick -o r.json    check and time the quick suite on every device
+  tilekit report r.json -o report/         Markdown, HTML, SVG charts and CSV from results";
 
 /// tilekit: Triton-style tile kernels written once in Rust, run and measured on every device.
 #[derive(Parser, Debug)]
@@ -66,6 +68,16 @@ pub enum Command {
     Run(RunArgs),
     /// List the devices tilekit can run on now.
     Devices(ListArgs),
+    /// Check, then time, a suite of problems on every device, with ceilings and baselines.
+    ///
+    /// Every (kernel, problem, configuration) is compared with the f64 reference on the device
+    /// first; a wrong answer is recorded, never timed. Timing: device timestamps, warm-up, at
+    /// least --min-runs runs and --min-time-ms of device time, every sample kept, the cache
+    /// flushed before each run. Writes one JSON results file; exits with 1 when any case was
+    /// wrong or failed.
+    Bench(crate::bench::cmd::BenchArgs),
+    /// Merge results files and render Markdown, HTML with SVG charts and a CSV.
+    Report(crate::bench::cmd::ReportArgs),
 }
 
 #[derive(Args, Debug)]
@@ -240,6 +252,8 @@ pub fn execute(command: &Command, out: &mut dyn Write) -> Result<i32, CliError> 
         Command::Devices(a) => list_devices(a.json, out).map(|_| 0),
         Command::Ir(a) => print_ir(a, out).map(|_| 0),
         Command::Run(a) => run(a, out),
+        Command::Bench(a) => crate::bench::cmd::bench(a, out),
+        Command::Report(a) => crate::bench::cmd::report(a, out),
     }
 }
 

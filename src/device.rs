@@ -11,7 +11,7 @@ use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_core::gpu::simt::{self, SimtError};
 use tilekit_core::gpu::Target;
 use tilekit_core::interp::{self, Arg, InterpError};
-use tilekit_core::{Config, HostBuffer, Program, Scalar};
+use tilekit_core::{Config, DType, HostBuffer, Program, Scalar};
 use tilekit_spirv::{compile, CompileError, VulkanError, VulkanRuntime};
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
@@ -257,30 +257,69 @@ impl Device {
     }
 }
 
+/// How [`Device::time_plan_with`] times a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimingOptions {
+    /// Untimed runs first.
+    pub warmup: usize,
+    /// Timed runs: one sample each.
+    pub runs: usize,
+    /// Bytes of device memory overwritten before each timed run of each launch, so that runs
+    /// start with cold caches (0: none; runs then go back to back on warm caches). To flush,
+    /// it must exceed the device's last-level cache.
+    pub flush_bytes: u64,
+}
+
 impl Device {
     /// Device time of `runs` executions of `plan` after `warmup`, in seconds per run (the sum
     /// over its launches), from device timestamps. Inputs are uploaded once; outputs are read
     /// back into `buffers` after the last run. Only GPU devices time.
     pub fn time_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, warmup: usize, runs: usize) -> Result<Vec<f64>, DeviceError> {
+        self.time_plan_with(plan, buffers, config, &TimingOptions { warmup, runs, flush_bytes: 0 })
+    }
+
+    /// As [`Device::time_plan`], with a cache policy. CPU devices time the wall clock and
+    /// ignore `flush_bytes`.
+    pub fn time_plan_with(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, timing: &TimingOptions) -> Result<Vec<f64>, DeviceError> {
+        let TimingOptions { warmup, runs, flush_bytes } = *timing;
         let options = LowerOptions::new(config.num_warps() as u32);
         let mut total = vec![0.0; runs];
         match self {
             Device::Vulkan { .. } => {
                 let g = self.vulkan_prepare(plan, buffers, &options)?;
+                // Buffers no larger than one storage binding may be, which is all alloc makes.
+                let chunk = (g.rt.info().max_storage_buffer_range as u64 & !3).clamp(4, 256 << 20);
+                let flush = flush_chunks(flush_bytes, chunk)
+                    .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| self.verr(e))?;
+                let flush: Vec<_> = flush.iter().collect();
                 for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
                     let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time(&pipeline, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.verr(e))?;
+                    let t = g
+                        .rt
+                        .time_flushed(&pipeline, launch.grid, &bufs, scalars, warmup, runs, &flush)
+                        .map_err(|e| self.verr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 self.vulkan_finish(plan, buffers, &g)?;
             }
             Device::Wgpu { .. } => {
                 let g = self.wgpu_prepare(plan, buffers, &options)?;
+                let chunk = (g.rt.limits().max_buffer_size & !3).clamp(4, 256 << 20);
+                let flush = flush_chunks(flush_bytes, chunk)
+                    .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| self.werr(e))?;
+                let flush: Vec<&wgpu::Buffer> = flush.iter().map(|b| &b.buffer).collect();
                 for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs = wgpu_args(&g.buffers, bufs);
                     let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time(&k, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.werr(e))?;
+                    let t = g
+                        .rt
+                        .time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, &flush)
+                        .map_err(|e| self.werr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 self.wgpu_finish(buffers, &g)?;
@@ -472,6 +511,13 @@ impl Device {
         }
         Ok(())
     }
+}
+
+/// Sizes of the buffers that together hold `bytes` (rounded up to whole words), none larger
+/// than `chunk`.
+fn flush_chunks(bytes: u64, chunk: u64) -> impl Iterator<Item = u64> {
+    let bytes = bytes.div_ceil(4) * 4;
+    (0..bytes.div_ceil(chunk)).map(move |i| chunk.min(bytes - i * chunk))
 }
 
 /// wgpu's view of a launch's buffers.

@@ -5,6 +5,7 @@
 //! f64 reference. See `tilekit_core` for the IR, the builder, the verifier, the text form and the
 //! interpreter.
 
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod device;

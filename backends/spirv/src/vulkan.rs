@@ -1276,16 +1276,27 @@ impl VulkanRuntime {
 
     /// `n` dispatches of `job` back to back in one command buffer, each after a full barrier so
     /// that runs do not overlap; with `timed`, each bracketed by timestamps `2i`, `2i + 1`.
-    fn record_batch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, n: u32, timed: bool) {
+    /// Before each run every buffer of `flush` is overwritten, with a value that changes from run
+    /// to run (`first` numbers the batch's first run) so no driver can skip a fill as redundant.
+    #[allow(clippy::too_many_arguments)]
+    fn record_batch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, n: u32, timed: bool, flush: &[&DeviceBuffer], first: usize) {
         self.record_bind(d, cmd, job);
         let grid = job.grid;
         // SAFETY: recording into a command buffer in the recording state; the pool holds
-        // TIMESTAMP_SLOTS queries and n <= TIMESTAMP_SLOTS / 2 when timed.
+        // TIMESTAMP_SLOTS queries and n <= TIMESTAMP_SLOTS / 2 when timed; the flush buffers are
+        // live and owned by this runtime.
         unsafe {
             if timed {
                 d.cmd_reset_query_pool(cmd, self.timestamps, 0, 2 * n);
             }
             for i in 0..n {
+                if !flush.is_empty() {
+                    full_barrier(d, cmd);
+                    let value = 0x9E37_79B9u32.wrapping_mul((first + i as usize) as u32 + 1);
+                    for f in flush {
+                        d.cmd_fill_buffer(cmd, f.buffer, 0, vk::WHOLE_SIZE, value);
+                    }
+                }
                 full_barrier(d, cmd);
                 if timed {
                     d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.timestamps, 2 * i);
@@ -1317,6 +1328,27 @@ impl VulkanRuntime {
         warmup: usize,
         runs: usize,
     ) -> Result<Vec<f64>, VulkanError> {
+        self.time_flushed(pipeline, grid, buffers, scalars, warmup, runs, &[])
+    }
+
+    /// As [`VulkanRuntime::time`], but before each timed run every buffer of `flush` is
+    /// overwritten (`vkCmdFillBuffer`) in a submission of its own that completes first, so that
+    /// each run starts with none of its own data in the device's caches. Together the flush
+    /// buffers must be larger than the last-level cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_flushed(
+        &self,
+        pipeline: &Pipeline,
+        grid: [u32; 3],
+        buffers: &[&DeviceBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+        flush: &[&DeviceBuffer],
+    ) -> Result<Vec<f64>, VulkanError> {
+        for f in flush {
+            self.check_own(f)?;
+        }
         if self.timestamps == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "its compute queue has no timestamps".into() });
         }
@@ -1331,7 +1363,7 @@ impl VulkanRuntime {
         let mut done = 0usize;
         while done < warmup || start.elapsed() < WARMUP_TIME {
             let t = Instant::now();
-            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, batch, false))?;
+            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, batch, false, &[], 0))?;
             done += batch as usize;
             // Grow batches toward ~20 ms submissions, never past the submission timeout.
             let per_run = t.elapsed().as_secs_f64() / batch as f64;
@@ -1345,7 +1377,7 @@ impl VulkanRuntime {
         let per_submit = ((0.25 / per_run.max(1e-7)) as usize).clamp(1, TIMESTAMP_SLOTS as usize / 2);
         while samples.len() < runs {
             let n = (runs - samples.len()).min(per_submit) as u32;
-            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n, true))?;
+            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n, true, flush, samples.len()))?;
             let mut ticks = vec![0u64; 2 * n as usize];
             // SAFETY: every query in 0..2n was written by the submission that just completed.
             unsafe {

@@ -991,6 +991,25 @@ impl WgpuRuntime {
         warmup: usize,
         runs: usize,
     ) -> Result<Vec<f64>, WgpuError> {
+        self.time_flushed(kernel, grid, buffers, scalars, warmup, runs, &[])
+    }
+
+    /// As [`WgpuRuntime::time`], but before each timed dispatch every buffer of `flush` is
+    /// cleared in a submission that completes first, and each timed dispatch is waited for, so
+    /// that each run starts with none of its own data in the device's caches. Together the flush
+    /// buffers must be larger than the last-level cache. Without flush buffers the timed
+    /// dispatches go back to back in one submission.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_flushed(
+        &self,
+        kernel: &WgpuKernel,
+        grid: [u32; 3],
+        buffers: &[&dyn KernelBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+        flush: &[&wgpu::Buffer],
+    ) -> Result<Vec<f64>, WgpuError> {
         if !self.caps.timestamps {
             return Err(WgpuError::NoTimestamps { adapter: self.info.name.clone() });
         }
@@ -1058,13 +1077,53 @@ impl WgpuRuntime {
                     (qs, resolve, readback)
                 },
             )?;
+            if !flush.is_empty() {
+                for i in 0..n as u32 {
+                    let index = scoped(
+                        &self.device,
+                        || format!("{op}: cache flush"),
+                        || {
+                            let mut enc = self
+                                .device
+                                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tilekit flush") });
+                            for f in flush {
+                                enc.clear_buffer(f, 0, None);
+                            }
+                            self.queue.submit([enc.finish()])
+                        },
+                    )?;
+                    poll_wait(&self.device, Some(index), &op)?;
+                    let index = scoped(
+                        &self.device,
+                        || op.clone(),
+                        || {
+                            let mut enc = self
+                                .device
+                                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                            {
+                                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                    label: Some(name),
+                                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                        query_set: &query_set,
+                                        beginning_of_pass_write_index: Some(2 * i),
+                                        end_of_pass_write_index: Some(2 * i + 1),
+                                    }),
+                                });
+                                Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+                            }
+                            self.queue.submit([enc.finish()])
+                        },
+                    )?;
+                    poll_wait(&self.device, Some(index), &op)?;
+                }
+            }
             let index = scoped(
                 &self.device,
                 || op.clone(),
                 || {
                     let mut enc =
                         self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
-                    for i in 0..n as u32 {
+                    for i in (0..n as u32).filter(|_| flush.is_empty()) {
                         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                             label: Some(name),
                             timestamp_writes: Some(wgpu::ComputePassTimestampWrites {

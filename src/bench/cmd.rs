@@ -1,0 +1,183 @@
+//! The `tilekit bench` and `tilekit report` commands.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::report::{self, ReportOptions};
+use super::runner::{self, BenchOptions, Bars};
+use super::schema::{Results, Status};
+use super::suite;
+use crate::cli::{CliError, EXIT_FAIL};
+use crate::device::Device;
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The suite of problems: `default` (Triton's tutorial shapes) or `quick` (small, for CPU
+    /// devices and CI).
+    #[arg(long, default_value = "default")]
+    pub suite: String,
+    /// Devices to measure (repeatable; names or prefixes as `tilekit devices` prints them).
+    /// Default: the interpreter and every Vulkan device through both runtimes.
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
+    /// Kernels to keep (repeatable). Default: every kernel of the suite.
+    #[arg(long = "kernel", value_name = "KERNEL")]
+    pub kernels: Vec<String>,
+    /// Results file. Default: bench/results/bench-<host>-<suite>.json.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Time only each kernel's default configuration (no per-device tuning).
+    #[arg(long)]
+    pub no_tune: bool,
+    /// Skip the hand-written WGSL baselines.
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Untimed runs before the timed ones.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// At least this many timed runs...
+    #[arg(long, default_value_t = 30)]
+    pub min_runs: usize,
+    /// ...and at least this much device time (milliseconds)...
+    #[arg(long, default_value_t = 100.0)]
+    pub min_time_ms: f64,
+    /// ...but at most this many runs.
+    #[arg(long, default_value_t = 1000)]
+    pub max_runs: usize,
+    /// MiB overwritten on the device before each timed run, to start it with a cold
+    /// last-level cache (0: no flush). Default: 256, or 64 when every device is a CPU.
+    #[arg(long)]
+    pub flush_mib: Option<u64>,
+    /// Skip (never time unchecked) problems whose host f64 reference costs more GFLOP.
+    #[arg(long, default_value_t = 1200.0)]
+    pub max_check_gflop: f64,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0xB3AC)]
+    pub seed: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Results files (`tilekit bench` output), from any number of machines.
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Directory for report.md, index.html, p3.csv, results.json (merged) and the SVG charts.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// The platform set of the performance-portability metric: platform ids or prefixes,
+    /// comma-separated. Default: every platform that ran (the emulator excepted).
+    #[arg(long, value_delimiter = ',')]
+    pub platforms: Vec<String>,
+    /// A name for that platform set, shown in the report.
+    #[arg(long)]
+    pub set_name: Option<String>,
+}
+
+fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
+    if names.is_empty() {
+        let mut d = vec![Device::Interpreter];
+        d.extend(Device::gpus());
+        return Ok(d);
+    }
+    let mut out: Vec<Device> = Vec::new();
+    for n in names {
+        let d = Device::find(n)?;
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
+    let suite = suite::find(&args.suite)
+        .ok_or_else(|| CliError::Usage(format!("unknown suite `{}`; suites: {}", args.suite, suite::NAMES.join(", "))))?;
+    for k in &args.kernels {
+        if !suite.cases.iter().any(|c| c.kernel == k) {
+            let mut names: Vec<&str> = suite.cases.iter().map(|c| c.kernel).collect();
+            names.dedup();
+            return Err(CliError::Usage(format!("suite `{}` has no kernel `{k}`; it has: {}", suite.name, names.join(", "))));
+        }
+    }
+    if args.min_runs == 0 || args.max_runs == 0 {
+        return Err(CliError::Usage("--min-runs and --max-runs must be at least 1".into()));
+    }
+    if [args.min_time_ms, args.max_check_gflop].iter().any(|x| x.is_nan() || *x < 0.0) {
+        return Err(CliError::Usage("--min-time-ms and --max-check-gflop must be non-negative numbers".into()));
+    }
+    let devices = devices(&args.devices)?;
+    let all_cpu = devices.iter().all(|d| match d {
+        Device::Interpreter | Device::Emulator(_) => true,
+        d => d.target().is_some_and(|t| t.name.contains("llvmpipe")),
+    });
+    let flush_mib = args.flush_mib.unwrap_or(if all_cpu { 64 } else { 256 });
+    let output = args.output.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("bench/results/bench-{}-{}.json", runner::host_name(), suite.name))
+    });
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let options = BenchOptions {
+        suite,
+        devices,
+        kernels: args.kernels.clone(),
+        warmup: args.warmup,
+        min_runs: args.min_runs,
+        min_time_s: args.min_time_ms / 1e3,
+        max_runs: args.max_runs.max(args.min_runs),
+        flush_bytes: flush_mib << 20,
+        tune: !args.no_tune,
+        baselines: !args.no_baselines,
+        max_check_flops: args.max_check_gflop * 1e9,
+        seed: args.seed,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let mut write_error = None;
+    let mut save = |r: &Results| {
+        if let Err(e) = std::fs::write(&output, r.to_json()) {
+            write_error = Some(format!("cannot write {}: {e}", output.display()));
+        }
+    };
+    let results = runner::run(&options, &mut Bars::new(), &mut save);
+    save(&results);
+    if let Some(e) = write_error {
+        return Err(CliError::Usage(e));
+    }
+    let count = |s: Status| results.entries.iter().filter(|e| e.status == s).count();
+    writeln!(
+        out,
+        "{} timed, {} wrong, {} errors, {} skipped; wrote {}",
+        count(Status::Ok),
+        count(Status::Wrong),
+        count(Status::Error),
+        count(Status::Skipped),
+        output.display()
+    )?;
+    // A configuration a target cannot take (too many registers, say) is an error entry, not a
+    // failure of the run; a wrong answer is, and so is a case no configuration could time.
+    let mut cases: std::collections::BTreeMap<(&str, &str, &str), bool> = Default::default();
+    for e in results.entries.iter().filter(|e| e.implementation == "tilekit" && e.status != Status::Skipped) {
+        *cases.entry((&e.platform, &e.kernel, &e.problem_text)).or_default() |= e.status == Status::Ok;
+    }
+    let untimed: Vec<String> = cases.iter().filter(|(_, ok)| !**ok).map(|((p, k, pr), _)| format!("{k} {pr} on {p}")).collect();
+    if !untimed.is_empty() {
+        writeln!(out, "no configuration was timed for: {}", untimed.join("; "))?;
+    }
+    Ok(if count(Status::Wrong) > 0 || !untimed.is_empty() { EXIT_FAIL } else { 0 })
+}
+
+pub fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<i32, CliError> {
+    let mut files = Vec::new();
+    for p in &args.results {
+        let path = p.display().to_string();
+        files.push(Results::read(&path).map_err(|e| CliError::Usage(e.to_string()))?);
+    }
+    let merged = Results::merge(files);
+    let options = ReportOptions { platforms: args.platforms.clone(), set_name: args.set_name.clone() };
+    let rendered = report::render(&merged, &options).map_err(|e| CliError::Usage(e.to_string()))?;
+    rendered.write(Path::new(&args.output)).map_err(|e| CliError::Usage(format!("cannot write the report to {}: {e}", args.output.display())))?;
+    writeln!(out, "wrote {}/report.md, index.html, p3.csv, results.json and {} charts", args.output.display(), rendered.charts.len())?;
+    Ok(0)
+}

@@ -1,0 +1,593 @@
+//! `tilekit bench`: checks, then times, every (kernel, problem, configuration) of a suite on
+//! every device, and measures each device's ceilings and baselines in the same run.
+//!
+//! Protocol, the same on every backend: inputs are random (seeded) and the f64 reference is
+//! computed once per problem on the host; each configuration runs once on the device and every
+//! output is compared with the reference, and only a right answer is timed: `warmup` untimed
+//! runs, then at least `min_runs` timed runs and at least `min_time_s` of device time (at most
+//! `max_runs`), one device-timestamp sample per run, every sample kept. Before each timed run a
+//! buffer larger than the last-level cache is overwritten on the device ([`L2Policy`]), so no
+//! run reads its inputs from a cache the previous run warmed. Compile time (lowering and code
+//! generation on the host) is measured on its own; the first checked run's wall time, which
+//! includes the driver's pipeline build, is recorded apart from the samples. CPU devices (the
+//! interpreter and the emulator) have no device clock and record the wall clock.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use sha2::{Digest, Sha256};
+use tilekit_core::gpu::lower::LowerOptions;
+use tilekit_spirv::VulkanDeviceInfo;
+
+use super::copy::Copy;
+use super::schema::{
+    Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo,
+    Status,
+};
+use super::stats::{runs_needed, summarize};
+use super::suite::{Case, Suite};
+use super::wgsl;
+use crate::check::compare;
+use crate::device::{Device, TimingOptions};
+use crate::kernels::{Kernel, Plan, Problem, Role};
+use crate::{Config, HostBuffer};
+
+/// Everything `tilekit bench` was asked for.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub suite: Suite,
+    pub devices: Vec<Device>,
+    /// Kernels to keep (empty: every kernel of the suite).
+    pub kernels: Vec<String>,
+    pub warmup: usize,
+    pub min_runs: usize,
+    pub min_time_s: f64,
+    pub max_runs: usize,
+    /// Bytes overwritten before each timed run (0: no flush).
+    pub flush_bytes: u64,
+    /// Time every configuration of the kernel's space, not only the default one.
+    pub tune: bool,
+    /// Run the hand-written WGSL baselines on wgpu devices.
+    pub baselines: bool,
+    pub max_check_flops: f64,
+    pub seed: u64,
+    pub command: String,
+}
+
+/// Where a device sits in the report, from its Vulkan properties where it has them.
+fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, run: &str) -> Platform {
+    let info = match device {
+        Device::Vulkan { name, .. } | Device::Wgpu { name, .. } => infos.iter().find(|i| &i.name == name),
+        _ => None,
+    };
+    let (backend, hardware, device_type) = match device {
+        Device::Interpreter => (Backend::Interpreter, "host CPU (interpreter)".to_string(), "host".to_string()),
+        Device::Emulator(t) => (Backend::Emulator, format!("host CPU (emulating {})", t.name), "host".to_string()),
+        Device::Vulkan { name, .. } => (Backend::Vulkan, name.clone(), info.map_or("other".into(), |i| i.device_type.clone())),
+        Device::Wgpu { name, .. } => (Backend::Wgpu, name.clone(), info.map_or("other".into(), |i| i.device_type.clone())),
+        // Devices added later (CUDA) describe themselves by name until they get an arm here.
+        #[allow(unreachable_patterns)]
+        other => {
+            let name = other.name();
+            let backend = if name.starts_with("cuda") { Backend::Cuda } else { Backend::Vulkan };
+            (backend, name.split_once(':').map_or(name.clone(), |(_, n)| n.to_string()), "other".to_string())
+        }
+    };
+    let mut extensions = Vec::new();
+    if let Some(i) = info {
+        // What the runtimes switch on when the device has it (see VulkanRuntime::with_options).
+        let features = [
+            (i.atomic_float_add, "VK_EXT_shader_atomic_float"),
+            (i.storage_buffer_8bit, "storageBuffer8BitAccess"),
+            (i.storage_buffer_16bit, "storageBuffer16BitAccess"),
+            (i.shader_float16, "shaderFloat16"),
+            (i.shader_int8, "shaderInt8"),
+            (i.shader_int16, "shaderInt16"),
+            (i.shader_int64, "shaderInt64"),
+            (i.subgroup_size_control, "subgroupSizeControl"),
+        ];
+        extensions.extend(features.iter().filter(|f| f.0).map(|f| f.1.to_string()));
+    }
+    if backend == Backend::Wgpu {
+        extensions.push("wgpu PASSTHROUGH_SHADERS".into());
+        extensions.push("wgpu IMMEDIATES".into());
+        extensions.push("wgpu TIMESTAMP_QUERY".into());
+    }
+    Platform {
+        id: device.name(),
+        hardware,
+        host: host.to_string(),
+        backend,
+        executes: true,
+        device_type,
+        vendor_id: info.map(|i| i.vendor_id),
+        device_id: info.map(|i| i.device_id),
+        driver: info.map(|i| i.driver_name.clone()),
+        driver_info: info.map(|i| i.driver_info.clone()),
+        api_version: info.map(|i| format!("{}.{}.{}", i.api_version.0, i.api_version.1, i.api_version.2)),
+        extensions,
+        timer: if is_cpu_device(device) { "wall clock".into() } else { "device timestamps".into() },
+        ceilings: Ceilings::default(),
+        run: run.to_string(),
+    }
+}
+
+/// The interpreter and the emulator: no device clock, and slow.
+fn is_cpu_device(device: &Device) -> bool {
+    matches!(device, Device::Interpreter | Device::Emulator(_))
+}
+
+/// Devices that run on the host's cores (the suite's size cap applies): the interpreter, the
+/// emulator, and Vulkan drivers of type `cpu` (lavapipe).
+fn on_cpu(platform: &Platform) -> bool {
+    platform.device_type == "host" || platform.device_type == "cpu"
+}
+
+pub fn host_name() -> String {
+    std::process::Command::new("hostname")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The revision of tilekit: `TILEKIT_COMMIT` now or at build time, else the checkout's.
+pub fn commit() -> String {
+    std::env::var("TILEKIT_COMMIT")
+        .ok()
+        .or(option_env!("TILEKIT_COMMIT").map(str::to_string))
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            std::process::Command::new("git")
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// SHA-256 of the text of every program a plan launches.
+pub fn kernel_hash(plan: &Plan) -> String {
+    let mut h = Sha256::new();
+    for l in &plan.launches {
+        h.update(tilekit_core::text::print(&l.program).as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Inputs and reference of one problem, shared by every device and configuration.
+struct Prepared {
+    inputs: Vec<HostBuffer>,
+    reference: Result<Vec<Vec<f64>>, String>,
+}
+
+fn prepare(kernel: &dyn Kernel, problem: &Problem, seed: u64, max_check_flops: f64) -> Prepared {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let inputs = kernel.inputs(problem, &mut rng);
+    let cost = kernel.cost(problem);
+    // The host reference is plain f64 loops: its cost is about the problem's FLOPs (or its
+    // elements, for memory-bound kernels).
+    let work = cost.flops.max(cost.bytes) as f64;
+    let reference = if work > max_check_flops {
+        Err(format!(
+            "checking it needs an f64 reference of about {:.0} GFLOP on the host, above the limit of {:.0} (--max-check-gflop)",
+            work / 1e9,
+            max_check_flops / 1e9
+        ))
+    } else {
+        let values: Vec<Vec<f64>> = inputs.iter().map(|b| b.to_f64()).collect();
+        Ok(kernel.reference(problem, &values))
+    };
+    Prepared { inputs, reference }
+}
+
+fn problem_record(p: &Problem) -> ProblemRecord {
+    ProblemRecord { shape: p.shape.clone(), dtype: p.dtype.to_string(), opts: p.opts.clone() }
+}
+
+/// An entry with nothing measured yet.
+#[allow(clippy::too_many_arguments)]
+fn blank(run: &str, platform: &str, kernel: &str, implementation: &str, problem: &Problem, config: String, default_config: bool, bytes: u64, flops: u64) -> Entry {
+    Entry {
+        run: run.into(),
+        platform: platform.into(),
+        kernel: kernel.into(),
+        implementation: implementation.into(),
+        problem: problem_record(problem),
+        problem_text: problem.to_string(),
+        config,
+        default_config,
+        kernel_hash: None,
+        bytes,
+        flops,
+        status: Status::Skipped,
+        message: None,
+        check: None,
+        compile_s: None,
+        first_run_s: None,
+        samples_s: Vec::new(),
+        summary: None,
+        derived: None,
+        static_resources: None,
+    }
+}
+
+/// The protocol's timing of one checked plan: a first batch of `min_runs`, then more runs when
+/// they did not fill `min_time_s`.
+fn time(device: &Device, plan: &Plan, buffers: &[HostBuffer], config: &Config, o: &BenchOptions) -> Result<Vec<f64>, String> {
+    let flush_bytes = if is_cpu_device(device) { 0 } else { o.flush_bytes };
+    let first = TimingOptions { warmup: o.warmup, runs: o.min_runs.min(o.max_runs).max(1), flush_bytes };
+    let mut samples = device.time_plan_with(plan, buffers, config, &first).map_err(|e| e.to_string())?;
+    let want = runs_needed(samples.len(), samples.iter().sum(), o.min_runs, o.min_time_s, o.max_runs);
+    if want > samples.len() {
+        let more = TimingOptions { warmup: 0, runs: want - samples.len(), flush_bytes };
+        samples.extend(device.time_plan_with(plan, buffers, config, &more).map_err(|e| e.to_string())?);
+    }
+    Ok(samples)
+}
+
+/// Host time to lower and generate code for every launch of `plan` on `device`.
+fn compile_time(device: &Device, plan: &Plan, config: &Config) -> Result<Option<f64>, String> {
+    let base = LowerOptions::new(config.num_warps() as u32);
+    let start = Instant::now();
+    for l in &plan.launches {
+        // Specialized on the launch's arguments, as the device compiles it.
+        let options = crate::device::launch_options(&base, l);
+        match device {
+            Device::Interpreter => return Ok(None),
+            Device::Emulator(t) => {
+                tilekit_core::gpu::simt::compile(&l.program, t, &options).map_err(|e| format!("{}: {e}", l.program.name))?;
+            }
+            Device::Vulkan { target, .. } | Device::Wgpu { target, .. } => {
+                tilekit_spirv::compile(&l.program, target, &options).map_err(|e| e.to_string())?;
+            }
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { target, .. } => {
+                // sm_90 and sm_80 cost the same to compile; the device picks by compute capability.
+                tilekit_ptx::compile(&l.program, target, &options, tilekit_ptx::Arch::Sm90).map_err(|e| e.to_string())?;
+            }
+            #[allow(unreachable_patterns)]
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(start.elapsed().as_secs_f64()))
+}
+
+/// Checks one configuration on one device and, when right, times it.
+#[allow(clippy::too_many_arguments)]
+fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_config: bool, device: &Device, prepared: &Prepared, o: &BenchOptions, run: &str) -> Entry {
+    let cost = kernel.cost(problem);
+    let mut e = blank(run, &device.name(), kernel.name(), "tilekit", problem, config.to_string(), default_config, cost.bytes, cost.flops);
+    let reference = match &prepared.reference {
+        Ok(r) => r,
+        Err(why) => {
+            e.message = Some(why.clone());
+            return e;
+        }
+    };
+    let plan = match kernel.plan(problem, config) {
+        Ok(p) => p,
+        Err(err) => {
+            e.status = Status::Error;
+            e.message = Some(format!("planning: {err}"));
+            return e;
+        }
+    };
+    e.kernel_hash = Some(kernel_hash(&plan));
+    match compile_time(device, &plan, config) {
+        Ok(t) => e.compile_s = t,
+        Err(err) => {
+            e.status = Status::Error;
+            e.message = Some(format!("compiling: {err}"));
+            return e;
+        }
+    }
+    let mut inputs = prepared.inputs.iter();
+    let buffers: Vec<HostBuffer> = plan
+        .buffers
+        .iter()
+        .map(|spec| match spec.role {
+            Role::Input => inputs
+                .next()
+                .and_then(|b| HostBuffer::from_bytes(b.dtype(), &b.to_bytes()).ok())
+                .unwrap_or_else(|| HostBuffer::zeros(spec.dtype, spec.len)),
+            Role::Output { zeroed: false } => {
+                let b = HostBuffer::zeros(spec.dtype, spec.len);
+                b.fill_bits(poison(spec.dtype));
+                b
+            }
+            Role::Output { zeroed: true } | Role::Scratch => HostBuffer::zeros(spec.dtype, spec.len),
+        })
+        .collect();
+    let start = Instant::now();
+    if let Err(err) = device.run_plan(&plan, &buffers, config) {
+        e.status = Status::Error;
+        e.message = Some(err.to_string());
+        return e;
+    }
+    e.first_run_s = Some(start.elapsed().as_secs_f64());
+    let tol = kernel.tolerance(problem);
+    let outputs: Vec<OutputRecord> = plan
+        .outputs()
+        .zip(reference)
+        .map(|((i, spec), r)| {
+            let c = compare(&spec.name, &buffers[i].to_f64(), r, if spec.dtype.is_float() { tol } else { 0.0 });
+            OutputRecord { name: c.name, rel_err: c.rel_err, tolerance: c.tolerance, non_finite: c.non_finite, pass: c.pass }
+        })
+        .collect();
+    let pass = outputs.len() == reference.len() && outputs.iter().all(|o| o.pass);
+    e.check = Some(CheckRecord { outputs });
+    if !pass {
+        e.status = Status::Wrong;
+        e.message = Some("an output failed its tolerance against the f64 reference; not timed".into());
+        return e;
+    }
+    match time(device, &plan, &buffers, config, o) {
+        Ok(samples) => {
+            e.summary = summarize(&samples);
+            e.status = if e.summary.is_some() { Status::Ok } else { Status::Error };
+            if e.summary.is_none() {
+                e.message = Some("the timer returned a sample that is not finite".into());
+            }
+            e.samples_s = samples;
+        }
+        Err(err) => {
+            e.status = Status::Error;
+            e.message = Some(format!("timing: {err}"));
+        }
+    }
+    e
+}
+
+/// Bits that read as NaN for floats and as an implausible value for integers, so an element
+/// the kernel forgot to write cannot pass.
+fn poison(dtype: crate::DType) -> u64 {
+    match dtype.size_bytes() {
+        1 => 0xA5,
+        2 => 0x7E01,
+        4 => 0x7FC0_0001,
+        _ => 0x7FF8_0000_0000_0001,
+    }
+}
+
+/// Runs `f`, turning a panic (a bug, or a driver's) into an error entry rather than losing
+/// every result measured so far.
+fn guarded(fallback: impl FnOnce(String) -> Entry, f: impl FnOnce() -> Entry) -> Entry {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(e) => e,
+        Err(p) => {
+            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            fallback(format!("internal error: {msg}"))
+        }
+    }
+}
+
+/// Progress and per-case lines.
+pub trait Progress {
+    fn start(&mut self, total: u64);
+    fn step(&mut self, message: &str);
+    fn line(&mut self, line: &str);
+    fn finish(&mut self);
+}
+
+/// indicatif bars on a terminal; plain lines otherwise (logs, CI).
+pub struct Bars {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Bars {
+    pub fn new() -> Bars {
+        Bars { bar: None }
+    }
+}
+
+impl Default for Bars {
+    fn default() -> Self {
+        Bars::new()
+    }
+}
+
+impl Progress for Bars {
+    fn start(&mut self, total: u64) {
+        let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        self.bar = Some(bar);
+    }
+    fn step(&mut self, message: &str) {
+        if let Some(b) = &self.bar {
+            b.set_message(message.to_string());
+            b.inc(1);
+        }
+    }
+    fn line(&mut self, line: &str) {
+        match &self.bar {
+            // Hidden bars (not a terminal) drop println: print directly then.
+            Some(b) if !b.is_hidden() => b.println(line),
+            _ => eprintln!("{line}"),
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn fmt_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+/// One line for the best timed entry of a case, or why none was timed.
+fn case_line(platform: &str, kernel: &str, problem: &str, entries: &[Entry]) -> String {
+    let best = entries.iter().filter(|e| e.median().is_some()).min_by(|a, b| a.median().unwrap().total_cmp(&b.median().unwrap()));
+    let head = format!("{:<28} {:<11} {:<22}", platform.chars().take(28).collect::<String>(), kernel, problem);
+    match best {
+        Some(e) => {
+            let m = e.median().unwrap();
+            let rate = if e.flops as f64 / e.bytes.max(1) as f64 >= super::schema::MEMORY_BOUND_INTENSITY {
+                super::report::fmt_rate(e.flops as f64 / m / 1e9, "GFLOP/s")
+            } else {
+                super::report::fmt_rate(e.bytes as f64 / m / 1e9, "GB/s")
+            };
+            format!("{head} {:>10}  {rate:>14}  [{}] {}", fmt_time(m), e.implementation, e.config)
+        }
+        None => {
+            let why = entries.iter().find_map(|e| e.message.clone()).unwrap_or_default();
+            let status = entries.first().map_or("none", |e| e.status.name());
+            format!("{head} {status}: {}", why.lines().next().unwrap_or(""))
+        }
+    }
+}
+
+/// Runs the whole benchmark. `save` is called with the results so far after every case, so an
+/// interrupted run keeps what it measured.
+pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&Results)) -> Results {
+    let host = host_name();
+    let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_id = format!("{host}-{started}");
+    let infos = if o.devices.iter().any(|d| !is_cpu_device(d)) {
+        tilekit_spirv::VulkanRuntime::devices().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut results = Results::new();
+    results.runs.push(RunInfo {
+        id: run_id.clone(),
+        host: host.clone(),
+        started_unix: started,
+        tilekit_version: env!("CARGO_PKG_VERSION").into(),
+        tilekit_commit: commit(),
+        suite: o.suite.name.into(),
+        command: o.command.clone(),
+        protocol: Protocol {
+            warmup: o.warmup,
+            min_runs: o.min_runs,
+            min_time_s: o.min_time_s,
+            max_runs: o.max_runs,
+            l2: if o.flush_bytes > 0 { L2Policy::Flush { bytes: o.flush_bytes } } else { L2Policy::None },
+            seed: o.seed,
+            max_check_flops: o.max_check_flops,
+        },
+    });
+    results.platforms = o.devices.iter().map(|d| describe(d, &infos, &host, &run_id)).collect();
+    let cases: Vec<&Case> = o
+        .suite
+        .cases
+        .iter()
+        .filter(|c| o.kernels.is_empty() || o.kernels.iter().any(|k| k == c.kernel))
+        .collect();
+    progress.start(((cases.len() + 1) * o.devices.len()) as u64);
+
+    // Ceilings first: the copy bandwidth of every device, best over the copy's configurations.
+    for (di, device) in o.devices.iter().enumerate() {
+        let cpu = on_cpu(&results.platforms[di]);
+        let n = if cpu { o.suite.cpu_copy_elems } else { o.suite.copy_elems };
+        let problem = Problem::new(&[n], crate::DType::F32);
+        progress.step(&format!("{} copy ceiling", device.name()));
+        let prepared = prepare(&Copy, &problem, o.seed, f64::INFINITY);
+        let configs = Copy.configs();
+        let entries: Vec<Entry> = configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let fallback = |m: String| {
+                    let mut e = blank(&run_id, &device.name(), "copy", "tilekit", &problem, c.to_string(), i == 0, 8 * n as u64, 0);
+                    e.status = Status::Error;
+                    e.message = Some(m);
+                    e
+                };
+                guarded(fallback, || measure(&Copy, &problem, c, i == 0, device, &prepared, o, &run_id))
+            })
+            .collect();
+        let best = entries.iter().filter_map(|e| e.median()).min_by(f64::total_cmp);
+        if let Some(m) = best {
+            let p = &mut results.platforms[di];
+            p.ceilings.copy_gbps = Some(8.0 * n as f64 / m / 1e9);
+            p.ceilings.copy_source = Some(format!("tilekit copy kernel, {n} f32, best of {} configurations", configs.len()));
+        }
+        progress.line(&case_line(&device.name(), "copy", &problem.to_string(), &entries));
+        results.entries.extend(entries);
+        save(&results);
+    }
+
+    // Inputs and references of every case are computed on the host's other cores while the
+    // devices run: a large reference takes longer than timing it on every device.
+    let receivers: Vec<mpsc::Receiver<Option<Prepared>>> = cases
+        .iter()
+        .map(|case| {
+            let (tx, rx) = mpsc::channel();
+            let cost = crate::kernels::find(case.kernel).map(|k| k.cost(&case.problem)).unwrap_or_default();
+            let needed = results.platforms.iter().any(|p| {
+                !on_cpu(p) || (cost.bytes <= o.suite.cpu_max_bytes && cost.flops <= o.suite.cpu_max_flops)
+            });
+            let (name, problem, seed, cap) = (case.kernel, case.problem.clone(), o.seed, o.max_check_flops);
+            rayon::spawn_fifo(move || {
+                let prepared = crate::kernels::find(name).filter(|_| needed).map(|k| prepare(k.as_ref(), &problem, seed, cap));
+                let _ = tx.send(prepared);
+            });
+            rx
+        })
+        .collect();
+
+    // Every case: the reference once, then each device and configuration.
+    for (case, rx) in cases.into_iter().zip(receivers) {
+        let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
+        let problem = &case.problem;
+        let cost = kernel.cost(problem);
+        let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
+        let configs: Vec<Config> = kernel.configs().into_iter().take(keep.max(1)).collect();
+        let prepared = rx.recv().ok().flatten();
+        for (di, device) in o.devices.iter().enumerate() {
+            progress.step(&format!("{} {} {}", device.name(), case.kernel, problem));
+            let cpu = on_cpu(&results.platforms[di]);
+            let mut entries = Vec::new();
+            if cpu && (cost.bytes > o.suite.cpu_max_bytes || cost.flops > o.suite.cpu_max_flops) {
+                let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, configs[0].to_string(), true, cost.bytes, cost.flops);
+                e.message = Some(format!("larger than suite `{}` runs on CPU devices", o.suite.name));
+                entries.push(e);
+            } else if let Some(prepared) = &prepared {
+                for (i, c) in configs.iter().enumerate() {
+                    let fallback = |m: String| {
+                        let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, c.to_string(), i == 0, cost.bytes, cost.flops);
+                        e.status = Status::Error;
+                        e.message = Some(m);
+                        e
+                    };
+                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, i == 0, device, prepared, o, &run_id)));
+                }
+                if o.baselines && matches!(device, Device::Wgpu { .. }) {
+                    if let Some(e) = wgsl::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id) {
+                        entries.push(e);
+                    }
+                }
+            }
+            let (tk, base): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.implementation == "tilekit");
+            progress.line(&case_line(&device.name(), case.kernel, &problem.to_string(), &tk));
+            if !base.is_empty() {
+                progress.line(&case_line(&device.name(), case.kernel, &problem.to_string(), &base));
+            }
+            results.entries.extend(tk);
+            results.entries.extend(base);
+        }
+        results.derive();
+        save(&results);
+    }
+    progress.finish();
+    results.derive();
+    results
+}

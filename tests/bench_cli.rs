@@ -1,0 +1,92 @@
+//! `tilekit bench` and `tilekit report` as a person runs them: a small real run on the
+//! interpreter, its results file and report, and one-line messages for bad input.
+
+use std::process::{Command, Output};
+
+use tilekit::bench::schema::{Results, Status};
+
+fn tilekit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).output().expect("the tilekit binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn bad_input(args: &[&str], needles: &[&str]) {
+    let o = tilekit(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "tilekit {args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "tilekit {args:?}: `{n}` not in {err}");
+    }
+    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+}
+
+#[test]
+fn bad_bench_and_report_arguments_are_named() {
+    bad_input(&["bench", "--suite", "nonesuch"], &["unknown suite `nonesuch`", "default, quick"]);
+    bad_input(&["bench", "--suite", "quick", "--kernel", "histogram"], &["suite `quick` has no kernel `histogram`", "vector_add"]);
+    bad_input(&["bench", "--device", "nonesuch"], &["no device called `nonesuch`"]);
+    bad_input(&["bench", "--min-runs", "0"], &["--min-runs"]);
+    bad_input(&["report", "/nonexistent/r.json", "-o", "/tmp/x"], &["/nonexistent/r.json"]);
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("old.json");
+    std::fs::write(&f, r#"{"schema_version": 0, "runs": []}"#).unwrap();
+    bad_input(&["report", f.to_str().unwrap(), "-o", dir.to_str().unwrap()], &["schema version 0", "reads version 1"]);
+}
+
+#[test]
+fn problems_too_costly_to_check_are_skipped_never_timed() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-skip-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "softmax", "--max-check-gflop", "0", "--min-runs", "1", "-o", r]);
+    // Skipping by design is no failure.
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let res = Results::read(r).unwrap();
+    let sm: Vec<_> = res.entries.iter().filter(|e| e.kernel == "softmax").collect();
+    assert!(!sm.is_empty());
+    for e in sm {
+        assert_eq!(e.status, Status::Skipped);
+        assert!(e.samples_s.is_empty() && e.check.is_none());
+        assert!(e.message.as_deref().unwrap_or("").contains("--max-check-gflop"), "{e:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let report = dir.join("report");
+    let (r, rep) = (results.to_str().unwrap(), report.to_str().unwrap());
+    let o = tilekit(&["bench", "--suite", "quick", "--device", "interpreter", "--kernel", "vector_add", "--min-runs", "3", "--min-time-ms", "0", "--warmup", "1", "-o", r]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains("wrote"), "{}", text(&o.stdout));
+    let res = Results::read(r).unwrap();
+    assert_eq!(res.platforms.len(), 1);
+    assert_eq!(res.platforms[0].timer, "wall clock");
+    assert!(res.platforms[0].ceilings.copy_gbps.is_some_and(|g| g > 0.0));
+    let va: Vec<_> = res.entries.iter().filter(|e| e.kernel == "vector_add").collect();
+    // Three problems, two configurations each (the quick suite's cap).
+    assert_eq!(va.len(), 6);
+    for e in &va {
+        assert_eq!(e.status, Status::Ok, "{e:?}");
+        assert_eq!(e.samples_s.len(), 3);
+        assert!(e.check.as_ref().unwrap().outputs.iter().all(|o| o.pass && o.rel_err <= o.tolerance));
+        assert_eq!(e.kernel_hash.as_ref().map(String::len), Some(64));
+        assert!(e.derived.as_ref().is_some_and(|d| d.gbps > 0.0 && d.efficiency_best.is_some()));
+    }
+    let o = tilekit(&["report", r, "-o", rep]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for f in ["report.md", "index.html", "p3.csv", "results.json", "charts/cascade-app-tuned.svg", "charts/kernel-vector-add.svg"] {
+        assert!(report.join(f).metadata().is_ok_and(|m| m.len() > 100), "{f} missing or empty");
+    }
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("| vector_add | 3 of 3 | 1.00 |"), "{md}");
+    // The merged results the report wrote read back as a results file.
+    assert_eq!(Results::read(report.join("results.json").to_str().unwrap()).unwrap().entries.len(), res.entries.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}

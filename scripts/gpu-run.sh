@@ -3,7 +3,8 @@
 # binaries are built elsewhere (scripts/gpu-pack.sh) and carried in .h200/ with the Vulkan
 # loader packages in .gl/. Results go to $OUT (default ./gpu-out). Modes: tests, bench (the
 # benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
-# `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz).
+# `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz), h200 (every kernel through
+# Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -46,12 +47,24 @@ case "${1:-all}" in
     done >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
-  report)
+  h200)
+    # One call's worth: every kernel through Vulkan and CUDA (not wgpu: the same SPIR-V), then
+    # the report below on the `memory` suite.
+    for t in kernels_vulkan kernels_cuda; do
+      for k in $("$bin/$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
+        echo "== $t $k"; timeout 60 "$bin/$t" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -8
+        echo "rc=$?"
+      done
+    done > "$OUT/tests.txt" 2>&1
+    grep -E "^== |test result|^rc=" "$OUT/tests.txt"
+    export TILEKIT_SUITE="${TILEKIT_SUITE:-memory}" TILEKIT_BENCH_DEVICES="${TILEKIT_BENCH_DEVICES:---device vulkan --device cuda}"
+    ;;&
+  report|h200)
     # The default suite on the GPU through both runtimes (no CPU devices: the interpreter would
     # spend minutes on shapes sized for a GPU), bounded so that the results saved after every
     # case survive; then the report, packed (the charts sit one folder too deep to come back).
     timeout "${TILEKIT_BENCH_TIMEOUT_S:-540}" "$bin/tilekit" bench --suite "${TILEKIT_SUITE:-default}" \
-      --device vulkan --device wgpu -o "$OUT/bench-h200.json" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.log"
+      ${TILEKIT_BENCH_DEVICES:---device vulkan --device wgpu} -o "$OUT/bench-h200.json" 2>&1 | grep --line-buffered -v XDG_RUNTIME | tee "$OUT/bench.log"
     "$bin/tilekit" report "$OUT/bench-h200.json" -o "$OUT/report" 2>&1 | tee -a "$OUT/bench.log"
     tar czf "$OUT/report.tgz" -C "$OUT" report && rm -rf "$OUT/report"
     ;;

@@ -35,7 +35,7 @@ pub struct Suite {
 }
 
 /// Names of the suites [`find`] knows.
-pub const NAMES: [&str; 2] = ["default", "quick"];
+pub const NAMES: [&str; 3] = ["default", "quick", "memory"];
 
 fn case(kernel: &'static str, shape: &[usize], dtype: DType) -> Case {
     Case { kernel, problem: Problem::new(shape, dtype) }
@@ -46,6 +46,7 @@ pub fn find(name: &str) -> Option<Suite> {
     match name {
         "default" | "triton" => Some(default()),
         "quick" => Some(quick()),
+        "memory" => Some(memory()),
         _ => None,
     }
 }
@@ -82,6 +83,28 @@ pub fn default() -> Suite {
         cpu_max_flops: 1 << 28,
         max_configs: None,
     }
+}
+
+/// The shapes Triton's figures for the memory-bound kernels are quoted at (vector add 2^20,
+/// 2^24, 2^28 f32; softmax 4096 x 1024, 4096, 12800 f32; LayerNorm 4096 x 1024, 8192 f16), and
+/// one FMA matmul: a GPU run that fits in minutes.
+pub fn memory() -> Suite {
+    let mut cases = Vec::new();
+    for e in [20, 24, 28] {
+        cases.push(case("vector_add", &[1 << e], DType::F32));
+    }
+    for n in [1024, 4096, 12800] {
+        cases.push(case("softmax", &[4096, n], DType::F32));
+    }
+    for n in [1024, 8192] {
+        cases.push(case("layernorm", &[4096, n], DType::F16));
+    }
+    cases.push(case("matmul", &[4096, 4096, 4096], DType::F16));
+    Suite { name: "memory", description: "the memory-bound shapes Triton is compared at, and one matmul", ..default_with(cases) }
+}
+
+fn default_with(cases: Vec<Case>) -> Suite {
+    Suite { cases, ..default() }
 }
 
 /// Small problems of the same kernels, with ragged sizes, for CI on lavapipe and the interpreter.

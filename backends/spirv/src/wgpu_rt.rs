@@ -156,6 +156,11 @@ pub trait KernelBuffer {
     fn device(&self) -> Option<&wgpu::Device> {
         None
     }
+    /// Elements the buffer holds, when known (allocations are rounded up to whole 16-byte
+    /// vectors, so the byte size says less).
+    fn len(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl KernelBuffer for wgpu::Buffer {
@@ -176,6 +181,9 @@ impl KernelBuffer for WgpuBuffer {
     }
     fn device(&self) -> Option<&wgpu::Device> {
         self.device.as_ref()
+    }
+    fn len(&self) -> Option<usize> {
+        Some(self.len)
     }
 }
 
@@ -695,6 +703,9 @@ impl WgpuRuntime {
         if bytes.is_empty() {
             return Ok(());
         }
+        if let Some(n) = buffer.len().filter(|&n| host.len() > n) {
+            return Err(WgpuError::Transfer { op: op(), message: format!("the device buffer holds {n} elements") });
+        }
         if bytes.len() as u64 > raw.size() {
             return Err(WgpuError::Transfer {
                 op: op(),
@@ -728,6 +739,9 @@ impl WgpuRuntime {
             if d != dtype {
                 return Err(WgpuError::Transfer { op, message: format!("the device buffer holds {d}") });
             }
+        }
+        if let Some(n) = buffer.len().filter(|&n| len > n) {
+            return Err(WgpuError::Transfer { op, message: format!("the buffer holds {n} elements") });
         }
         let bytes = len as u64 * dtype.size_bytes() as u64;
         let raw = buffer.raw();

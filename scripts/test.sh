@@ -12,7 +12,8 @@ APT_PACKAGES=(
   libvulkan1              # the Vulkan loader
   vulkan-validationlayers # VK_LAYER_KHRONOS_validation: every GPU test fails on any message
   spirv-tools             # spirv-val checks every emitted module
-  llvm-19-dev             # the PTX backend (feature `ptx`) builds against LLVM 19
+  llvm-19-dev             # the PTX and AMDGCN backends (features `ptx`, `amdgcn`) build against LLVM 19
+  lld-19                  # ld.lld-19 links AMDGCN objects into code objects (llvm-objdump-19 comes with llvm-19)
   libzstd-dev             # LLVM's static libraries need it (scripts/gpu-pack.sh links LLVM statically)
   chromium                # headless: the HTML report renders (tests/report_html.rs)
 )
@@ -41,5 +42,7 @@ cargo test --release --workspace --doc
 # The PTX backend (its crates' own tests ran above, as workspace members): every kernel's PTX
 # through ptxas, golden PTX, `ir --ptx`, and the CUDA kernel tests, which say that there is no
 # CUDA device and pass where there is none.
-log "PTX backend tests (feature ptx)"
-TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx --test ptx_modules --test kernels_cuda --test cli
+# The AMDGCN backend in the same build (compile-only): every kernel's code object for gfx90a,
+# gfx942 and gfx1100 linked, disassembled and its metadata checked, golden assembly, `ir --amdgcn`.
+log "PTX and AMDGCN backend tests (features ptx, amdgcn)"
+TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli

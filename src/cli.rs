@@ -127,8 +127,13 @@ pub struct IrArgs {
     /// ptxas is found.
     #[arg(long, conflicts_with_all = ["gpu", "locations"])]
     pub ptx: bool,
-    /// The architecture for --ptx: sm_80, sm_90 (default) or sm_90a.
-    #[arg(long, value_name = "ARCH", requires = "ptx")]
+    /// Print the AMDGCN assembly instead (needs the `amdgcn` feature), headed by the code
+    /// object's resources and occupancy estimate. Compiled, not run: there is no AMD runtime.
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx"])]
+    pub amdgcn: bool,
+    /// The architecture for --ptx (sm_80, sm_90 (default) or sm_90a) or --amdgcn (gfx90a,
+    /// gfx942 (default) or gfx1100).
+    #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
 }
 
@@ -462,13 +467,25 @@ fn list_kernels(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 pub struct DeviceInfo {
     pub name: String,
     pub default: bool,
+    /// True for targets tilekit compiles for but cannot run (AMDGCN: no AMD runtime).
+    pub compile_only: bool,
+}
+
+/// The AMDGCN architectures this build compiles code objects for; none run here.
+fn compile_only_targets() -> Vec<String> {
+    if cfg!(any(feature = "amdgcn", feature = "amdgcn-static")) {
+        tilekit_core::gpu::Target::AMD_PRESETS.iter().map(|a| format!("amdgcn:{a}")).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let devices: Vec<DeviceInfo> = Device::all()
         .iter()
         .enumerate()
-        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0 })
+        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0, compile_only: false })
+        .chain(compile_only_targets().into_iter().map(|name| DeviceInfo { name, default: false, compile_only: true }))
         .collect();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&devices)?)?;
@@ -476,9 +493,12 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let rows: Vec<Vec<String>> = devices
         .iter()
-        .map(|d| vec![d.name.clone(), if d.default { "yes".into() } else { String::new() }])
+        .map(|d| {
+            let note = if d.compile_only { format!("compile-only ({})", "compiled, not run") } else { "runs".into() };
+            vec![d.name.clone(), if d.default { "yes".into() } else { String::new() }, note]
+        })
         .collect();
-    out.write_all(table(&["DEVICE", "DEFAULT"], &rows).as_bytes())?;
+    out.write_all(table(&["DEVICE", "DEFAULT", "STATUS"], &rows).as_bytes())?;
     Ok(())
 }
 
@@ -518,7 +538,43 @@ fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: u32) -> Res
     Err(CliError::Usage("this tilekit was built without the `ptx` feature (cargo build --features ptx; it needs LLVM 19)".into()))
 }
 
+/// The AMDGCN assembly of one launch for `arch`, headed by the linked code object's resource
+/// report (or why it could not be linked and read).
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, num_warps: u32) -> Result<String, CliError> {
+    use tilekit_amdgcn::Arch;
+    let arch = match arch {
+        None => Arch::Gfx942,
+        Some(a) => Arch::parse(a).ok_or_else(|| CliError::Usage(format!("unknown --arch `{a}` for --amdgcn; known: gfx90a, gfx942, gfx1100")))?,
+    };
+    let target = arch.target();
+    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(num_warps), launch);
+    let cannot = |e: tilekit_amdgcn::AmdgcnError| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to AMDGCN for {arch}: {e}"));
+    let asm = tilekit_amdgcn::assembly(&launch.program, &target, &options, arch).map_err(cannot)?;
+    let mut out = String::new();
+    match tilekit_amdgcn::compile(&launch.program, &target, &options, arch) {
+        Ok(c) => {
+            let _ = writeln!(out, "; {}", c.kernel.resources);
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                let _ = writeln!(out, "; code object ({}): {line}", tilekit_amdgcn::NOT_RUN);
+            }
+        }
+    }
+    out.push_str(&asm);
+    Ok(out)
+}
+
+#[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
+fn amdgcn_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: u32) -> Result<String, CliError> {
+    Err(CliError::Usage("this tilekit was built without the `amdgcn` feature (cargo build --features amdgcn; it needs LLVM 19 and lld-19)".into()))
+}
+
 fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    if args.arch.is_some() && !args.ptx && !args.amdgcn {
+        return Err(CliError::Usage("--arch needs --ptx or --amdgcn".into()));
+    }
     let kernel = find_kernel(&args.kernel)?;
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
     let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
@@ -527,7 +583,9 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
         Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
             name: name.to_string(),
-            known: [&tilekit_core::gpu::Target::PRESETS[..], &tilekit_core::gpu::Target::CUDA_PRESETS[..]].concat().join(", "),
+            known: [&tilekit_core::gpu::Target::PRESETS[..], &tilekit_core::gpu::Target::CUDA_PRESETS[..], &tilekit_core::gpu::Target::AMD_PRESETS[..]]
+                .concat()
+                .join(", "),
         })?,
     };
     let mut text = String::new();
@@ -545,7 +603,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             })
             .collect();
         // `;` starts a comment in the text form, so a single launch's output parses back as is;
-        // PTX comments start with `//`.
+        // PTX comments start with `//`, AMDGCN assembly's with `;`.
         let c = if args.ptx { "//" } else { ";" };
         let _ = writeln!(text, "{c} {} {} [{}]", kernel.name(), problem, config);
         let _ = writeln!(
@@ -559,6 +617,8 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
         );
         if args.ptx {
             text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), config.num_warps() as u32)?);
+        } else if args.amdgcn {
+            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), config.num_warps() as u32)?);
         } else if args.gpu {
             // Specialized on this launch's arguments, as a device compiles it.
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);

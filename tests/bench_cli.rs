@@ -90,3 +90,36 @@ fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
     assert_eq!(Results::read(report.join("results.json").to_str().unwrap()).unwrap().entries.len(), res.entries.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--amdgcn ARCH` adds a compile-only platform: every case compiled for it, its code object's
+/// static resources recorded, nothing timed, and the run is no failure for it.
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+#[test]
+fn amdgcn_targets_are_compiled_not_run() {
+    bad_input(&["bench", "--amdgcn", "gfx803"], &["unknown --amdgcn `gfx803`", "gfx942"]);
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-amdgcn-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "vector_add", "--no-tune", "--min-runs", "1", "--amdgcn", "gfx1100", "-o", r]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("compiled, not run"), "{}", text(&o.stdout));
+    let res = Results::read(r).unwrap();
+    let p = res.platforms.iter().find(|p| p.id == "amdgcn:gfx1100").expect("an amdgcn:gfx1100 platform");
+    assert!(!p.executes);
+    let amd: Vec<_> = res.entries.iter().filter(|e| e.platform == "amdgcn:gfx1100").collect();
+    assert!(!amd.is_empty());
+    for e in amd {
+        assert_eq!(e.status, Status::CompiledNotRun, "{e:?}");
+        assert!(e.samples_s.is_empty() && e.check.is_none());
+        let s = e.static_resources.as_ref().expect("static resources");
+        assert!(s.registers.unwrap() > 0 && s.spills == Some(0) && s.occupancy.unwrap() >= 1.0, "{s:?}");
+        assert!(s.note.as_deref().unwrap().contains("wave32"), "{s:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
+#[test]
+fn amdgcn_bench_needs_the_feature() {
+    bad_input(&["bench", "--amdgcn", "gfx942"], &["`amdgcn` feature"]);
+}

@@ -300,3 +300,36 @@ fn ir_ptx_prints_ptx_with_the_ptxas_report() {
 fn ir_ptx_needs_the_feature() {
     bad_input(&["ir", "softmax", "--ptx"], &["built without the `ptx` feature"]);
 }
+
+/// `ir --amdgcn` prints the assembly headed by the code object's report; it says that nothing
+/// ran, and the wave size follows the architecture.
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+#[test]
+fn ir_amdgcn_prints_assembly_with_the_code_object_report() {
+    let out = ok(&["ir", "softmax", "--shape", "8x100", "--amdgcn", "--arch", "gfx942"]);
+    assert!(out.contains("; gfx942 (compiled, not run): wave64,") && out.contains("waves per SIMD"), "{out}");
+    assert!(out.contains(".amdgcn_target \"amdgcn-amd-amdhsa--gfx942\"") && out.contains("s_endpgm"), "{out}");
+    let out = ok(&["ir", "vector_add", "--amdgcn", "--arch", "gfx1100"]);
+    assert!(out.contains("; gfx1100 (compiled, not run): wave32,"), "{out}");
+    bad_input(&["ir", "softmax", "--amdgcn", "--arch", "gfx803"], &["unknown --arch `gfx803`", "gfx942"]);
+    bad_input(&["ir", "softmax", "--arch", "gfx942"], &["--arch needs --ptx or --amdgcn"]);
+}
+
+/// AMD targets are listed, marked compile-only: there is no AMD runtime.
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+#[test]
+fn devices_lists_amd_targets_as_compile_only() {
+    let out = ok(&["devices"]);
+    for a in ["gfx90a", "gfx942", "gfx1100"] {
+        let line = out.lines().find(|l| l.starts_with(&format!("amdgcn:{a} "))).unwrap_or_else(|| panic!("no amdgcn:{a} in\n{out}"));
+        assert!(line.contains("compile-only (compiled, not run)"), "{line}");
+    }
+    let v = json(&["devices", "--json"]);
+    assert!(v.as_array().unwrap().iter().any(|d| d["name"] == "amdgcn:gfx942" && d["compile_only"] == true), "{v}");
+}
+
+#[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
+#[test]
+fn ir_amdgcn_needs_the_feature() {
+    bad_input(&["ir", "softmax", "--amdgcn"], &["built without the `amdgcn` feature"]);
+}

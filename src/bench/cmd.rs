@@ -18,6 +18,10 @@ pub struct BenchArgs {
     /// devices and CI).
     #[arg(long, default_value = "default")]
     pub suite: String,
+    /// Also compile every case for an AMD architecture (gfx90a, gfx942, gfx1100, or `all`;
+    /// repeatable; needs the `amdgcn` feature): static resources, "compiled, not run".
+    #[arg(long = "amdgcn", value_name = "ARCH")]
+    pub amdgcn: Vec<String>,
     /// Devices to measure (repeatable; names or prefixes as `tilekit devices` prints them).
     /// Default: the interpreter and every Vulkan device through both runtimes.
     #[arg(long = "device", value_name = "DEVICE")]
@@ -119,6 +123,19 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("cannot create {}: {e}", dir.display())))?;
     }
+    let known = tilekit_core::gpu::Target::AMD_PRESETS;
+    let mut amdgcn = Vec::new();
+    for a in &args.amdgcn {
+        if !cfg!(any(feature = "amdgcn", feature = "amdgcn-static")) {
+            return Err(CliError::Usage("--amdgcn needs a tilekit built with the `amdgcn` feature (it needs LLVM 19 and lld-19)".into()));
+        }
+        match a.as_str() {
+            "all" => amdgcn.extend(known.iter().map(|k| k.to_string())),
+            k if known.contains(&k) => amdgcn.push(k.to_string()),
+            k => return Err(CliError::Usage(format!("unknown --amdgcn `{k}`; known: {}, all", known.join(", ")))),
+        }
+    }
+    amdgcn.dedup();
     let options = BenchOptions {
         suite,
         devices,
@@ -133,6 +150,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         max_check_flops: args.max_check_gflop * 1e9,
         seed: args.seed,
         command: std::env::args().collect::<Vec<_>>().join(" "),
+        amdgcn,
     };
     let mut write_error = None;
     let mut save = |r: &Results| {
@@ -148,18 +166,21 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let count = |s: Status| results.entries.iter().filter(|e| e.status == s).count();
     writeln!(
         out,
-        "{} timed, {} wrong, {} errors, {} skipped; wrote {}",
+        "{} timed, {} wrong, {} errors, {} skipped, {} compiled, not run; wrote {}",
         count(Status::Ok),
         count(Status::Wrong),
         count(Status::Error),
         count(Status::Skipped),
+        count(Status::CompiledNotRun),
         output.display()
     )?;
     // A configuration a target cannot take (too many registers, say) is an error entry, not a
     // failure of the run; a wrong answer is, and so is a case no configuration could time.
     let mut cases: std::collections::BTreeMap<(&str, &str, &str), bool> = Default::default();
+    // Compile-only targets are never timed; a case none of whose configurations compiled
+    // there counts like an untimed one.
     for e in results.entries.iter().filter(|e| e.implementation == "tilekit" && e.status != Status::Skipped) {
-        *cases.entry((&e.platform, &e.kernel, &e.problem_text)).or_default() |= e.status == Status::Ok;
+        *cases.entry((&e.platform, &e.kernel, &e.problem_text)).or_default() |= matches!(e.status, Status::Ok | Status::CompiledNotRun);
     }
     let untimed: Vec<String> = cases.iter().filter(|(_, ok)| !**ok).map(|((p, k, pr), _)| format!("{k} {pr} on {p}")).collect();
     if !untimed.is_empty() {

@@ -55,6 +55,9 @@ pub struct BenchOptions {
     pub max_check_flops: f64,
     pub seed: u64,
     pub command: String,
+    /// Compile-only AMDGCN architectures (`gfx942`): every case compiled, static resources
+    /// recorded, nothing run.
+    pub amdgcn: Vec<String>,
 }
 
 /// Where a device sits in the report, from its Vulkan properties where it has them.
@@ -491,6 +494,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         .iter()
         .filter(|c| o.kernels.is_empty() || o.kernels.iter().any(|k| k == c.kernel))
         .collect();
+    compile_only(o, &cases, &host, &run_id, &mut results, progress);
     progress.start(((cases.len() + 1) * o.devices.len()) as u64);
 
     // Ceilings first: the copy bandwidth of every device, best over the copy's configurations.
@@ -591,3 +595,93 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
     results.derive();
     results
 }
+
+/// Compile-only targets (AMDGCN code objects): each case's configurations compiled for each
+/// architecture, the code objects' static resources recorded under status "compiled, not run".
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, results: &mut Results, progress: &mut dyn Progress) {
+    for name in &o.amdgcn {
+        let Some(arch) = tilekit_amdgcn::Arch::parse(name) else { continue };
+        let id = format!("amdgcn:{arch}");
+        results.platforms.push(Platform {
+            id: id.clone(),
+            hardware: format!("AMD {arch} (compile-only)"),
+            host: host.to_string(),
+            backend: Backend::Amdgcn,
+            executes: false,
+            device_type: "other".into(),
+            vendor_id: Some(0x1002),
+            device_id: None,
+            driver: None,
+            driver_info: None,
+            api_version: None,
+            extensions: vec![format!("wave{}", arch.wave_size()), "code object v5".into()],
+            timer: tilekit_amdgcn::NOT_RUN.into(),
+            ceilings: Ceilings::default(),
+            run: run_id.to_string(),
+        });
+        for case in cases {
+            let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
+            let problem = &case.problem;
+            let cost = kernel.cost(problem);
+            let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
+            let mut entries = Vec::new();
+            for (i, config) in kernel.configs().into_iter().take(keep.max(1)).enumerate() {
+                let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), i == 0, cost.bytes, cost.flops);
+                match compile_amdgcn(kernel.as_ref(), problem, &config, arch) {
+                    Ok((hash, secs, resources)) => {
+                        e.status = Status::CompiledNotRun;
+                        e.kernel_hash = Some(hash);
+                        e.compile_s = Some(secs);
+                        e.static_resources = Some(resources);
+                    }
+                    Err(m) => {
+                        e.status = Status::Error;
+                        e.message = Some(m);
+                    }
+                }
+                entries.push(e);
+            }
+            progress.line(&format!("{id} {} {problem}: {}", case.kernel, tilekit_amdgcn::NOT_RUN));
+            results.entries.extend(entries);
+        }
+    }
+}
+
+/// Every launch of the plan compiled for `arch`: the plan's hash, the compile time and the
+/// resources of its most demanding launch (most registers, LDS; spills summed; least occupancy).
+#[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+fn compile_amdgcn(kernel: &dyn Kernel, problem: &Problem, config: &Config, arch: tilekit_amdgcn::Arch) -> Result<(String, f64, super::schema::StaticResources), String> {
+    let plan = kernel.plan(problem, config).map_err(|e| e.to_string())?;
+    let target = arch.target();
+    let t0 = std::time::Instant::now();
+    let mut reports = Vec::new();
+    for launch in &plan.launches {
+        let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);
+        let c = tilekit_amdgcn::compile(&launch.program, &target, &options, arch).map_err(|e| e.to_string())?;
+        reports.push(c.kernel.resources);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let r = |f: fn(&tilekit_amdgcn::CodeObjectReport) -> u32| reports.iter().map(f).max().unwrap_or(0);
+    let occupancy = reports.iter().map(|x| x.occupancy.waves_per_simd).min().unwrap_or(0);
+    let spills: u32 = reports.iter().map(|x| x.vgpr_spills + x.sgpr_spills).sum();
+    let note = format!(
+        "{}: wave{}, {} SGPRs, {} B scratch, occupancy in waves per SIMD; {}",
+        arch,
+        arch.wave_size(),
+        r(|x| x.sgprs),
+        r(|x| x.scratch_bytes),
+        tilekit_amdgcn::NOT_RUN
+    );
+    let resources = super::schema::StaticResources {
+        registers: Some(r(|x| x.vgprs)),
+        shared_bytes: Some(r(|x| x.lds_bytes)),
+        spills: Some(spills),
+        occupancy: Some(occupancy as f64),
+        note: Some(note),
+    };
+    Ok((kernel_hash(&plan), secs, resources))
+}
+
+#[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
+fn compile_only(_: &BenchOptions, _: &[&Case], _: &str, _: &str, _: &mut Results, _: &mut dyn Progress) {}

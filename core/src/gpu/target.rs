@@ -163,6 +163,41 @@ impl Target {
         Target { name: "cuda:nvidia-h200".into(), ..Target::cuda_sm90() }
     }
 
+    /// An AMD CDNA2 GPU (gfx90a, MI200) through HSA: wavefronts of 64, 1024 threads, 64 KiB of
+    /// LDS per workgroup, 16-byte vector accesses. Compile-only: nothing here runs AMD code.
+    pub fn amd_gfx90a() -> Target {
+        Target {
+            name: "amdgcn:gfx90a".into(),
+            isa: Isa::Amdgcn,
+            subgroup_size: 64,
+            max_threads_per_program: 1024,
+            shared_memory_bytes: 64 * 1024,
+            subgroup_ops: SubgroupOps { shuffle: true, arithmetic: false },
+            f16: true,
+            bf16: false,
+            i8: true,
+            i16: true,
+            i64: true,
+            atomic_float_add: true,
+            ieee_preserve: true,
+            max_vector_bytes: 16,
+            max_push_constant_bytes: 4096,
+            max_grid: [2147483647, 65535, 65535],
+            matrix: Vec::new(),
+        }
+    }
+
+    /// An AMD CDNA3 GPU (gfx942, MI300): the limits of [`Target::amd_gfx90a`], wave64.
+    pub fn amd_gfx942() -> Target {
+        Target { name: "amdgcn:gfx942".into(), ..Target::amd_gfx90a() }
+    }
+
+    /// An AMD RDNA3 GPU (gfx1100, RX 7900) in wave32 mode: the layouts and reductions are built
+    /// for 32 lanes, like a CUDA warp.
+    pub fn amd_gfx1100() -> Target {
+        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, ..Target::amd_gfx90a() }
+    }
+
     /// Offline presets by name, for `tilekit ir --gpu --target NAME`.
     pub fn preset(name: &str) -> Option<Target> {
         match name {
@@ -172,6 +207,9 @@ impl Target {
             "sm_80" | "sm80" | "cuda:sm_80" => Some(Target::cuda_sm80()),
             "sm_90" | "sm90" | "cuda:sm_90" => Some(Target::cuda_sm90()),
             "h200-cuda" | "cuda:nvidia-h200" => Some(Target::h200_cuda()),
+            "gfx90a" | "amdgcn:gfx90a" => Some(Target::amd_gfx90a()),
+            "gfx942" | "amdgcn:gfx942" => Some(Target::amd_gfx942()),
+            "gfx1100" | "amdgcn:gfx1100" => Some(Target::amd_gfx1100()),
             _ => None,
         }
     }
@@ -180,6 +218,8 @@ impl Target {
     pub const PRESETS: [&'static str; 3] = ["vulkan-baseline", "lavapipe", "h200-vulkan"];
     /// The PTX presets (compiled by the `ptx` feature).
     pub const CUDA_PRESETS: [&'static str; 3] = ["sm_80", "sm_90", "h200-cuda"];
+    /// The AMDGCN presets (compiled by the `amdgcn` feature; compile-only).
+    pub const AMD_PRESETS: [&'static str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 
     /// Whether values of `dtype` can live in buffers and registers on this target.
     pub fn supports(&self, dtype: DType) -> bool {

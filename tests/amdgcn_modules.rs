@@ -1,0 +1,271 @@
+//! The AMDGCN code objects of every library kernel, for every dtype, test problem and
+//! configuration, on gfx90a and gfx942 (wave64) and gfx1100 (wave32): each links into a code
+//! object v5, disassembles with `llvm-objdump --mcpu=ARCH`, and its metadata, read back from the
+//! note, matches the kernel (argument layout, workgroup size, wave size, LDS within 64 KiB); the
+//! library's default configurations use no scratch and do not spill. Golden AMDGCN assembly for
+//! vector add and softmax on gfx942 and gfx1100 (`tests/golden/*.s`; `TILEKIT_BLESS=1` rewrites
+//! them). Reductions shuffle across the whole wave: 64 lanes on CDNA, 32 on RDNA in wave32.
+//!
+//! One exception is counted and printed rather than failed, as in tests/ptx_modules.rs: a
+//! default configuration of a kernel with `dot` (attention) whose tiles need the whole register
+//! file. `dot` lowers to FMAs for now, holding its operand and accumulator tiles in registers;
+//! the configurations are sized for matrix instructions. Any other scratch use fails.
+//!
+//! Compiled, not run: no AMD GPU is reachable. Needs the `amdgcn` feature, ld.lld-19 and
+//! llvm-objdump-19 (lld-19, llvm-19).
+#![cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use tilekit::gpu::lower::LowerOptions;
+use tilekit::kernels::{self, Problem};
+use tilekit::{Config, DType};
+use tilekit_amdgcn::{compile, AmdgcnKernel, Arch};
+use tilekit_amdgcn::KernelParam;
+
+/// Checks what the code object says against what the emitter decided for the kernel.
+fn check_metadata(k: &AmdgcnKernel) -> Result<(), String> {
+    let r = &k.resources;
+    let mut problems = Vec::new();
+    if r.version != (1, 2) {
+        problems.push(format!("code object version {:?}, want [1, 2] (v5)", r.version));
+    }
+    if !r.target.ends_with(k.arch.name()) {
+        problems.push(format!("target `{}`", r.target));
+    }
+    if r.wavefront_size != k.arch.wave_size() {
+        problems.push(format!("wavefront size {}", r.wavefront_size));
+    }
+    if r.max_flat_workgroup_size != k.threads {
+        problems.push(format!("max workgroup size {} for {} threads", r.max_flat_workgroup_size, k.threads));
+    }
+    if r.symbol != format!("{}.kd", k.entry) {
+        problems.push(format!("descriptor symbol `{}`", r.symbol));
+    }
+    if r.lds_bytes > 64 * 1024 || r.lds_bytes < k.shared_bytes {
+        problems.push(format!("{} B of LDS for {} B of shared memory", r.lds_bytes, k.shared_bytes));
+    }
+    // Explicit arguments: one per parameter, in order, at naturally aligned offsets.
+    let explicit: Vec<_> = r.explicit_args().collect();
+    if explicit.len() != k.params.len() {
+        problems.push(format!("{} explicit arguments for {} parameters", explicit.len(), k.params.len()));
+    }
+    let mut end = 0;
+    for (i, (a, p)) in explicit.iter().zip(&k.params).enumerate() {
+        let (kind, size) = match p {
+            KernelParam::Buffer { .. } => ("global_buffer", 8),
+            KernelParam::Scalar { dtype: DType::I64 } => ("by_value", 8),
+            KernelParam::Scalar { .. } => ("by_value", 4),
+        };
+        let offset = (end as u32).div_ceil(size) * size;
+        if a.value_kind != kind || a.size != size || a.offset != offset {
+            problems.push(format!("argument {i}: {} of {} B at {}, want {kind} of {size} B at {offset}", a.value_kind, a.size, a.offset));
+        }
+        if kind == "global_buffer" && a.address_space.as_deref() != Some("global") {
+            problems.push(format!("argument {i}: address space {:?}", a.address_space));
+        }
+        end = a.offset + a.size;
+    }
+    if r.kernarg_bytes < end {
+        problems.push(format!("kernarg segment of {} B ends before the arguments ({end} B)", r.kernarg_bytes));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[test]
+fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100() {
+    // Distinct programs only, per wave size (the lowering depends on it). A job is a default
+    // configuration when any problem reaches it through the kernel's first configuration.
+    // TILEKIT_AMDGCN_FILTER=text keeps the jobs whose description contains it.
+    let filter = std::env::var("TILEKIT_AMDGCN_FILTER").ok();
+    let mut jobs: Vec<(String, tilekit::Program, u32, bool)> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for k in kernels::all() {
+        let default = k.configs().first().cloned();
+        for &dtype in k.dtypes() {
+            for problem in k.test_problems(dtype) {
+                for config in k.configs() {
+                    let Ok(plan) = k.plan(&problem, &config) else { continue };
+                    let is_default = Some(&config) == default.as_ref();
+                    for launch in plan.launches {
+                        let what = format!("{} {problem} [{config}]", k.name());
+                        if filter.as_deref().is_some_and(|f| !what.contains(f)) {
+                            continue;
+                        }
+                        let key = (tilekit::text::print(&launch.program), config.num_warps());
+                        match seen.get(&key) {
+                            Some(&i) => {
+                                let job: &mut (String, tilekit::Program, u32, bool) = &mut jobs[i];
+                                job.3 |= is_default;
+                            }
+                            None => {
+                                seen.insert(key, jobs.len());
+                                jobs.push((what, launch.program, config.num_warps() as u32, is_default));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let failures = Mutex::new(Vec::new());
+    let built = Mutex::new(0usize);
+    let exhausted = Mutex::new(Vec::new());
+    let skipped: Mutex<HashSet<String>> = Mutex::new(HashSet::new());
+    let work: Vec<_> = jobs.iter().flat_map(|j| Arch::ALL.map(|a| (j, a))).collect();
+    work.par_iter().for_each(|((what, program, num_warps, is_default), arch)| {
+        let options = LowerOptions::new(*num_warps);
+        let c = match compile(program, &arch.target(), &options, *arch) {
+            Ok(c) => c,
+            // A configuration too large for the target (threads, LDS) is an error, not a module.
+            Err(e) if e.to_string().contains("shared memory") || e.to_string().contains("exceed the target") => {
+                skipped.lock().unwrap().insert(format!("{what} on {arch}"));
+                return;
+            }
+            Err(e) => {
+                failures.lock().unwrap().push(format!("{what} on {arch}: {e}"));
+                return;
+            }
+        };
+        let k = &c.kernel;
+        if let Err(e) = check_metadata(k) {
+            failures.lock().unwrap().push(format!("{what} on {arch}: metadata: {e}"));
+            return;
+        }
+        let r = &k.resources;
+        if *is_default && (r.spills() || r.scratch_bytes > 0 || r.dynamic_stack) {
+            // The most VGPRs a wave can have: 512 unified on CDNA, 256 on RDNA3.
+            let file = if arch.wave_size() == 64 { 512 } else { 256 };
+            if r.vgprs >= file && (what.starts_with("matmul ") || what.starts_with("attention ")) {
+                exhausted.lock().unwrap().push(format!("{what} on {arch}: {r}"));
+            } else {
+                failures.lock().unwrap().push(format!("{what} on {arch} (a default configuration) uses scratch: {r}"));
+                return;
+            }
+        }
+        match k.disassemble() {
+            Ok(d) if d.contains(&format!("<{}>:", k.entry)) && d.contains("s_endpgm") => *built.lock().unwrap() += 1,
+            Ok(d) => failures.lock().unwrap().push(format!("{what} on {arch}: the disassembly lacks the entry or s_endpgm:\n{d}")),
+            Err(e) => failures.lock().unwrap().push(format!("{what} on {arch}: {e}")),
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    let built = built.into_inner().unwrap();
+    let skipped = skipped.into_inner().unwrap();
+    let mut exhausted = exhausted.into_inner().unwrap();
+    exhausted.sort();
+    if !exhausted.is_empty() {
+        eprintln!("{} default-configuration kernels need more than the register file (FMA `dot` tiles) and spill:\n{}", exhausted.len(), exhausted.join("\n"));
+    }
+    if !skipped.is_empty() {
+        eprintln!("{} configurations exceed a target's limits (threads or LDS) and were rejected by the lowering", skipped.len());
+    }
+    assert!(failures.is_empty(), "{} of {} failed:\n{}", failures.len(), failures.len() + built, failures.join("\n"));
+    assert!(built > 300 || filter.is_some(), "only {built} code objects were built");
+}
+
+fn options_for(config: &Config) -> LowerOptions {
+    LowerOptions::new(config.num_warps() as u32)
+}
+
+fn program(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> (tilekit::Program, LowerOptions) {
+    let k = kernels::find(kernel).unwrap();
+    let config: Config = config.parse().unwrap();
+    let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
+    (plan.launches[0].program.clone(), options_for(&config))
+}
+
+fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+    for arch in [Arch::Gfx942, Arch::Gfx1100] {
+        let (p, options) = program(kernel, shape, dtype, config);
+        let text = tilekit_amdgcn::assembly(&p, &arch.target(), &options, arch).unwrap();
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.{arch}.s"));
+        if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
+        if want != text {
+            let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
+            panic!(
+                "{name} on {arch}: the assembly differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
+                path.display(),
+                line + 1,
+                want.lines().nth(line).unwrap_or("<end>"),
+                text.lines().nth(line).unwrap_or("<end>")
+            );
+        }
+    }
+}
+
+#[test]
+fn golden_vector_add() {
+    golden("vector_add", "vector_add", &[1000], DType::F32, "BLOCK=1024,num_warps=4");
+}
+
+#[test]
+fn golden_softmax() {
+    golden("softmax", "softmax", &[7, 100], DType::F32, "num_warps=4");
+}
+
+/// The instructions of the kernel's disassembly (mnemonic and operands), without addresses.
+fn instructions(arch: Arch, kernel: &str, shape: &[usize], config: &str) -> (AmdgcnKernel, Vec<String>) {
+    let (p, options) = program(kernel, shape, DType::F32, config);
+    let k = compile(&p, &arch.target(), &options, arch).unwrap().kernel;
+    let d = k.disassemble().unwrap();
+    let lines = d.lines().filter(|l| l.starts_with('\t') || l.starts_with("  ")).map(|l| l.split("//").next().unwrap().trim().to_string()).collect();
+    (k, lines)
+}
+
+/// The butterfly reduction of a softmax row crosses every lane of the wave: on wave64 five
+/// `ds_swizzle` steps (xor 1..16 within 32 lanes) and a `ds_bpermute` across the halves (xor
+/// 32); on wave32 the five swizzles and no `ds_bpermute`.
+#[test]
+fn reductions_shuffle_across_the_whole_wave() {
+    for arch in Arch::ALL {
+        let (k, ins) = instructions(arch, "softmax", &[64, 1024], "num_warps=4");
+        assert_eq!(k.resources.wavefront_size, arch.wave_size());
+        let mut xor_masks = HashSet::new();
+        for i in ins.iter().filter(|i| i.starts_with("ds_swizzle_b32")) {
+            // `offset:swizzle(BITMASK_PERM,"...")` or a raw offset: decode the xor mask either way.
+            let mask = if let Some(raw) = i.split("offset:").nth(1).and_then(|o| o.trim().parse::<u32>().ok()) {
+                (raw >> 10) & 0x1f
+            } else if let Some(n) = i.split("swizzle(SWAP,").nth(1).and_then(|n| n.trim_end_matches(')').parse::<u32>().ok()) {
+                // SWAP,n exchanges groups of n lanes: xor n.
+                n
+            } else if let Some(pat) = i.split('"').nth(1) {
+                // BITMASK_PERM: 5 characters for lanes bit 4..0; `i` inverts (xor) the bit.
+                pat.chars().rev().enumerate().filter(|(_, c)| *c == 'i').map(|(b, _)| 1 << b).sum()
+            } else {
+                panic!("{arch}: cannot read the swizzle pattern of `{i}`")
+            };
+            xor_masks.insert(mask);
+        }
+        for m in [1, 2, 4, 8, 16] {
+            assert!(xor_masks.contains(&m), "{arch}: no ds_swizzle with xor mask {m} (found {xor_masks:?})");
+        }
+        let bpermute = ins.iter().filter(|i| i.starts_with("ds_bpermute_b32")).count();
+        if arch.wave_size() == 64 {
+            assert!(bpermute > 0, "{arch}: wave64 reduction lacks the xor-32 step (ds_bpermute)");
+            assert!(ins.iter().any(|i| i.starts_with("v_mbcnt_hi_u32_b32")), "{arch}: the lane id needs mbcnt.hi on wave64");
+        } else {
+            assert_eq!(bpermute, 0, "{arch}: wave32 has no lanes above 31 to exchange with");
+        }
+    }
+}
+
+/// The CLI-facing report says what it is: compiled, not run, with the occupancy estimate.
+#[test]
+fn report_says_compiled_not_run() {
+    let (k, _) = instructions(Arch::Gfx942, "vector_add", &[1000], "BLOCK=1024,num_warps=4");
+    let text = k.resources.to_string();
+    assert!(text.contains("compiled, not run") && text.contains("waves per SIMD"), "{text}");
+    assert!(k.resources.occupancy.waves_per_simd >= 1, "{text}");
+}

@@ -289,12 +289,7 @@ impl CudaRuntime {
     /// every launch.
     pub fn time(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], scalars: &[(u32, Scalar)], warmup: usize, runs: usize) -> Result<Vec<f64>, CudaError> {
         let args = self.check_launch(k, grid, buffers, scalars)?;
-        // Warm-up: at least `warmup` runs and 200 ms of back-to-back work, so that the GPU has
-        // left its idle clocks before the first timed run.
-        let start = std::time::Instant::now();
-        let (mut batch, mut done) = (1usize, 0usize);
-        while done < warmup || start.elapsed() < std::time::Duration::from_millis(200) {
-            let t = std::time::Instant::now();
+        tilekit_core::gpu::warmup::warm_up(warmup, |batch| {
             for _ in 0..batch {
                 self.enqueue(k, grid, buffers, &args)?;
             }
@@ -302,11 +297,8 @@ impl CudaRuntime {
                 kernel: k.kernel.name.clone(),
                 device: self.info.name.clone(),
                 what: format!("the kernel failed ({e})"),
-            })?;
-            done += batch;
-            let per_run = t.elapsed().as_secs_f64() / batch as f64;
-            batch = ((0.02 / per_run.max(1e-7)) as usize).clamp(1, 1024);
-        }
+            })
+        })?;
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let events = (0..=runs).map(|_| self.ctx.new_event(timing)).collect::<Result<Vec<_>, _>>().map_err(self.err("creating events"))?;
         events[0].record(&self.stream).map_err(self.err("recording an event"))?;

@@ -1898,13 +1898,7 @@ impl Emitter for SpirvEmitter {
 
     fn load_global_vec(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType, n: u32) -> Vec<SpirvValue> {
         if !self.vector_ok(dtype, n) {
-            return (0..n)
-                .map(|i| {
-                    let off = self.constant(index_dtype, Scalar::Int(i as i64));
-                    let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
-                    self.load_global(buffer, dtype, idx, index_dtype)
-                })
-                .collect();
+            return tilekit_core::gpu::emit::load_elementwise(self, buffer, dtype, index, index_dtype, n);
         }
         let vindex = self.vector_index(index, index_dtype, n, "load_global_vec");
         self.mark_access(buffer, true, false, "load_global_vec");
@@ -1956,12 +1950,7 @@ impl Emitter for SpirvEmitter {
     fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: SpirvValue, index_dtype: DType, values: &[SpirvValue]) {
         let n = values.len() as u32;
         if !self.vector_ok(dtype, n) {
-            for (i, &v) in values.iter().enumerate() {
-                let off = self.constant(index_dtype, Scalar::Int(i as i64));
-                let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
-                self.store_global(buffer, dtype, idx, index_dtype, v);
-            }
-            return;
+            return tilekit_core::gpu::emit::store_elementwise(self, buffer, dtype, index, index_dtype, values);
         }
         for &v in values {
             self.expect(v, dtype, "stored value");

@@ -19,7 +19,9 @@
 
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tilekit_core::gpu::warmup::warm_up;
 
 use ash::vk;
 use tilekit_core::gpu::{Isa, SubgroupOps, Target};
@@ -709,9 +711,6 @@ impl Drop for VulkanRuntime {
 /// Timestamp queries in the runtime's pool: two per timed run of one submission.
 const TIMESTAMP_SLOTS: u32 = 512;
 
-/// Back-to-back work before timed runs, for the device to reach its working clocks.
-const WARMUP_TIME: Duration = Duration::from_millis(200);
-
 fn full_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
     let b = vk::MemoryBarrier::default()
         .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
@@ -1354,22 +1353,7 @@ impl VulkanRuntime {
         }
         let push = self.check_launch(pipeline, grid, buffers, scalars)?;
         let job = Dispatch { pipeline, grid, push: &push, buffers };
-        // Warm-up: at least `warmup` runs and WARMUP_TIME of back-to-back work, so that the device
-        // has left its idle clocks before the first timed run (an idle GPU takes tens of
-        // milliseconds of sustained load to reach its boost clocks).
-        let start = Instant::now();
-        // The first submission holds one run: its time sizes the rest.
-        let mut batch = 1u32;
-        let mut done = 0usize;
-        while done < warmup || start.elapsed() < WARMUP_TIME {
-            let t = Instant::now();
-            self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, batch, false, &[], 0))?;
-            done += batch as usize;
-            // Grow batches toward ~20 ms submissions, never past the submission timeout.
-            let per_run = t.elapsed().as_secs_f64() / batch as f64;
-            batch = ((0.02 / per_run.max(1e-7)) as u32).clamp(1, 1024);
-        }
-        let per_run = start.elapsed().as_secs_f64() / done.max(1) as f64;
+        let per_run = warm_up(warmup, |n| self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n as u32, false, &[], 0)))?;
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
         // Timed runs back to back, as many per submission as the query pool holds and as fit in

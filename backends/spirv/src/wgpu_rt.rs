@@ -347,9 +347,6 @@ fn poll_wait(device: &wgpu::Device, index: Option<wgpu::SubmissionIndex>, op: &s
         .map_err(|e| WgpuError::Poll { op: op.to_string(), message: e.to_string() })
 }
 
-/// Back-to-back work before timed runs, for the device to reach its working clocks.
-const WARMUP_TIME: std::time::Duration = std::time::Duration::from_millis(200);
-
 impl WgpuRuntime {
     /// Every Vulkan adapter, with the required features each lacks.
     pub fn adapters() -> Vec<AdapterEntry> {
@@ -1031,12 +1028,7 @@ impl WgpuRuntime {
         let bind_group = self.bind_group(kernel, buffers)?;
         let name = &kernel.kernel.name;
         let op = format!("timing kernel `{name}` over {grid:?}");
-        // Warm-up: at least `warmup` runs and WARMUP_TIME of back-to-back work, so that the device
-        // has left its idle clocks before the first timed run.
-        let start = std::time::Instant::now();
-        let (mut batch, mut done) = (1usize, 0usize);
-        while done < warmup || start.elapsed() < WARMUP_TIME {
-            let t = std::time::Instant::now();
+        tilekit_core::gpu::warmup::warm_up(warmup, |batch| {
             let index = scoped(
                 &self.device,
                 || format!("{op}: warm-up"),
@@ -1053,12 +1045,8 @@ impl WgpuRuntime {
                     self.queue.submit([enc.finish()])
                 },
             )?;
-            poll_wait(&self.device, Some(index), &op)?;
-            done += batch;
-            // Grow submissions toward ~20 ms each.
-            let per_run = t.elapsed().as_secs_f64() / batch as f64;
-            batch = ((0.02 / per_run.max(1e-7)) as usize).clamp(1, 1024);
-        }
+            poll_wait(&self.device, Some(index), &op)
+        })?;
         let period_s = self.queue.get_timestamp_period() as f64 * 1e-9;
         // A query set holds at most 4096 queries: time in batches of 2048 dispatches.
         const BATCH: usize = 2048;

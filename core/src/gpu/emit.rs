@@ -73,22 +73,12 @@ pub trait Emitter {
 
     /// Loads `n` consecutive elements `buffer[index .. index + n]`, `index` a multiple of `n`.
     fn load_global_vec(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, n: u32) -> Vec<Self::V> {
-        (0..n)
-            .map(|i| {
-                let off = self.constant(index_dtype, Scalar::Int(i as i64));
-                let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
-                self.load_global(buffer, dtype, idx, index_dtype)
-            })
-            .collect()
+        load_elementwise(self, buffer, dtype, index, index_dtype, n)
     }
 
     /// Stores consecutive elements at `buffer[index ..]`, `index` a multiple of `values.len()`.
     fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, values: &[Self::V]) {
-        for (i, &v) in values.iter().enumerate() {
-            let off = self.constant(index_dtype, Scalar::Int(i as i64));
-            let idx = self.binary(BinaryOp::Add, index_dtype, index, off);
-            self.store_global(buffer, dtype, idx, index_dtype, v);
-        }
+        store_elementwise(self, buffer, dtype, index, index_dtype, values)
     }
 
     /// Declares that shared memory holds at least `len` elements of `dtype` (one array per
@@ -122,4 +112,25 @@ pub trait Emitter {
     ) -> (Self::V, Vec<Self::V>);
     /// Closes the body with the next carried values; returns the values after the loop.
     fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
+}
+
+/// `buffer[index .. index + n]` one element at a time: the vector load of a backend without
+/// vector accesses, or of a width it cannot move in one.
+pub fn load_elementwise<E: Emitter + ?Sized>(e: &mut E, buffer: u32, dtype: DType, index: E::V, index_dtype: DType, n: u32) -> Vec<E::V> {
+    (0..n)
+        .map(|i| {
+            let off = e.constant(index_dtype, Scalar::Int(i as i64));
+            let idx = e.binary(BinaryOp::Add, index_dtype, index, off);
+            e.load_global(buffer, dtype, idx, index_dtype)
+        })
+        .collect()
+}
+
+/// The store counterpart of [`load_elementwise`].
+pub fn store_elementwise<E: Emitter + ?Sized>(e: &mut E, buffer: u32, dtype: DType, index: E::V, index_dtype: DType, values: &[E::V]) {
+    for (i, &v) in values.iter().enumerate() {
+        let off = e.constant(index_dtype, Scalar::Int(i as i64));
+        let idx = e.binary(BinaryOp::Add, index_dtype, index, off);
+        e.store_global(buffer, dtype, idx, index_dtype, v);
+    }
 }

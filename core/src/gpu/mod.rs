@@ -10,6 +10,7 @@ pub mod layout;
 pub mod lower;
 pub mod simt;
 pub mod target;
+pub mod warmup;
 
 pub use emit::Emitter;
 pub use target::{Isa, MatrixInstr, SubgroupOps, Target};

@@ -1,11 +1,8 @@
 //! The PTX of every library kernel, for every dtype, test problem and configuration, assembles
 //! with ptxas for sm_80 and sm_90 without spilling registers; the PTX of vector add and softmax
 //! matches its golden file (`tests/golden/*.ptx`; `TILEKIT_BLESS=1` rewrites them).
-//!
-//! One exception is counted and printed rather than failed: a configuration of a kernel with
-//! `dot` whose tiles need more than the 255 registers a thread can have. `dot` lowers to FMAs
-//! for now, holding its operand and accumulator tiles in registers; the large configurations
-//! are sized for matrix instructions. Any other spill fails.
+//! Any spill fails: the library's configurations are sized for the FMA `dot` (see matmul's and
+//! attention's `configs`), and shared-memory addresses are 32-bit (`-nvptx-short-ptr`).
 //!
 //! Needs the `ptx` feature, and ptxas (the PyPI wheel nvidia-cuda-nvcc-cu12, `TILEKIT_PTXAS`, or
 //! a CUDA toolkit) plus libdevice from the same place.
@@ -49,7 +46,6 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
         }
     }
     let failures = Mutex::new(Vec::new());
-    let exhausted = Mutex::new(Vec::new());
     let assembled = Mutex::new(0usize);
     let targets = [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90)];
     jobs.par_iter().for_each(|(what, program, num_warps)| {
@@ -65,10 +61,6 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
                 }
             };
             match c.kernel.assemble() {
-                // ptxas spills below the register limit only when told to favour occupancy.
-                Ok(r) if r.spills() && r.registers >= 255 && (what.starts_with("matmul ") || what.starts_with("attention ")) => {
-                    exhausted.lock().unwrap().push(format!("{what} on {arch}: {r}"))
-                }
                 Ok(r) if r.spills() => failures.lock().unwrap().push(format!("{what} on {arch}: spills ({r})")),
                 Ok(_) => *assembled.lock().unwrap() += 1,
                 Err(e) => failures.lock().unwrap().push(format!("{what} on {arch}: {e}")),
@@ -77,11 +69,6 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
     });
     let failures = failures.into_inner().unwrap();
     let assembled = assembled.into_inner().unwrap();
-    let mut exhausted = exhausted.into_inner().unwrap();
-    exhausted.sort();
-    if !exhausted.is_empty() {
-        eprintln!("{} kernels of {} need more than 255 registers (FMA `dot` tiles) and spill:\n{}", exhausted.len(), assembled, exhausted.join("\n"));
-    }
     assert!(failures.is_empty(), "{} of {} failed:\n{}", failures.len(), failures.len() + assembled, failures.join("\n"));
     assert!(assembled > 200 || filter.is_some(), "only {assembled} kernels were assembled");
 }

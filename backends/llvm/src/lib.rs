@@ -59,6 +59,19 @@ pub struct Emitted {
     pub info: LowerInfo,
 }
 
+/// Sets LLVM command-line options (`-nvptx-short-ptr`, ...) for the whole process. LLVM's
+/// options are process-global and read when a target machine is created, so a target's hooks
+/// set theirs in [`Hooks::initialize`], once, before the first one. An option LLVM does not
+/// know is ignored (LLVM reports it to a null stream).
+pub fn set_options(options: &[&str]) {
+    let args: Vec<std::ffi::CString> =
+        std::iter::once("tilekit").chain(options.iter().copied()).filter_map(|a| std::ffi::CString::new(a).ok()).collect();
+    let argv: Vec<*const std::ffi::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    // SAFETY: argv points at NUL-terminated strings that outlive the call; LLVM copies what it
+    // keeps.
+    unsafe { llvm_sys::support::LLVMParseCommandLineOptions(argv.len() as i32, argv.as_ptr(), c"".as_ptr()) };
+}
+
 /// Lowers `program` for `target` and writes its LLVM IR with `hooks`.
 pub fn emit<H: Hooks>(program: &Program, target: &Target, options: &LowerOptions, hooks: &H) -> Result<Emitted, LlvmError> {
     let threads = options.num_warps.max(1) * target.subgroup_size.max(1);

@@ -140,7 +140,15 @@ impl Hooks for NvptxHooks {
     }
 
     fn initialize(&self) {
+        static OPTIONS: std::sync::Once = std::sync::Once::new();
         LlvmTarget::initialize_nvptx(&InitializationConfig::default());
+        // 32-bit shared-memory addresses, as Triton compiles: with 64-bit ones every
+        // shared-memory slot a dot stages through costs two registers, and matmul tiles spilled
+        // for it. Must be set before the first NVPTX target machine is created (it decides the
+        // data layout); LLVM's options are global to the process, and only NVPTX reads this one.
+        OPTIONS.call_once(|| {
+            tilekit_llvm::set_options(&["-nvptx-short-ptr"]);
+        });
     }
 
     fn link_externals<'ctx>(&self, context: &'ctx Context, module: &Module<'ctx>, names: &[String]) -> Result<(), String> {

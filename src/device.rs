@@ -268,6 +268,9 @@ pub struct TimingOptions {
     /// start with cold caches (0: none; runs then go back to back on warm caches). To flush,
     /// it must exceed the device's last-level cache.
     pub flush_bytes: u64,
+    /// Read the outputs back into the host buffers after the last run. A benchmark that has
+    /// already checked them skips it: for large problems the copy costs far more than the runs.
+    pub read_back: bool,
 }
 
 impl Device {
@@ -275,13 +278,13 @@ impl Device {
     /// over its launches), from device timestamps. Inputs are uploaded once; outputs are read
     /// back into `buffers` after the last run. Only GPU devices time.
     pub fn time_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, warmup: usize, runs: usize) -> Result<Vec<f64>, DeviceError> {
-        self.time_plan_with(plan, buffers, config, &TimingOptions { warmup, runs, flush_bytes: 0 })
+        self.time_plan_with(plan, buffers, config, &TimingOptions { warmup, runs, flush_bytes: 0, read_back: true })
     }
 
-    /// As [`Device::time_plan`], with a cache policy. CPU devices time the wall clock and
-    /// ignore `flush_bytes`.
+    /// As [`Device::time_plan`], with a cache policy and reading back only when asked. CPU
+    /// devices time the wall clock and ignore `flush_bytes`.
     pub fn time_plan_with(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, timing: &TimingOptions) -> Result<Vec<f64>, DeviceError> {
-        let TimingOptions { warmup, runs, flush_bytes } = *timing;
+        let TimingOptions { warmup, runs, flush_bytes, read_back } = *timing;
         let options = LowerOptions::new(config.num_warps() as u32);
         let mut total = vec![0.0; runs];
         match self {
@@ -303,7 +306,9 @@ impl Device {
                         .map_err(|e| self.verr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
-                self.vulkan_finish(plan, buffers, &g)?;
+                if read_back {
+                    self.vulkan_finish(plan, buffers, &g)?;
+                }
             }
             Device::Wgpu { .. } => {
                 let g = self.wgpu_prepare(plan, buffers, &options)?;
@@ -322,18 +327,30 @@ impl Device {
                         .map_err(|e| self.werr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
-                self.wgpu_finish(buffers, &g)?;
+                if read_back {
+                    self.wgpu_finish(buffers, &g)?;
+                }
             }
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { .. } => {
                 let g = self.cuda_prepare(plan, buffers, &options)?;
+                // One allocation: CUDA has no per-binding size limit.
+                let mut flush = match flush_bytes {
+                    0 => None,
+                    n => Some(g.rt.alloc(DType::U8, n as usize).map_err(|e| self.cerr(e))?),
+                };
                 for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
                     let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time(&k, launch.grid, &bufs, scalars, warmup, runs).map_err(|e| self.cerr(e))?;
+                    let t = g
+                        .rt
+                        .time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, flush.as_mut())
+                        .map_err(|e| self.cerr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
-                self.cuda_finish(buffers, &g)?;
+                if read_back {
+                    self.cuda_finish(buffers, &g)?;
+                }
             }
             Device::Interpreter | Device::Emulator(_) => {
                 for t in total.iter_mut() {
@@ -444,7 +461,7 @@ impl Device {
 }
 
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
+pub(crate) fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
     static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
     let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     if let Some(rt) = map.get(&ordinal) {

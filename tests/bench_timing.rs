@@ -27,7 +27,7 @@ fn flushed_timing_on_every_gpu_device() {
     for device in &gpus {
         // 200 MiB: more than one lavapipe storage buffer (128 MiB) holds, so two flush buffers.
         for flush_bytes in [0, 4 << 20, 200 << 20] {
-            let t = TimingOptions { warmup: 1, runs: 3, flush_bytes };
+            let t = TimingOptions { warmup: 1, runs: 3, flush_bytes, read_back: true };
             let samples = device.time_plan_with(&plan, &buffers, config, &t).unwrap_or_else(|e| panic!("{device}: {e}"));
             assert_eq!(samples.len(), 3, "{device}");
             assert!(samples.iter().all(|s| s.is_finite() && *s > 0.0 && *s < 1.0), "{device} flush {flush_bytes}: {samples:?}");

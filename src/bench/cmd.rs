@@ -35,7 +35,7 @@ pub struct BenchArgs {
     /// Time only each kernel's default configuration (no per-device tuning).
     #[arg(long)]
     pub no_tune: bool,
-    /// Skip the hand-written WGSL baselines.
+    /// Skip the baselines: hand-written WGSL on wgpu devices, cuBLAS on CUDA devices.
     #[arg(long)]
     pub no_baselines: bool,
     /// Untimed runs before the timed ones.

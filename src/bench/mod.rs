@@ -4,13 +4,15 @@
 //! reach ([`runner`]): each (kernel, problem, configuration) is first checked against the f64
 //! reference on the device, and only a right answer is timed, with device timestamps, warm-up,
 //! an explicit cache policy and every sample kept. Ceilings (copy bandwidth) and baselines
-//! (hand-written WGSL through wgpu, [`wgsl`]) are measured by the same run. Results go to a
+//! (hand-written WGSL through wgpu, [`wgsl`]; cuBLAS on CUDA devices, `cublas`) are measured by the same run. Results go to a
 //! versioned JSON file ([`schema`]); `tilekit report` merges any number of them and renders
 //! Markdown, HTML with SVG charts and a CSV ([`report`]), with the performance-portability
 //! metric ([`pp`]).
 
 pub mod cmd;
 pub mod copy;
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+pub mod cublas;
 pub mod report;
 pub mod pp;
 pub mod runner;

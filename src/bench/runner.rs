@@ -50,7 +50,7 @@ pub struct BenchOptions {
     pub flush_bytes: u64,
     /// Time every configuration of the kernel's space, not only the default one.
     pub tune: bool,
-    /// Run the hand-written WGSL baselines on wgpu devices.
+    /// Run the baselines: hand-written WGSL on wgpu devices, cuBLAS on CUDA devices.
     pub baselines: bool,
     pub max_check_flops: f64,
     pub seed: u64,
@@ -222,15 +222,22 @@ fn blank(run: &str, platform: &str, kernel: &str, implementation: &str, problem:
     }
 }
 
-/// The protocol's timing of one checked plan: a first batch of `min_runs`, then more runs when
-/// they did not fill `min_time_s`.
-fn time(device: &Device, plan: &Plan, buffers: &[HostBuffer], config: &Config, o: &BenchOptions) -> Result<Vec<f64>, String> {
+/// The protocol's timing of one checked plan: a first batch, then more runs when it did not
+/// fill `min_time_s`. `floor_s`, a lower bound on one run (the bytes at the device's copy
+/// bandwidth, for memory-bound kernels), sizes the first batch to fill `min_time_s` on its own:
+/// every batch uploads the inputs again, which for the largest problems takes longer than the
+/// runs.
+fn time(device: &Device, plan: &Plan, buffers: &[HostBuffer], config: &Config, o: &BenchOptions, floor_s: Option<f64>) -> Result<Vec<f64>, String> {
     let flush_bytes = if is_cpu_device(device) { 0 } else { o.flush_bytes };
-    let first = TimingOptions { warmup: o.warmup, runs: o.min_runs.min(o.max_runs).max(1), flush_bytes };
+    let first_runs = match floor_s {
+        Some(f) if f > 0.0 && f.is_finite() => runs_needed(1, f, o.min_runs, o.min_time_s, o.max_runs),
+        _ => o.min_runs.min(o.max_runs).max(1),
+    };
+    let first = TimingOptions { warmup: o.warmup, runs: first_runs, flush_bytes, read_back: false };
     let mut samples = device.time_plan_with(plan, buffers, config, &first).map_err(|e| e.to_string())?;
     let want = runs_needed(samples.len(), samples.iter().sum(), o.min_runs, o.min_time_s, o.max_runs);
     if want > samples.len() {
-        let more = TimingOptions { warmup: 0, runs: want - samples.len(), flush_bytes };
+        let more = TimingOptions { warmup: 0, runs: want - samples.len(), flush_bytes, read_back: false };
         samples.extend(device.time_plan_with(plan, buffers, config, &more).map_err(|e| e.to_string())?);
     }
     Ok(samples)
@@ -265,7 +272,7 @@ fn compile_time(device: &Device, plan: &Plan, config: &Config) -> Result<Option<
 
 /// Checks one configuration on one device and, when right, times it.
 #[allow(clippy::too_many_arguments)]
-fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_config: bool, device: &Device, prepared: &Prepared, o: &BenchOptions, run: &str) -> Entry {
+fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_config: bool, device: &Device, prepared: &Prepared, o: &BenchOptions, run: &str, floor_s: Option<f64>) -> Entry {
     let cost = kernel.cost(problem);
     let mut e = blank(run, &device.name(), kernel.name(), "tilekit", problem, config.to_string(), default_config, cost.bytes, cost.flops);
     let reference = match &prepared.reference {
@@ -332,7 +339,7 @@ fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_conf
         e.message = Some("an output failed its tolerance against the f64 reference; not timed".into());
         return e;
     }
-    match time(device, &plan, &buffers, config, o) {
+    match time(device, &plan, &buffers, config, o, floor_s) {
         Ok(samples) => {
             e.summary = summarize(&samples);
             e.status = if e.summary.is_some() { Status::Ok } else { Status::Error };
@@ -515,7 +522,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                     e.message = Some(m);
                     e
                 };
-                guarded(fallback, || measure(&Copy, &problem, c, i == 0, device, &prepared, o, &run_id))
+                guarded(fallback, || measure(&Copy, &problem, c, i == 0, device, &prepared, o, &run_id, None))
             })
             .collect();
         let best = entries.iter().filter_map(|e| e.median()).min_by(f64::total_cmp);
@@ -526,6 +533,21 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         }
         progress.line(&case_line(&device.name(), "copy", &problem.to_string(), &entries));
         results.entries.extend(entries);
+        #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+        if let Some(matrix) = super::cublas::ceiling(device, o) {
+            let p = &mut results.platforms[di];
+            match matrix {
+                Ok((tflops, source)) => {
+                    progress.line(&format!("{:<28} matrix ceiling {tflops:.1} TFLOP/s ({source})", device.name()));
+                    p.ceilings.matrix_tflops = Some(tflops);
+                    p.ceilings.matrix_source = Some(source);
+                }
+                Err(why) => {
+                    progress.line(&format!("{:<28} no matrix ceiling: {why}", device.name()));
+                    p.ceilings.matrix_source = Some(format!("not measured: {why}"));
+                }
+            }
+        }
         save(&results);
     }
 
@@ -565,6 +587,12 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                 e.message = Some(format!("larger than suite `{}` runs on CPU devices", o.suite.name));
                 entries.push(e);
             } else if let Some(prepared) = &prepared {
+                // Memory-bound kernels run no faster than the device copies their bytes.
+                let floor_s = results.platforms[di]
+                    .ceilings
+                    .copy_gbps
+                    .filter(|_| cost.flops <= 16 * cost.bytes)
+                    .map(|gbps| cost.bytes as f64 / (gbps * 1e9));
                 for (i, c) in configs.iter().enumerate() {
                     let fallback = |m: String| {
                         let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, c.to_string(), i == 0, cost.bytes, cost.flops);
@@ -572,7 +600,13 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                         e.message = Some(m);
                         e
                     };
-                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, i == 0, device, prepared, o, &run_id)));
+                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, i == 0, device, prepared, o, &run_id, floor_s)));
+                }
+                #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+                if o.baselines {
+                    if let Some(e) = super::cublas::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id) {
+                        entries.push(e);
+                    }
                 }
                 if o.baselines && matches!(device, Device::Wgpu { .. }) {
                     if let Some(e) = wgsl::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id) {

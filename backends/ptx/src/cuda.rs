@@ -30,6 +30,10 @@ pub enum CudaError {
     Launch { kernel: String, device: String, what: String },
     #[error("{0}")]
     Buffer(String),
+    #[error("cuBLAS (libcublas.so) is not installed or cannot be loaded")]
+    NoCublas,
+    #[error("cuBLAS on {device}: {what}")]
+    Cublas { device: String, what: String },
 }
 
 /// A CUDA device as the driver describes it.
@@ -288,30 +292,83 @@ impl CudaRuntime {
     /// Device time of `runs` launches after `warmup`, seconds each, from CUDA events around
     /// every launch.
     pub fn time(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], scalars: &[(u32, Scalar)], warmup: usize, runs: usize) -> Result<Vec<f64>, CudaError> {
+        self.time_flushed(k, grid, buffers, scalars, warmup, runs, None)
+    }
+
+    /// As [`CudaRuntime::time`], with `flush` (a buffer larger than the L2 cache) overwritten
+    /// before every timed launch, outside its events: each run starts with its inputs out of
+    /// the cache, as the Vulkan and wgpu runtimes time them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_flushed(
+        &self,
+        k: &CudaKernel,
+        grid: [u32; 3],
+        buffers: &[&CudaBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+        flush: Option<&mut CudaBuffer>,
+    ) -> Result<Vec<f64>, CudaError> {
         let args = self.check_launch(k, grid, buffers, scalars)?;
+        self.time_work(&k.kernel.name, warmup, runs, flush, || self.enqueue(k, grid, buffers, &args))
+    }
+
+    /// The timing protocol around any work `enqueue` puts on the stream: warm-up, then one
+    /// pair of events around each of `runs` enqueues, `flush` overwritten before each.
+    pub(crate) fn time_work(
+        &self,
+        what: &str,
+        warmup: usize,
+        runs: usize,
+        mut flush: Option<&mut CudaBuffer>,
+        mut enqueue: impl FnMut() -> Result<(), CudaError>,
+    ) -> Result<Vec<f64>, CudaError> {
+        let failed = |e: DriverError| CudaError::Launch { kernel: what.to_string(), device: self.info.name.clone(), what: format!("the kernel failed ({e})") };
         tilekit_core::gpu::warmup::warm_up(warmup, |batch| {
             for _ in 0..batch {
-                self.enqueue(k, grid, buffers, &args)?;
+                enqueue()?;
             }
-            self.stream.synchronize().map_err(|e| CudaError::Launch {
-                kernel: k.kernel.name.clone(),
-                device: self.info.name.clone(),
-                what: format!("the kernel failed ({e})"),
-            })
+            self.stream.synchronize().map_err(failed)
         })?;
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let events = (0..=runs).map(|_| self.ctx.new_event(timing)).collect::<Result<Vec<_>, _>>().map_err(self.err("creating events"))?;
-        events[0].record(&self.stream).map_err(self.err("recording an event"))?;
-        for e in &events[1..] {
-            self.enqueue(k, grid, buffers, &args)?;
-            e.record(&self.stream).map_err(self.err("recording an event"))?;
+        // Without a flush the runs are back to back and one event ends a run and starts the
+        // next; with one, each run has its own pair so the fill stays outside.
+        let pairs = flush.is_some();
+        let count = if pairs { 2 * runs } else { runs + 1 };
+        let events = (0..count).map(|_| self.ctx.new_event(timing)).collect::<Result<Vec<_>, _>>().map_err(self.err("creating events"))?;
+        let record = |i: usize| events[i].record(&self.stream).map_err(self.err("recording an event"));
+        if !pairs {
+            record(0)?;
         }
-        self.stream.synchronize().map_err(|e| CudaError::Launch {
-            kernel: k.kernel.name.clone(),
-            device: self.info.name.clone(),
-            what: format!("the kernel failed ({e})"),
-        })?;
-        events.windows(2).map(|w| w[0].elapsed_ms(&w[1]).map(|ms| ms as f64 * 1e-3).map_err(self.err("reading an event"))).collect()
+        for r in 0..runs {
+            if let Some(f) = flush.as_deref_mut() {
+                self.stream.memset_zeros(&mut f.slice).map_err(self.err("flushing the L2 cache"))?;
+                record(2 * r)?;
+            }
+            enqueue()?;
+            record(if pairs { 2 * r + 1 } else { r + 1 })?;
+        }
+        self.stream.synchronize().map_err(failed)?;
+        let elapsed = |a: usize, b: usize| events[a].elapsed_ms(&events[b]).map(|ms| ms as f64 * 1e-3).map_err(self.err("reading an event"));
+        (0..runs).map(|r| if pairs { elapsed(2 * r, 2 * r + 1) } else { elapsed(r, r + 1) }).collect()
+    }
+
+    /// Waits for everything on the runtime's stream.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.stream.synchronize().map_err(self.err("waiting for the stream"))
+    }
+
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
+impl CudaBuffer {
+    pub(crate) fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+    pub(crate) fn slice_mut(&mut self) -> &mut CudaSlice<u8> {
+        &mut self.slice
     }
 }
 

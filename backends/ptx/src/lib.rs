@@ -16,5 +16,7 @@ pub mod toolkit;
 pub use compile::{arch_of, compile, Compiled, PtxError, PtxKernel};
 pub use nvptx::{Arch, NvptxHooks};
 pub use ptxas::{PtxasError, PtxasReport};
+pub mod cublas;
 pub mod cuda;
+pub use cublas::{cublas_present, CublasMatmul};
 pub use cuda::{CudaBuffer, CudaDeviceInfo, CudaError, CudaKernel, CudaRuntime};

@@ -1,0 +1,107 @@
+//! cuBLAS, loaded at run time like the driver: the vendor's f16 matrix multiply, which
+//! `tilekit bench` runs as the matrix-rate ceiling of a CUDA device and as the baseline its
+//! matmul is compared with. Row-major operands as tilekit's matmul takes them.
+
+use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use half::f16;
+use tilekit_core::DType;
+
+use crate::cuda::{CudaBuffer, CudaError, CudaRuntime};
+
+/// Whether libcublas can be loaded.
+pub fn cublas_present() -> bool {
+    // SAFETY: only tries to load the library and reports whether it could.
+    unsafe { cudarc::cublas::sys::is_culib_present() }
+}
+
+/// C = A B through cuBLAS, f16 operands and result, f32 accumulation: A is m x k, B is k x n and
+/// C is m x n, each row-major and dense.
+pub struct CublasMatmul {
+    blas: CudaBlas,
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+impl CublasMatmul {
+    pub fn new(rt: &CudaRuntime, m: usize, n: usize, k: usize) -> Result<CublasMatmul, CudaError> {
+        if !cublas_present() {
+            return Err(CudaError::NoCublas);
+        }
+        let err = |what: String| CudaError::Cublas { device: rt.info().name.clone(), what };
+        for (name, v) in [("m", m), ("n", n), ("k", k)] {
+            if v == 0 || i32::try_from(v).is_err() {
+                return Err(err(format!("{name} = {v}: cuBLAS takes extents from 1 to 2^31-1")));
+            }
+        }
+        let blas = CudaBlas::new(rt.stream().clone()).map_err(|e| err(format!("creating a handle: {e}")))?;
+        Ok(CublasMatmul { blas, m, n, k })
+    }
+
+    fn check(&self, rt: &CudaRuntime, name: &str, b: &CudaBuffer, len: usize) -> Result<(), CudaError> {
+        if b.dtype() != DType::F16 || b.len() != len {
+            return Err(CudaError::Cublas {
+                device: rt.info().name.clone(),
+                what: format!("{name} is {} x {}, the product needs {len} x f16", b.len(), b.dtype()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts one product on the runtime's stream (no wait).
+    pub fn enqueue(&self, rt: &CudaRuntime, a: &CudaBuffer, b: &CudaBuffer, c: &mut CudaBuffer) -> Result<(), CudaError> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        self.check(rt, "A", a, m * k)?;
+        self.check(rt, "B", b, k * n)?;
+        self.check(rt, "C", c, m * n)?;
+        // cuBLAS is column-major: a row-major m x n C is a column-major n x m C^T = B^T A^T,
+        // so the call multiplies B (n x k column-major) by A (k x m column-major).
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: n as i32,
+            n: m as i32,
+            k: k as i32,
+            alpha: f16::ONE,
+            lda: n as i32,
+            ldb: k as i32,
+            beta: f16::ZERO,
+            ldc: n as i32,
+        };
+        // SAFETY: each buffer holds that many f16 elements (checked above); f16 is plain bits.
+        let (av, bv) = unsafe { (a.slice().transmute::<f16>(m * k), b.slice().transmute::<f16>(k * n)) };
+        // SAFETY: as above, for the output.
+        let cv = unsafe { c.slice_mut().transmute_mut::<f16>(m * n) };
+        let (Some(av), Some(bv), Some(mut cv)) = (av, bv, cv) else {
+            return Err(CudaError::Cublas { device: rt.info().name.clone(), what: "a buffer is smaller than its elements".into() });
+        };
+        // SAFETY: the three views hold exactly the elements the column-major shapes above
+        // address with these leading dimensions.
+        unsafe { self.blas.gemm(cfg, &bv, &av, &mut cv) }
+            .map_err(|e| CudaError::Cublas { device: rt.info().name.clone(), what: format!("cublasGemmEx {m}x{n}x{k}: {e}") })
+    }
+
+    /// One product, waited for.
+    pub fn run(&self, rt: &CudaRuntime, a: &CudaBuffer, b: &CudaBuffer, c: &mut CudaBuffer) -> Result<(), CudaError> {
+        self.enqueue(rt, a, b, c)?;
+        rt.synchronize()
+    }
+
+    /// Device time of each of `runs` products after warm-up, with CUDA events, `flush`
+    /// overwritten before each as [`CudaRuntime::time_flushed`] does for kernels.
+    #[allow(clippy::too_many_arguments)]
+    pub fn time(
+        &self,
+        rt: &CudaRuntime,
+        a: &CudaBuffer,
+        b: &CudaBuffer,
+        c: &mut CudaBuffer,
+        warmup: usize,
+        runs: usize,
+        flush: Option<&mut CudaBuffer>,
+    ) -> Result<Vec<f64>, CudaError> {
+        let what = format!("cublasGemmEx {}x{}x{}", self.m, self.n, self.k);
+        rt.time_work(&what, warmup, runs, flush, || self.enqueue(rt, a, b, c))
+    }
+}

@@ -102,7 +102,9 @@ impl Kernel for LayerNorm {
         out
     }
     fn configs(&self) -> Vec<Config> {
-        [(1024, 4), (64, 1), (256, 2), (4096, 8)]
+        // The last holds a whole row of up to 8192 in one pass, as Triton's tutorial sizes BLOCK
+        // from the row (three loops of one iteration each).
+        [(1024, 4), (64, 1), (256, 2), (4096, 8), (8192, 8)]
             .iter()
             .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
             .collect()

@@ -53,7 +53,7 @@ impl Kernel for Softmax {
     }
     fn configs(&self) -> Vec<Config> {
         // BLOCK follows from COLS; only the warps spread over the row are a choice.
-        [4, 8, 16, 2].iter().map(|&w| Config::new().with("num_warps", w)).collect()
+        [4, 8, 16, 2, 32].iter().map(|&w| Config::new().with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;

@@ -68,6 +68,7 @@ fn kernel(name: &str, wgsl: &str, threads: u32, bindings: Vec<Binding>, push: &[
         bindings,
         push_constants,
         push_constant_size: 4 * push.len() as u32,
+        grid_fold: None,
         requirements: Requirements::default(),
     }
 }
@@ -622,6 +623,7 @@ fn int8_kernel() -> SpirvKernel {
             PushConstant { param: 3, offset: 4, dtype: DType::I8 },
         ],
         push_constant_size: 8,
+        grid_fold: None,
         requirements: Requirements { int8: true, storage8: true, ..Requirements::default() },
     }
 }

@@ -431,6 +431,7 @@ fn grid_beyond_the_device_limit_is_an_error() {
         let err = rt.launch(&k, grid, &[&x, &y, &out], &[(3, Scalar::Int(10))]).unwrap_err();
         assert!(matches!(err, WgpuError::GridTooLarge { axis: a, .. } if a == axis), "{err}");
         assert!(err.to_string().contains("max_compute_workgroups_per_dimension"), "{err}");
+        assert!(err.to_string().contains("LowerOptions::fold_grid"), "{err}");
         let mut encoder = rt.device().create_command_encoder(&Default::default());
         let err = rt.record(&mut encoder, &k, grid, &[&x, &y, &out], &[(3, Scalar::Int(10))]).unwrap_err();
         assert!(matches!(err, WgpuError::GridTooLarge { .. }), "{err}");

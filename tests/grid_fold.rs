@@ -215,16 +215,16 @@ fn vector_add_past_65535_programs_matches_the_interpreter() {
         folded += 1;
         // The kernel compiled without folding is refused, with the way out named.
         let plain = &self::jobs(rt, &plan, 1, false)[0];
-        let (a, b) = (&jobs[0], &plain.kernel);
+        let folded_job = &jobs[0];
         let m = match rt {
             Rt::Vulkan(v) => {
                 let bufs: Vec<_> = (0..3).map(|_| v.alloc(DType::F32, n).unwrap()).collect();
                 let refs: Vec<_> = bufs.iter().collect();
-                let e = v.launch(&v.load(b).unwrap(), grid, &refs, &plain.scalars).unwrap_err().to_string();
+                let e = v.launch(&v.load(&plain.kernel).unwrap(), grid, &refs, &plain.scalars).unwrap_err().to_string();
                 // Timing dispatches the folded shape too: the validation layer would report a
                 // dispatch past maxComputeWorkGroupCount.
-                let p = v.load(&a.kernel).unwrap();
-                let t = v.time(&p, grid, &refs, &a.scalars, 1, 2).unwrap();
+                let p = v.load(&folded_job.kernel).unwrap();
+                let t = v.time(&p, grid, &refs, &folded_job.scalars, 1, 2).unwrap();
                 assert!(t.len() == 2 && t.iter().all(|s| *s > 0.0), "{t:?}");
                 assert_clean(v);
                 e
@@ -234,16 +234,16 @@ fn vector_add_past_65535_programs_matches_the_interpreter() {
                 let y = w.alloc_from(&host[1]).unwrap();
                 let out = w.alloc(DType::F32, n).unwrap();
                 let bufs: [&dyn KernelBuffer; 3] = [&x, &y, &out];
-                let e = w.launch(&w.load(b).unwrap(), grid, &bufs, &plain.scalars).unwrap_err().to_string();
-                let p = w.load(&a.kernel).unwrap();
+                let e = w.launch(&w.load(&plain.kernel).unwrap(), grid, &bufs, &plain.scalars).unwrap_err().to_string();
+                let p = w.load(&folded_job.kernel).unwrap();
                 // Recorded into the caller's encoder: wgpu would refuse an unfolded dispatch.
                 let mut enc = w.device().create_command_encoder(&Default::default());
-                w.record(&mut enc, &p, grid, &bufs, &a.scalars).unwrap();
+                w.record(&mut enc, &p, grid, &bufs, &folded_job.scalars).unwrap();
                 let index = w.queue().submit([enc.finish()]);
                 w.device().poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).unwrap();
                 let got = w.download(&out, DType::F32, n).unwrap();
                 assert_same_bits("wgpu record: out", &got, &want[2]);
-                let t = w.time(&p, grid, &bufs, &a.scalars, 1, 2).unwrap();
+                let t = w.time(&p, grid, &bufs, &folded_job.scalars, 1, 2).unwrap();
                 assert!(t.len() == 2 && t.iter().all(|s| *s > 0.0), "{t:?}");
                 e
             }

@@ -4,7 +4,10 @@
 //! memory model). Buffer parameters become storage buffers in descriptor set 0, bound in parameter
 //! order; scalar parameters become members of one push-constant block. The module only declares
 //! the capabilities its instructions use, and [`SpirvEmitter::finish`] reports them as
-//! [`Requirements`] for the runtime to check against a device.
+//! [`Requirements`] for the runtime to check against a device. A kernel that folds its grid
+//! ([`SpirvEmitter::with_grid_fold`]) takes the logical grid after the scalars and derives its
+//! program ids from the linear workgroup index; any other reads them from `WorkgroupId` and
+//! `NumWorkgroups`.
 //!
 //! Representation of values in registers:
 //! - `i1` is `OpTypeBool`; in buffers it is a byte (0 or 1), in shared memory a 32-bit word.

@@ -20,8 +20,8 @@ newest() { ls -t "$1"/release/deps/"$2"-* | grep -v '\.d$' | head -1; }
 cp $STATIC/release/tilekit .h200/tilekit
 cp "$(newest $STATIC gpu)" .h200/gpu
 cp "$(newest $STATIC kernels_cuda)" .h200/kernels_cuda
-for t in kernels_vulkan control ops runtime wgpu_rt; do cp "$(newest target "$t")" ".h200/$t"; done
-strip .h200/tilekit .h200/gpu .h200/kernels_cuda .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt
+for t in kernels_vulkan control ops runtime wgpu_rt grid_fold; do cp "$(newest target "$t")" ".h200/$t"; done
+strip .h200/tilekit .h200/gpu .h200/kernels_cuda .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
 libdevice=$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])')/nvvm/libdevice/libdevice.10.bc
 cp "$libdevice" .h200/libdevice.10.bc
 # Statically linked LLVM still needs libffi and libzstd at run time; carry Debian 12's.

@@ -27,7 +27,8 @@ export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
   tests|all)
-    for t in ops control runtime; do
+    # grid_fold: grids past the workgroup limit, folded (wgpu caps every axis at 65535).
+    for t in ops control runtime grid_fold; do
       echo "== $t"; timeout 120 "$bin/$t" --test-threads 4 2>&1 | grep -v XDG_RUNTIME | tail -40
     done > "$OUT/tests.txt" 2>&1
     # wgpu's tests one at a time, each bounded: a hang names its test.

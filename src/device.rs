@@ -60,13 +60,14 @@ pub enum DeviceError {
     Validation { device: String, program: String, messages: Vec<String> },
 }
 
-/// Compiled pipelines by (device, program text, num_warps): lavapipe compiles every pipeline
+/// Compiled pipelines by (device, program text, lowering options): lavapipe compiles every pipeline
 /// with LLVM, which costs far more than running small problems. A pipeline's descriptor set is
 /// rebound per launch, so each is used by one thread at a time.
 type PipelineCache<P> = Mutex<HashMap<PipelineKey, Arc<Mutex<P>>>>;
 
-/// Device name, program text, warps per program and the scalar arguments' divisibility marks.
-type PipelineKey = (String, String, u32, u64);
+/// Device name, program text and the lowering options (warps per program, the scalar
+/// arguments' divisibility marks, grid folding).
+type PipelineKey = (String, String, LowerOptions);
 
 fn cached<P>(cache: &'static OnceLock<PipelineCache<P>>, key: PipelineKey, make: impl FnOnce() -> Result<P, DeviceError>) -> Result<Arc<Mutex<P>>, DeviceError> {
     let map = cache.get_or_init(Default::default);
@@ -382,7 +383,7 @@ impl Device {
 
     /// The cache key of a launch's compiled pipeline on this device.
     fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> PipelineKey {
-        (self.name(), tilekit_core::text::print(program), options.num_warps, options.divisible_by_16)
+        (self.name(), tilekit_core::text::print(program), *options)
     }
 
     fn vulkan_prepare(
@@ -407,7 +408,9 @@ impl Device {
             .launches
             .iter()
             .map(|l| {
-                let options = launch_options(options, l);
+                // Folded only where the grid exceeds the device's limits: other launches keep
+                // the plain kernel.
+                let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
                 cached(&PIPELINES, self.pipeline_key(&l.program, &options), || {
                     rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.verr(e))
                 })
@@ -443,7 +446,7 @@ impl Device {
             .launches
             .iter()
             .map(|l| {
-                let options = launch_options(options, l);
+                let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
                 cached(&KERNELS, self.pipeline_key(&l.program, &options), || {
                     rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.werr(e))
                 })
@@ -513,8 +516,8 @@ impl Device {
                 // Modules belong to one device's context: the key names the ordinal, since
                 // identical GPUs share a name.
                 let options = launch_options(options, l);
-                let (name, program, warps, div) = self.pipeline_key(&l.program, &options);
-                cached(&KERNELS, (format!("{name}#{ordinal}"), program, warps, div), || {
+                let (name, program, options) = self.pipeline_key(&l.program, &options);
+                cached(&KERNELS, (format!("{name}#{ordinal}"), program, options), || {
                     rt.load(&tilekit_ptx::compile(&l.program, target, &options, arch)?.kernel).map_err(|e| self.cerr(e))
                 })
             })

@@ -1,6 +1,7 @@
-//! The SPIR-V of every library kernel passes `spirv-val --target-env vulkan1.3`, and the
-//! disassembly of three kernels matches its golden file (`tests/golden/*.spvasm`, rspirv's
-//! format). `TILEKIT_BLESS=1` rewrites the golden files.
+//! The SPIR-V of every library kernel passes `spirv-val --target-env vulkan1.3`, plain and with
+//! its grid folded, and the disassembly of three kernels (and of vector add folded) matches its
+//! golden file (`tests/golden/*.spvasm`, rspirv's format). `TILEKIT_BLESS=1` rewrites the golden
+//! files.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,9 +41,20 @@ fn every_library_kernel_passes_spirv_val() {
                 for config in k.configs().iter().take(2) {
                     let Ok(plan) = k.plan(&problem, config) else { continue };
                     let base = LowerOptions::new(config.num_warps() as u32);
-                    // Unspecialized, and specialized on the launch's arguments as a device does.
-                    for (launch, options) in plan.launches.iter().flat_map(|l| [(l, base), (l, launch_options(&base, l))]) {
-                        let what = format!("{} {problem} [{config}] on {} ({:#x})", k.name(), target.name, options.divisible_by_16);
+                    // Unspecialized, and specialized on the launch's arguments as a device does,
+                    // with its grid as it is and folded.
+                    let variants = |l| {
+                        let spec = launch_options(&base, l);
+                        [(l, base), (l, spec), (l, spec.with_fold_grid(true))]
+                    };
+                    for (launch, options) in plan.launches.iter().flat_map(variants) {
+                        let what = format!(
+                            "{} {problem} [{config}] on {} ({:#x}{})",
+                            k.name(),
+                            target.name,
+                            options.divisible_by_16,
+                            if options.fold_grid { ", folded" } else { "" }
+                        );
                         match compile(&launch.program, &target, &options) {
                             Ok(c) => {
                                 spirv_val(&c.kernel.words, &what);
@@ -60,11 +72,15 @@ fn every_library_kernel_passes_spirv_val() {
 }
 
 fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+    golden_with(name, kernel, shape, dtype, config, false)
+}
+
+fn golden_with(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str, fold_grid: bool) {
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
     // Specialized on the launch's arguments, as a device compiles it.
-    let options = launch_options(&LowerOptions::new(config.num_warps() as u32), &plan.launches[0]);
+    let options = launch_options(&LowerOptions::new(config.num_warps() as u32), &plan.launches[0]).with_fold_grid(fold_grid);
     let c = compile(&plan.launches[0].program, &Target::lavapipe(), &options).unwrap();
     spirv_val(&c.kernel.words, name);
     let text = disassemble_with_rspirv(&c.kernel.words);
@@ -89,6 +105,13 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
 #[test]
 fn golden_vector_add() {
     golden("vector_add", "vector_add", &[4096], DType::F32, "BLOCK=256,num_warps=4");
+}
+
+/// The folded variant: the logical grid after `n` in the push constants, the early return and
+/// the program id derived from the linear workgroup index; the rest as in `vector_add`.
+#[test]
+fn golden_vector_add_folded() {
+    golden_with("vector_add.folded", "vector_add", &[4096], DType::F32, "BLOCK=256,num_warps=4", true);
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! memory model). Buffer parameters become storage buffers in descriptor set 0, bound in parameter
 //! order; scalar parameters become members of one push-constant block. The module only declares
 //! the capabilities its instructions use, and [`SpirvEmitter::finish`] reports them as
-//! [`Requirements`] for the runtime to check against a device.
+//! [`Requirements`] for the runtime to check against a device. A kernel that folds its grid
+//! ([`SpirvEmitter::with_grid_fold`]) takes the logical grid after the scalars and derives its
+//! program ids from the linear workgroup index; any other reads them from `WorkgroupId` and
+//! `NumWorkgroups`.
 //!
 //! Representation of values in registers:
 //! - `i1` is `OpTypeBool`; in buffers it is a byte (0 or 1), in shared memory a 32-bit word.
@@ -66,6 +69,8 @@ const SCOPE_DEVICE: u32 = 1;
 const SCOPE_WORKGROUP: u32 = 2;
 const SCOPE_SUBGROUP: u32 = 3;
 const SEMANTICS_RELAXED: u32 = 0;
+/// The logical grid of a folded kernel: three u32 push constants.
+const GRID_FOLD_BYTES: u32 = 12;
 /// AcquireRelease | WorkgroupMemory.
 const SEMANTICS_BARRIER: u32 = 0x8 | 0x100;
 
@@ -177,6 +182,8 @@ pub struct SpirvEmitter {
     thread_index: Word,
     program_id: [Word; 3],
     num_programs: [Word; 3],
+    /// Byte offset of the logical grid in the push-constant block when the grid is folded.
+    grid_fold: Option<u32>,
     shared: BTreeMap<DType, SharedSlot>,
     frames: Vec<Frame>,
     used: Used,
@@ -213,6 +220,15 @@ impl SpirvEmitter {
     /// Declares the interface of `program` (buffers, push constants, builtins) for `threads`
     /// threads per program on `target`, and opens the entry point.
     pub fn new(program: &Program, target: &Target, threads: u32) -> Result<SpirvEmitter, SpirvError> {
+        SpirvEmitter::with_grid_fold(program, target, threads, false)
+    }
+
+    /// As [`SpirvEmitter::new`]; with `fold_grid`, the kernel folds its grid
+    /// ([`tilekit_core::gpu::grid`]): the logical grid follows the scalars in the push-constant
+    /// block as three u32 (`grid_x`, `grid_y`, `grid_z`, at [`SpirvKernel::grid_fold`]), the
+    /// entry block returns for the idle workgroups of the folded dispatch, and program ids and
+    /// extents are those of the logical grid. Without it nothing of this is emitted.
+    pub fn with_grid_fold(program: &Program, target: &Target, threads: u32, fold_grid: bool) -> Result<SpirvEmitter, SpirvError> {
         let kernel = program.name.clone();
         if threads == 0 || threads > target.max_threads_per_program {
             return Err(SpirvError::Target {
@@ -243,6 +259,7 @@ impl SpirvEmitter {
             thread_index: 0,
             program_id: [0; 3],
             num_programs: [0; 3],
+            grid_fold: None,
             shared: BTreeMap::new(),
             frames: Vec::new(),
             used: Used::default(),
@@ -296,6 +313,22 @@ impl SpirvEmitter {
                 ),
             });
         }
+        if fold_grid {
+            let offset = e.push_size.div_ceil(4) * 4;
+            if offset + GRID_FOLD_BYTES > target.max_push_constant_bytes {
+                return Err(SpirvError::Target {
+                    kernel: e.kernel.clone(),
+                    target: target.name.clone(),
+                    what: format!(
+                        "folding its grid of more programs than the device dispatches per axis needs {GRID_FOLD_BYTES} bytes of \
+                         push constants after the {} its scalar parameters take, the target has {}",
+                        e.push_size, target.max_push_constant_bytes
+                    ),
+                });
+            }
+            e.grid_fold = Some(offset);
+            e.push_size = offset + GRID_FOLD_BYTES;
+        }
 
         // Builtins.
         let u32t = e.u32_ty();
@@ -317,11 +350,18 @@ impl SpirvEmitter {
 
         // Push-constant block.
         let mut push_var = None;
-        if !members.is_empty() {
-            let tys: Vec<Word> = members.iter().map(|&(_, _, d, _)| e.push_member_ty(d)).collect();
+        if !members.is_empty() || e.grid_fold.is_some() {
+            let mut tys: Vec<Word> = members.iter().map(|&(_, _, d, _)| e.push_member_ty(d)).collect();
+            let mut names: Vec<(String, u32)> = members.iter().map(|(_, name, _, offset)| (name.clone(), *offset)).collect();
+            if let Some(offset) = e.grid_fold {
+                for (axis, name) in ["grid_x", "grid_y", "grid_z"].into_iter().enumerate() {
+                    tys.push(u32t);
+                    names.push((name.to_string(), offset + 4 * axis as u32));
+                }
+            }
             let st = e.b.type_struct(tys.clone());
             e.b.decorate(st, spirv::Decoration::Block, []);
-            for (m, (_, name, _, offset)) in members.iter().enumerate() {
+            for (m, (name, offset)) in names.iter().enumerate() {
                 e.b.member_decorate(st, m as u32, spirv::Decoration::Offset, [Operand::LiteralBit32(*offset)]);
                 e.b.member_name(st, m as u32, name.as_str());
             }
@@ -347,20 +387,68 @@ impl SpirvEmitter {
             e.program_id[axis] = e.extract(u32t, wg, axis as u32);
             e.num_programs[axis] = e.extract(u32t, nw, axis as u32);
         }
-        if let Some((var, tys)) = push_var {
+        if let Some((var, tys)) = &push_var {
             for (m, &(param, _, dtype, _)) in members.iter().enumerate() {
                 let p = e.ptr_ty(spirv::StorageClass::PushConstant, tys[m]);
                 let idx = e.c_u32(m as u32);
-                let ptr = e.emit(Op::AccessChain, p, &[var, idx]);
+                let ptr = e.emit(Op::AccessChain, p, &[*var, idx]);
                 let raw = e.emit(Op::Load, tys[m], &[ptr]);
                 let v = e.unpack_push_slot(dtype, raw);
                 e.scalars[param] = Some(SpirvValue { id: v, dtype });
+            }
+            if e.grid_fold.is_some() {
+                let p = e.ptr_ty(spirv::StorageClass::PushConstant, u32t);
+                let grid = [0, 1, 2].map(|axis| {
+                    let idx = e.c_u32((members.len() + axis) as u32);
+                    let ptr = e.emit(Op::AccessChain, p, &[*var, idx]);
+                    e.emit(Op::Load, u32t, &[ptr])
+                });
+                e.unfold_grid(grid);
             }
         }
         if let Some(err) = e.error.take() {
             return Err(err);
         }
         Ok(e)
+    }
+
+    /// The folded grid's entry: workgroup `wg` of the dispatch is program `L` of the logical
+    /// `grid` in linear order, or idle and returns at once (a selection whose one branch returns:
+    /// `L` is the same in every thread of the workgroup, so barriers after it stay in uniform
+    /// control flow). The idle test compares the layer `wg.z` and the index within it rather
+    /// than `L`, which wraps past 2^32 in the last layer of the largest grids.
+    fn unfold_grid(&mut self, grid: [Word; 3]) {
+        let [wx, wy, wz] = self.program_id;
+        let [nx, ny, _] = self.num_programs;
+        let layer = self.u_op(Op::IMul, nx, ny);
+        let row = self.u_op(Op::IMul, wy, nx);
+        let inner = self.u_op(Op::IAdd, wx, row);
+        let gxy = self.u_op(Op::IMul, grid[0], grid[1]);
+        let total = self.u_op(Op::IMul, gxy, grid[2]);
+        let full_layers = self.u_op(Op::UDiv, total, layer);
+        let rest = self.u_op(Op::UMod, total, layer);
+        let past = self.b_op(Op::UGreaterThan, wz, full_layers);
+        let last = self.b_op(Op::IEqual, wz, full_layers);
+        let past_rest = self.b_op(Op::UGreaterThanEqual, inner, rest);
+        let idle_in_last = self.b_op(Op::LogicalAnd, last, past_rest);
+        let idle = self.b_op(Op::LogicalOr, past, idle_in_last);
+        let (exit, body) = (self.b.id(), self.b.id());
+        let r = self.b.selection_merge(body, spirv::SelectionControl::NONE);
+        self.check_build(r);
+        let r = self.b.branch_conditional(idle, exit, body, []);
+        self.check_build(r);
+        self.begin_block(exit);
+        let r = self.b.ret();
+        self.check_build(r);
+        self.begin_block(body);
+        let base = self.u_op(Op::IMul, wz, layer);
+        let l = self.u_op(Op::IAdd, inner, base);
+        let x = self.u_op(Op::UMod, l, grid[0]);
+        let q = self.u_op(Op::UDiv, l, grid[0]);
+        let y = self.u_op(Op::UMod, q, grid[1]);
+        let z = self.u_op(Op::UDiv, l, gxy);
+        self.program_id = [x, y, z];
+        self.num_programs = grid;
     }
 
     /// Closes the entry point, declares shared memory and capabilities, and assembles the module.
@@ -511,6 +599,7 @@ impl SpirvEmitter {
             bindings: self.bindings,
             push_constants: self.push_constants,
             push_constant_size: self.push_size,
+            grid_fold: self.grid_fold,
             requirements,
         })
     }
@@ -1543,6 +1632,10 @@ impl Emitter for SpirvEmitter {
 
     fn thread_index(&mut self) -> SpirvValue {
         self.value(self.thread_index, DType::I32)
+    }
+
+    fn folds_grid(&self) -> bool {
+        self.grid_fold.is_some()
     }
 
     fn program_id(&mut self, axis: u32) -> SpirvValue {

@@ -1,7 +1,31 @@
 //! A compiled SPIR-V kernel and what a runtime needs to launch it.
 
+use tilekit_core::gpu::grid::{self, FoldError};
 use tilekit_core::ir::Access;
 use tilekit_core::{DType, Scalar};
+
+/// Environment variable that lowers the workgroups per grid axis the runtimes dispatch below
+/// the device's limit (a positive number), so that smaller grids take the folded path: for
+/// tests on CPU drivers and for trying grid folding out (`tilekit run` included).
+pub const MAX_WORKGROUPS_ENV: &str = "TILEKIT_MAX_WORKGROUPS_PER_DIM";
+
+/// [`MAX_WORKGROUPS_ENV`] when set to a positive number.
+pub fn max_workgroups_from_env() -> Option<u32> {
+    std::env::var(MAX_WORKGROUPS_ENV).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|&n| n > 0)
+}
+
+/// Why a kernel cannot be dispatched over a grid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchError {
+    /// A kernel compiled without grid folding, on a grid beyond the device's limit.
+    #[error(
+        "grid {grid:?}: {extent} programs along axis {axis} exceed the device's {max} workgroups per axis; \
+         a kernel compiled with LowerOptions::fold_grid launches such grids (tilekit's devices fold by themselves)"
+    )]
+    Unfolded { grid: [u32; 3], axis: usize, extent: u32, max: u32 },
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+}
 
 /// Device features a kernel needs; a runtime checks them and names any that is missing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +83,10 @@ pub struct SpirvKernel {
     pub push_constants: Vec<PushConstant>,
     /// Size of the push-constant block in bytes (a multiple of 4).
     pub push_constant_size: u32,
+    /// For a kernel that folds its grid ([`tilekit_core::gpu::grid`]), the byte offset in the
+    /// push-constant block of the logical grid, three u32 after the scalars; `None` for a kernel
+    /// whose program ids are its workgroup ids.
+    pub grid_fold: Option<u32>,
     pub requirements: Requirements,
 }
 
@@ -73,6 +101,8 @@ pub enum PushConstantError {
     Duplicate { kernel: String, param: u32 },
     #[error("kernel `{kernel}`: scalar parameter {param} is {dtype}, the launch passed {value}")]
     Mismatch { kernel: String, param: u32, dtype: DType, value: String },
+    #[error("kernel `{kernel}`: its folded grid at byte {offset} lies outside the {size}-byte push-constant block")]
+    GridOutside { kernel: String, offset: u32, size: u32 },
 }
 
 impl PushConstant {
@@ -110,6 +140,39 @@ impl PushConstant {
 }
 
 impl SpirvKernel {
+    /// The workgroups to dispatch for a launch over `grid` on a device that dispatches at most
+    /// `limit` workgroups per axis: the grid itself for a kernel that does not fold its grid,
+    /// the folded shape ([`grid::fold_dispatch`]) for one that does.
+    pub fn dispatch_shape(&self, grid: [u32; 3], limit: [u32; 3]) -> Result<[u32; 3], DispatchError> {
+        if self.grid_fold.is_some() {
+            return Ok(grid::fold_dispatch(grid, limit)?);
+        }
+        match (0..3).find(|&axis| grid[axis] > limit[axis]) {
+            Some(axis) => Err(DispatchError::Unfolded { grid, axis, extent: grid[axis], max: limit[axis] }),
+            None => Ok(grid),
+        }
+    }
+
+    /// The push-constant block for a launch over `grid`: [`SpirvKernel::pack_push_constants`],
+    /// followed by the grid for a kernel that folds it.
+    pub fn pack_launch(&self, scalars: &[(u32, Scalar)], grid: [u32; 3]) -> Result<Vec<u8>, PushConstantError> {
+        let mut block = self.pack_push_constants(scalars)?;
+        if let Some(offset) = self.grid_fold {
+            let bytes: Vec<u8> = grid.iter().flat_map(|g| g.to_le_bytes()).collect();
+            match block.get_mut(offset as usize..offset as usize + bytes.len()) {
+                Some(dst) => dst.copy_from_slice(&bytes),
+                None => {
+                    return Err(PushConstantError::GridOutside {
+                        kernel: self.name.clone(),
+                        offset,
+                        size: self.push_constant_size,
+                    })
+                }
+            }
+        }
+        Ok(block)
+    }
+
     /// The push-constant block for a launch, from `(parameter index, value)` pairs covering every
     /// scalar parameter exactly once.
     pub fn pack_push_constants(&self, scalars: &[(u32, Scalar)]) -> Result<Vec<u8>, PushConstantError> {

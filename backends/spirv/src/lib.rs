@@ -16,7 +16,7 @@ pub mod wgpu_rt;
 pub use compile::{compile, CompileError, Compiled};
 pub use disasm::disassemble;
 pub use emit::{SpirvEmitter, SpirvError, SpirvValue};
-pub use kernel::{Binding, PushConstant, PushConstantError, Requirements, SpirvKernel};
+pub use kernel::{Binding, DispatchError, PushConstant, PushConstantError, Requirements, SpirvKernel, MAX_WORKGROUPS_ENV};
 pub use vulkan::{DeviceBuffer, Pipeline, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime};
 #[cfg(feature = "wgpu")]
 pub use wgpu_rt::{WgpuBuffer, WgpuError, WgpuKernel, WgpuRuntime};

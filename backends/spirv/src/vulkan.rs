@@ -16,6 +16,11 @@
 //! messenger collects every warning and error; [`VulkanRuntime::take_validation_messages`] and
 //! [`ValidationLog`] hand them to tests, including those reported when the device and instance
 //! are destroyed (leaks).
+//!
+//! Grids: a launch over a grid beyond maxComputeWorkGroupCount (or
+//! [`VulkanOptions::max_workgroups_per_dim`]) needs a kernel compiled with
+//! `LowerOptions::fold_grid`; launches and timing then dispatch its folded shape
+//! ([`tilekit_core::gpu::grid`]).
 
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Arc, Mutex};
@@ -27,7 +32,7 @@ use ash::vk;
 use tilekit_core::gpu::{Isa, SubgroupOps, Target};
 use tilekit_core::{DType, HostBuffer, Scalar};
 
-use crate::kernel::{PushConstantError, SpirvKernel};
+use crate::kernel::{DispatchError, PushConstantError, SpirvKernel};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
@@ -249,16 +254,21 @@ pub struct VulkanOptions {
     pub force_staging: bool,
     /// How long one submission may run before it counts as hung.
     pub timeout: Duration,
+    /// Dispatch at most this many workgroups per grid axis, fewer than the device allows, so
+    /// that smaller grids take the folded path (kernels compiled with `LowerOptions::fold_grid`);
+    /// for tests and for trying folding out. `None`: the device's maxComputeWorkGroupCount.
+    pub max_workgroups_per_dim: Option<u32>,
 }
 
 impl Default for VulkanOptions {
     fn default() -> Self {
-        VulkanOptions { validation: false, force_staging: false, timeout: Duration::from_secs(120) }
+        VulkanOptions { validation: false, force_staging: false, timeout: Duration::from_secs(120), max_workgroups_per_dim: None }
     }
 }
 
 impl VulkanOptions {
-    /// `TILEKIT_VULKAN_VALIDATION=1` turns on validation, `TILEKIT_VULKAN_STAGING=1` staging.
+    /// `TILEKIT_VULKAN_VALIDATION=1` turns on validation, `TILEKIT_VULKAN_STAGING=1` staging,
+    /// `TILEKIT_MAX_WORKGROUPS_PER_DIM=N` limits the workgroups per axis.
     pub fn from_env() -> Self {
         let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
         let timeout = std::env::var("TILEKIT_VULKAN_TIMEOUT_S")
@@ -270,6 +280,7 @@ impl VulkanOptions {
             validation: on("TILEKIT_VULKAN_VALIDATION"),
             force_staging: on("TILEKIT_VULKAN_STAGING"),
             timeout,
+            max_workgroups_per_dim: crate::kernel::max_workgroups_from_env(),
         }
     }
 }
@@ -1181,13 +1192,30 @@ impl VulkanRuntime {
         Ok(p)
     }
 
+    /// The most workgroups this runtime dispatches along each axis: maxComputeWorkGroupCount,
+    /// or less where [`VulkanOptions::max_workgroups_per_dim`] says so.
+    pub fn max_workgroups(&self) -> [u32; 3] {
+        let max = self.inner.info.max_workgroup_count;
+        match self.options().max_workgroups_per_dim {
+            Some(n) => max.map(|m| m.min(n.max(1))),
+            None => max,
+        }
+    }
+
+    /// Whether a launch over `grid` needs a kernel that folds its grid.
+    pub fn needs_fold(&self, grid: [u32; 3]) -> bool {
+        !tilekit_core::gpu::grid::fits(grid, self.max_workgroups())
+    }
+
+    /// Checks a launch; returns the push constants and the workgroups to dispatch (the grid, or
+    /// its folded shape for a kernel that folds its grid).
     fn check_launch(
         &self,
         p: &Pipeline,
         grid: [u32; 3],
         buffers: &[&DeviceBuffer],
         scalars: &[(u32, Scalar)],
-    ) -> Result<Vec<u8>, VulkanError> {
+    ) -> Result<(Vec<u8>, [u32; 3]), VulkanError> {
         let k = &p.kernel;
         let err = |what: String| VulkanError::Launch { kernel: k.name.clone(), what };
         if !Arc::ptr_eq(&p.inner, &self.inner) {
@@ -1205,18 +1233,16 @@ impl VulkanRuntime {
                 )));
             }
         }
-        let max = self.inner.info.max_workgroup_count;
-        for axis in 0..3 {
-            if grid[axis] > max[axis] {
-                return Err(err(format!(
-                    "grid {grid:?}: extent {} along axis {axis} exceeds maxComputeWorkGroupCount[{axis}] = {} on {}",
-                    grid[axis],
-                    max[axis],
-                    self.device_name()
-                )));
-            }
-        }
-        Ok(k.pack_push_constants(scalars)?)
+        let workgroups = k.dispatch_shape(grid, self.max_workgroups()).map_err(|e| match e {
+            DispatchError::Unfolded { grid, axis, extent, max } => err(format!(
+                "grid {grid:?}: extent {extent} along axis {axis} exceeds maxComputeWorkGroupCount[{axis}] = {max} on {}{}; \
+                 compile it with LowerOptions::fold_grid to launch such grids",
+                self.device_name(),
+                if max < self.inner.info.max_workgroup_count[axis] { " (as limited by max_workgroups_per_dim)" } else { "" },
+            )),
+            DispatchError::Fold(source) => err(format!("cannot be launched on {} even folded: {source}", self.device_name())),
+        })?;
+        Ok((k.pack_launch(scalars, grid)?, workgroups))
     }
 
     /// Records binding, push constants and the dispatch, between optional queries.
@@ -1258,7 +1284,7 @@ impl VulkanRuntime {
 
     fn record_dispatch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, query: Query) {
         self.record_bind(d, cmd, job);
-        let grid = job.grid;
+        let grid = job.workgroups;
         // SAFETY: recording into a command buffer in the recording state; the pools are live.
         unsafe {
             match query {
@@ -1280,7 +1306,7 @@ impl VulkanRuntime {
     #[allow(clippy::too_many_arguments)]
     fn record_batch(&self, d: &ash::Device, cmd: vk::CommandBuffer, job: &Dispatch<'_>, n: u32, timed: bool, flush: &[&DeviceBuffer], first: usize) {
         self.record_bind(d, cmd, job);
-        let grid = job.grid;
+        let grid = job.workgroups;
         // SAFETY: recording into a command buffer in the recording state; the pool holds
         // TIMESTAMP_SLOTS queries and n <= TIMESTAMP_SLOTS / 2 when timed; the flush buffers are
         // live and owned by this runtime.
@@ -1311,8 +1337,8 @@ impl VulkanRuntime {
     /// Runs `pipeline` on `grid` programs with `buffers` (one per binding, in binding order) and
     /// `scalars` (`(parameter index, value)` for every scalar parameter); returns when it is done.
     pub fn launch(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<(), VulkanError> {
-        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
-        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, workgroups, push: &push, buffers };
         self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))
     }
 
@@ -1351,8 +1377,8 @@ impl VulkanRuntime {
         if self.timestamps == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "its compute queue has no timestamps".into() });
         }
-        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
-        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, workgroups, push: &push, buffers };
         let per_run = warm_up(warmup, |n| self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n as u32, false, &[], 0)))?;
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
@@ -1384,8 +1410,8 @@ impl VulkanRuntime {
         if self.statistics == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "it has no pipeline statistics queries".into() });
         }
-        let push = self.check_launch(pipeline, grid, buffers, scalars)?;
-        let job = Dispatch { pipeline, grid, push: &push, buffers };
+        let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
+        let job = Dispatch { pipeline, workgroups, push: &push, buffers };
         self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Statistics))?;
         let mut count = [0u64; 1];
         // SAFETY: the query was written by the submission that just completed.
@@ -1403,7 +1429,8 @@ impl VulkanRuntime {
 #[derive(Clone, Copy)]
 struct Dispatch<'a> {
     pipeline: &'a Pipeline,
-    grid: [u32; 3],
+    /// The grid, or its folded shape.
+    workgroups: [u32; 3],
     push: &'a [u8],
     buffers: &'a [&'a DeviceBuffer],
 }

@@ -10,6 +10,11 @@
 //! device an application (a graphics engine) already owns, and [`WgpuRuntime::record`] then
 //! dispatches into the application's own command encoder, next to its own work.
 //!
+//! Grids beyond the device's `max_compute_workgroups_per_dimension` (65535 on most Vulkan
+//! drivers) launch with kernels compiled with `LowerOptions::fold_grid`: every launch path here
+//! (launch, record, timing) then dispatches the folded shape and passes the logical grid after
+//! the scalars ([`tilekit_core::gpu::grid`]).
+//!
 //! wgpu reports validation errors to an uncaptured-error handler that panics by default. Every
 //! wgpu call here that can fail runs inside error scopes, so failures come back as
 //! [`WgpuError`]; what a caller records into its own encoder after [`WgpuRuntime::record`] is
@@ -22,7 +27,7 @@ use ash::vk;
 use tilekit_core::ir::Access;
 use tilekit_core::{DType, HostBuffer, Scalar};
 
-use crate::kernel::{PushConstantError, SpirvKernel};
+use crate::kernel::{max_workgroups_from_env, DispatchError, PushConstantError, SpirvKernel};
 
 /// Environment variable selecting an adapter: a substring of its name, case-insensitive.
 pub const ADAPTER_ENV: &str = "TILEKIT_WGPU_ADAPTER";
@@ -65,8 +70,13 @@ pub enum WgpuError {
     InvalidKernel { kernel: String, message: String },
     #[error("kernel `{kernel}`: {what} is {value}, above the device limit {limit} = {max}")]
     Limit { kernel: String, what: String, value: u64, limit: &'static str, max: u64 },
-    #[error("grid {grid:?} of kernel `{kernel}`: {extent} programs along axis {axis} exceed the device limit max_compute_workgroups_per_dimension = {max}")]
+    #[error(
+        "grid {grid:?} of kernel `{kernel}`: {extent} programs along axis {axis} exceed the device limit \
+         max_compute_workgroups_per_dimension = {max}; compile it with LowerOptions::fold_grid to launch such grids"
+    )]
     GridTooLarge { kernel: String, grid: [u32; 3], axis: usize, extent: u32, max: u32 },
+    #[error("grid {grid:?} of kernel `{kernel}` cannot be launched on this device even folded: {source}")]
+    GridFold { kernel: String, grid: [u32; 3], source: tilekit_core::gpu::grid::FoldError },
     #[error("kernel `{kernel}` takes {expected} buffers, the launch passed {got}")]
     BufferCount { kernel: String, expected: usize, got: usize },
     #[error("kernel `{kernel}`: buffer {index} (binding {binding}) holds {got}, the kernel reads it as {expected}")]
@@ -212,6 +222,9 @@ pub struct WgpuRuntime {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     caps: Capabilities,
+    /// Workgroups per axis to dispatch at most, below the device's limit (see
+    /// [`WgpuRuntime::limit_workgroups_per_dimension`]).
+    workgroup_limit: Option<u32>,
 }
 
 /// The one instance behind every [`WgpuRuntime::new`]: resources of devices from different wgpu
@@ -403,7 +416,7 @@ impl WgpuRuntime {
         let limits = adapter.limits();
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);
-        Ok(WgpuRuntime { device, queue, info, caps })
+        Ok(WgpuRuntime { device, queue, info, caps, workgroup_limit: max_workgroups_from_env() })
     }
 
     /// Wraps a device the caller owns. It must have been opened with `PASSTHROUGH_SHADERS` and
@@ -433,7 +446,7 @@ impl WgpuRuntime {
             }
         };
         let caps = capabilities(device.features(), &adapter_info, &vq, false);
-        Ok(WgpuRuntime { device, queue, info: adapter_info, caps })
+        Ok(WgpuRuntime { device, queue, info: adapter_info, caps, workgroup_limit: None })
     }
 
     /// Declares that the caller's device (see [`WgpuRuntime::from_device`]) was opened with
@@ -457,6 +470,27 @@ impl WgpuRuntime {
     }
     pub fn limits(&self) -> wgpu::Limits {
         self.device.limits()
+    }
+
+    /// Dispatches at most `n` workgroups per grid axis, fewer than the device allows (at least
+    /// 1): grids beyond it then need kernels compiled with `LowerOptions::fold_grid`, which this
+    /// runtime dispatches folded. Tests use it to reach the folded path with small grids;
+    /// [`WgpuRuntime::new`] takes it from `TILEKIT_MAX_WORKGROUPS_PER_DIM`.
+    pub fn limit_workgroups_per_dimension(mut self, n: u32) -> WgpuRuntime {
+        self.workgroup_limit = Some(n.max(1));
+        self
+    }
+
+    /// The most workgroups this runtime dispatches along each axis: the device's
+    /// `max_compute_workgroups_per_dimension`, or less when limited.
+    pub fn max_workgroups(&self) -> [u32; 3] {
+        let max = self.device.limits().max_compute_workgroups_per_dimension;
+        [self.workgroup_limit.map_or(max, |l| l.min(max)); 3]
+    }
+
+    /// Whether a launch over `grid` needs a kernel that folds its grid.
+    pub fn needs_fold(&self, grid: [u32; 3]) -> bool {
+        !tilekit_core::gpu::grid::fits(grid, self.max_workgroups())
     }
 
     /// Checks `kernel` against the device and builds its pipeline.
@@ -823,14 +857,14 @@ impl WgpuRuntime {
     }
 
     /// Checks a launch against the kernel's interface and the device limits, and returns the
-    /// packed push constants.
+    /// packed push constants and the workgroups to dispatch (the grid, or its folded shape).
     fn check_launch(
         &self,
         kernel: &WgpuKernel,
         grid: [u32; 3],
         buffers: &[&dyn KernelBuffer],
         scalars: &[(u32, Scalar)],
-    ) -> Result<Vec<u8>, WgpuError> {
+    ) -> Result<(Vec<u8>, [u32; 3]), WgpuError> {
         let k = &kernel.kernel;
         if kernel.device != self.device {
             return Err(WgpuError::ForeignKernel { kernel: k.name.clone() });
@@ -843,17 +877,12 @@ impl WgpuRuntime {
             });
         }
         let limits = self.device.limits();
-        for (axis, &extent) in grid.iter().enumerate() {
-            if extent > limits.max_compute_workgroups_per_dimension {
-                return Err(WgpuError::GridTooLarge {
-                    kernel: k.name.clone(),
-                    grid,
-                    axis,
-                    extent,
-                    max: limits.max_compute_workgroups_per_dimension,
-                });
+        let workgroups = k.dispatch_shape(grid, self.max_workgroups()).map_err(|e| match e {
+            DispatchError::Unfolded { grid, axis, extent, max } => {
+                WgpuError::GridTooLarge { kernel: k.name.clone(), grid, axis, extent, max }
             }
-        }
+            DispatchError::Fold(source) => WgpuError::GridFold { kernel: k.name.clone(), grid, source },
+        })?;
         for (index, (b, binding)) in buffers.iter().zip(&k.bindings).enumerate() {
             let bad = |message: String| WgpuError::BadBuffer {
                 kernel: k.name.clone(),
@@ -902,12 +931,13 @@ impl WgpuRuntime {
                 }
             }
         }
-        Ok(k.pack_push_constants(scalars)?)
+        Ok((k.pack_launch(scalars, grid)?, workgroups))
     }
 
     /// Records one dispatch of `kernel` over `grid` programs into `encoder`, which the caller
-    /// finishes and submits (with its own work around it). Buffers follow `kernel.bindings` in
-    /// order; their sizes are the caller's responsibility.
+    /// finishes and submits (with its own work around it); a kernel that folds its grid is
+    /// dispatched folded. Buffers follow `kernel.bindings` in order; their sizes are the
+    /// caller's responsibility.
     pub fn record(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -916,13 +946,13 @@ impl WgpuRuntime {
         buffers: &[&dyn KernelBuffer],
         scalars: &[(u32, Scalar)],
     ) -> Result<(), WgpuError> {
-        let immediates = self.check_launch(kernel, grid, buffers, scalars)?;
+        let (immediates, workgroups) = self.check_launch(kernel, grid, buffers, scalars)?;
         let bind_group = self.bind_group(kernel, buffers)?;
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(&kernel.kernel.name),
             timestamp_writes: None,
         });
-        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
         Ok(())
     }
 
@@ -953,14 +983,14 @@ impl WgpuRuntime {
         kernel: &WgpuKernel,
         bind_group: &wgpu::BindGroup,
         immediates: &[u8],
-        grid: [u32; 3],
+        workgroups: [u32; 3],
     ) {
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, bind_group, &[]);
         if !immediates.is_empty() {
             pass.set_immediates(0, immediates);
         }
-        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
     }
 
     /// Runs `kernel` once and waits for it.
@@ -971,7 +1001,7 @@ impl WgpuRuntime {
         buffers: &[&dyn KernelBuffer],
         scalars: &[(u32, Scalar)],
     ) -> Result<(), WgpuError> {
-        let immediates = self.check_launch(kernel, grid, buffers, scalars)?;
+        let (immediates, workgroups) = self.check_launch(kernel, grid, buffers, scalars)?;
         let bind_group = self.bind_group(kernel, buffers)?;
         let name = &kernel.kernel.name;
         let index = scoped(
@@ -982,7 +1012,7 @@ impl WgpuRuntime {
                 {
                     let mut pass = enc
                         .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
-                    Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+                    Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                 }
                 self.queue.submit([enc.finish()])
             },
@@ -1024,7 +1054,7 @@ impl WgpuRuntime {
         if !self.caps.timestamps {
             return Err(WgpuError::NoTimestamps { adapter: self.info.name.clone() });
         }
-        let immediates = self.check_launch(kernel, grid, buffers, scalars)?;
+        let (immediates, workgroups) = self.check_launch(kernel, grid, buffers, scalars)?;
         let bind_group = self.bind_group(kernel, buffers)?;
         let name = &kernel.kernel.name;
         let op = format!("timing kernel `{name}` over {grid:?}");
@@ -1040,7 +1070,7 @@ impl WgpuRuntime {
                             label: Some(name),
                             timestamp_writes: None,
                         });
-                        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+                        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                     }
                     self.queue.submit([enc.finish()])
                 },
@@ -1111,7 +1141,7 @@ impl WgpuRuntime {
                                         end_of_pass_write_index: Some(2 * i + 1),
                                     }),
                                 });
-                                Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+                                Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                             }
                             self.queue.submit([enc.finish()])
                         },
@@ -1134,7 +1164,7 @@ impl WgpuRuntime {
                                 end_of_pass_write_index: Some(2 * i + 1),
                             }),
                         });
-                        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, grid);
+                        Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                     }
                     enc.resolve_query_set(&query_set, 0..2 * n as u32, &resolve, 0);
                     enc.copy_buffer_to_buffer(&resolve, 0, &readback, 0, bytes);

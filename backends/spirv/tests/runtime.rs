@@ -109,6 +109,7 @@ fn launch_errors_name_what_is_wrong() {
     let max = rt.info().max_workgroup_count;
     let m = msg(rt.launch(&p, [max[0] + 1, 1, 1], &[&a, &b, &c], &ok));
     assert!(m.contains("maxComputeWorkGroupCount[0]") && m.contains(&(max[0] + 1).to_string()), "{m}");
+    assert!(m.contains("LowerOptions::fold_grid"), "{m}");
     let m = msg(rt.launch(&p, [1, max[1] + 1, 1], &[&a, &b, &c], &ok));
     assert!(m.contains("axis 1"), "{m}");
     let m = msg(rt.launch(&p, [1, 1, 1], &[&a, &b], &ok));
@@ -134,6 +135,38 @@ fn launch_errors_name_what_is_wrong() {
     rt.launch(&p, [0, 1, 1], &[&a, &b, &c], &ok).expect("empty grid");
     assert_clean(&rt);
     assert_clean(&other);
+}
+
+#[test]
+fn folded_kernels_dispatch_within_a_lowered_limit() {
+    let rt = runtime_with(|o| o.max_workgroups_per_dim = Some(4));
+    assert_eq!(rt.max_workgroups(), [4, 4, 4]);
+    assert!(rt.needs_fold([5, 1, 1]) && !rt.needs_fold([4, 4, 4]));
+    let target = rt.target();
+    let d = DType::F32;
+    let folded = elementwise_with("add_folded", &target, T, true, &[d, d], &[d], |e, v| vec![e.binary(BinaryOp::Add, d, v[0], v[1])]);
+    assert_eq!((folded.grid_fold, folded.push_constant_size), (Some(4), 16));
+    let mut rng = StdRng::seed_from_u64(5);
+    // 13 programs in a 4 x 4 dispatch, and 64 (the most it holds) in 4 x 4 x 4.
+    for n in [777usize, 64 * T as usize] {
+        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let y: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let out = run_elementwise(&rt, &folded, T, &[floats(d, &x), floats(d, &y)], &[d]);
+        let got = read_floats(&out[0]);
+        for i in 0..n {
+            assert_eq!(got[i], x[i] + y[i], "n = {n}, element {i}");
+        }
+    }
+    let p = rt.load(&folded).unwrap();
+    let bufs: Vec<_> = (0..3).map(|_| rt.alloc(d, 16).unwrap()).collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let m = rt.launch(&p, [65, 1, 1], &refs, &[(3, Scalar::Int(16))]).unwrap_err().to_string();
+    assert!(m.contains("even folded") && m.contains("65 programs") && m.contains("[4, 4, 4]"), "{m}");
+    // The plain kernel is refused past the lowered limit, which the message names.
+    let plain = rt.load(&add_kernel(&target, d)).unwrap();
+    let m = rt.launch(&plain, [5, 1, 1], &refs, &[(3, Scalar::Int(16))]).unwrap_err().to_string();
+    assert!(m.contains("= 4") && m.contains("max_workgroups_per_dim") && m.contains("fold_grid"), "{m}");
+    assert_clean(&rt);
 }
 
 #[test]

@@ -68,6 +68,7 @@ fn kernel(name: &str, wgsl: &str, threads: u32, bindings: Vec<Binding>, push: &[
         bindings,
         push_constants,
         push_constant_size: 4 * push.len() as u32,
+        grid_fold: None,
         requirements: Requirements::default(),
     }
 }
@@ -430,6 +431,7 @@ fn grid_beyond_the_device_limit_is_an_error() {
         let err = rt.launch(&k, grid, &[&x, &y, &out], &[(3, Scalar::Int(10))]).unwrap_err();
         assert!(matches!(err, WgpuError::GridTooLarge { axis: a, .. } if a == axis), "{err}");
         assert!(err.to_string().contains("max_compute_workgroups_per_dimension"), "{err}");
+        assert!(err.to_string().contains("LowerOptions::fold_grid"), "{err}");
         let mut encoder = rt.device().create_command_encoder(&Default::default());
         let err = rt.record(&mut encoder, &k, grid, &[&x, &y, &out], &[(3, Scalar::Int(10))]).unwrap_err();
         assert!(matches!(err, WgpuError::GridTooLarge { .. }), "{err}");
@@ -622,6 +624,7 @@ fn int8_kernel() -> SpirvKernel {
             PushConstant { param: 3, offset: 4, dtype: DType::I8 },
         ],
         push_constant_size: 8,
+        grid_fold: None,
         requirements: Requirements { int8: true, storage8: true, ..Requirements::default() },
     }
 }

@@ -29,6 +29,12 @@ pub trait Emitter {
     fn program_id(&mut self, axis: u32) -> Self::V;
     /// The grid extent along `axis`, i32.
     fn num_programs(&mut self, axis: u32) -> Self::V;
+    /// Whether [`Emitter::program_id`] and [`Emitter::num_programs`] come from a folded grid
+    /// ([`crate::gpu::grid`]); the lowering checks it against
+    /// [`crate::gpu::lower::LowerOptions::fold_grid`].
+    fn folds_grid(&self) -> bool {
+        false
+    }
     /// The value of scalar parameter `param` (index into the program's parameters).
     fn scalar_param(&mut self, param: u32, dtype: DType) -> Self::V;
 

@@ -40,12 +40,17 @@ pub struct LowerOptions {
     /// that are multiples of 16 let loads and stores along rows become vector accesses, so a
     /// compiled kernel is valid only for arguments with the same marks.
     pub divisible_by_16: u64,
+    /// Fold the grid ([`crate::gpu::grid`]): the kernel takes the logical grid at launch and
+    /// derives program ids from its linear workgroup index, so a runtime can dispatch a grid
+    /// larger than the device's per-axis limit. Runtimes choose it per launch, only for grids
+    /// that do not fit; backends that cannot fold refuse it ([`LowerError::GridFold`]).
+    pub fold_grid: bool,
 }
 
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0 }
+        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false }
     }
 
     /// The marks for a launch's scalar arguments, given as (parameter index, value): integers
@@ -59,6 +64,14 @@ impl LowerOptions {
                 }
             }
         }
+        self
+    }
+}
+
+impl LowerOptions {
+    /// These options with grid folding on or off.
+    pub fn with_fold_grid(mut self, fold_grid: bool) -> LowerOptions {
+        self.fold_grid = fold_grid;
         self
     }
 }
@@ -88,6 +101,11 @@ pub enum LowerError {
     SharedMemory { needed: u64, available: u32, detail: String },
     #[error("`{op}` at {loc}: {what} is not supported by this lowering yet")]
     Unsupported { op: String, loc: Loc, what: String },
+    #[error(
+        "program `{program}`: LowerOptions::fold_grid is {asked}, but the backend's emitter {}",
+        if *.asked { "does not fold grids" } else { "was built to fold them" }
+    )]
+    GridFold { program: String, asked: bool },
 }
 
 /// What the lowering decided, for reports and for `tilekit ir --gpu`.
@@ -108,6 +126,11 @@ type R<T> = Result<T, LowerError>;
 /// Lowers `program` for `target` through `emitter`.
 pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOptions, emitter: &mut E) -> R<LowerInfo> {
     verify(program)?;
+    if options.fold_grid != emitter.folds_grid() {
+        // A backend that ignored the option would run every program as program 0 of a grid
+        // of extents it never received.
+        return Err(LowerError::GridFold { program: program.name.clone(), asked: options.fold_grid });
+    }
     let warp = target.subgroup_size.max(1);
     let threads = options.num_warps.max(1) * warp;
     if threads > target.max_threads_per_program {

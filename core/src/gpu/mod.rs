@@ -6,6 +6,7 @@
 
 pub mod axis;
 pub mod emit;
+pub mod grid;
 pub mod layout;
 pub mod lower;
 pub mod simt;
@@ -36,6 +37,9 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
             .collect();
         let verb = if marked.len() == 1 { "is a multiple" } else { "are multiples" };
         out.push_str(&format!("; specialized: {} {verb} of 16\n", marked.join(", ")));
+    }
+    if options.fold_grid {
+        out.push_str("; grid folded: program ids come from the linear workgroup index and the launched grid (push constants)\n");
     }
     out.push_str(&format!(
         "; {} threads ({} warps of {}), {} bytes of shared memory{}, {} layout conversions, {} per-thread instructions\n",

@@ -139,6 +139,19 @@ pub fn elementwise(
     outs: &[DType],
     body: impl FnOnce(&mut SpirvEmitter, &[SpirvValue]) -> Vec<SpirvValue>,
 ) -> SpirvKernel {
+    elementwise_with(name, target, threads, false, ins, outs, body)
+}
+
+/// As [`elementwise`], with its grid folded when `fold_grid`.
+pub fn elementwise_with(
+    name: &str,
+    target: &Target,
+    threads: u32,
+    fold_grid: bool,
+    ins: &[DType],
+    outs: &[DType],
+    body: impl FnOnce(&mut SpirvEmitter, &[SpirvValue]) -> Vec<SpirvValue>,
+) -> SpirvKernel {
     let mut params: Vec<(String, ParamKind)> = Vec::new();
     for (i, &d) in ins.iter().enumerate() {
         params.push((format!("in{i}"), input(d)));
@@ -149,7 +162,7 @@ pub fn elementwise(
     params.push(("n".into(), scalar(DType::I32)));
     let named: Vec<(&str, ParamKind)> = params.iter().map(|(n, k)| (n.as_str(), k.clone())).collect();
     let prog = program(name, &named);
-    let mut e = SpirvEmitter::new(&prog, target, threads).unwrap_or_else(|err| panic!("{err}"));
+    let mut e = SpirvEmitter::with_grid_fold(&prog, target, threads, fold_grid).unwrap_or_else(|err| panic!("{err}"));
     let n_param = (ins.len() + outs.len()) as u32;
     let (idx, mask) = global_index(&mut e, threads, n_param);
     e.begin_if(mask, &[]);

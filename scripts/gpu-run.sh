@@ -49,14 +49,19 @@ case "${1:-all}" in
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     ;;&
   h200)
-    # One call's worth: every kernel through Vulkan and CUDA (not wgpu: the same SPIR-V), then
-    # the report below on the `memory` suite.
-    for t in kernels_vulkan kernels_cuda; do
+    # One call's worth: every kernel through Vulkan and CUDA (not wgpu: the same SPIR-V; or the
+    # test binaries named in TILEKIT_H200_TESTS), folded grids through wgpu (which caps every
+    # axis at 65535, so vector add 2^28 needs them), then the report below on the `memory` suite.
+    for t in ${TILEKIT_H200_TESTS:-kernels_vulkan kernels_cuda}; do
       for k in $("$bin/$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
         echo "== $t $k"; timeout 60 "$bin/$t" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -8
         echo "rc=$?"
       done
     done > "$OUT/tests.txt" 2>&1
+    { echo "== grid_fold"; timeout 60 "$bin/grid_fold" 2>&1 | grep -v XDG_RUNTIME | tail -8; echo "rc=$?"
+      echo "== tilekit run vector_add --device wgpu --shape 2^28 --config BLOCK=1024"
+      timeout 60 "$bin/tilekit" run vector_add --device wgpu --shape 2^28 --config BLOCK=1024 2>&1 | grep -v XDG_RUNTIME | tail -8; echo "rc=$?"
+    } >> "$OUT/tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/tests.txt"
     export TILEKIT_SUITE="${TILEKIT_SUITE:-memory}" TILEKIT_BENCH_DEVICES="${TILEKIT_BENCH_DEVICES:---device vulkan --device cuda}"
     ;;&

@@ -30,6 +30,9 @@ results="bench/results/bench-$(hostname)-${suite}.json"
 log "benchmark: tilekit bench $* -o $results"
 status=0
 ./target/release/tilekit bench "$@" -o "$results" || status=$?
+# TILEKIT_PLATFORMS names the performance-portability platform set (comma-separated ids or
+# prefixes; default: every platform, which leaves only the problems all of them ran).
 log "report of bench/results/bench-*.json"
-./target/release/tilekit report bench/results/bench-*.json -o bench/results/report
+./target/release/tilekit report bench/results/bench-*.json -o bench/results/report \
+  ${TILEKIT_PLATFORMS:+--platforms "$TILEKIT_PLATFORMS"} ${TILEKIT_SET_NAME:+--set-name "$TILEKIT_SET_NAME"}
 exit "$status"

@@ -73,7 +73,7 @@ fn ptx() {
     for k in kernels::all() {
         let problem = k.default_problem();
         for config in k.configs() {
-            let options = LowerOptions::new(config.num_warps() as u32);
+            let options = LowerOptions::for_config(&config);
             let mut samples = Vec::new();
             let mut stages: [Vec<f64>; 4] = Default::default();
             let mut bytes = 0;
@@ -158,7 +158,7 @@ fn spirv() {
     for k in kernels::all() {
         let problem = k.default_problem();
         let config = &k.configs()[0];
-        let options = LowerOptions::new(config.num_warps() as u32);
+        let options = LowerOptions::for_config(config);
         let mut samples = Vec::with_capacity(RUNS);
         let mut builds = Vec::with_capacity(RUNS);
         let mut words = 0;

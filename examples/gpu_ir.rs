@@ -18,7 +18,7 @@ fn main() {
     match kernel.plan(&problem, config) {
         Ok(plan) => {
             for launch in &plan.launches {
-                let options = LowerOptions::new(config.num_warps() as u32);
+                let options = LowerOptions::for_config(config);
                 match describe(&launch.program, &target, &options) {
                     Ok(text) => println!("{text}"),
                     Err(e) => eprintln!("{e}"),

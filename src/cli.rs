@@ -507,7 +507,7 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// The PTX of one launch for `arch`, headed by ptxas's report when ptxas is found.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, num_warps: u32) -> Result<String, CliError> {
+fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config) -> Result<String, CliError> {
     use tilekit_ptx::Arch;
     let arch = match arch {
         None => Arch::Sm90,
@@ -515,7 +515,7 @@ fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, n
     };
     let target = if arch == Arch::Sm80 { tilekit_core::gpu::Target::cuda_sm80() } else { tilekit_core::gpu::Target::cuda_sm90() };
     // Specialized on this launch's arguments, as a device compiles it.
-    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(num_warps), launch);
+    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
     let mut c = tilekit_ptx::compile(&launch.program, &target, &options, arch)
         .map_err(|e| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to PTX for {arch}: {e}")))?;
     let mut out = String::new();
@@ -534,21 +534,21 @@ fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, n
 }
 
 #[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
-fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: u32) -> Result<String, CliError> {
+fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config) -> Result<String, CliError> {
     Err(CliError::Usage("this tilekit was built without the `ptx` feature (cargo build --features ptx; it needs LLVM 19)".into()))
 }
 
 /// The AMDGCN assembly of one launch for `arch`, headed by the linked code object's resource
 /// report (or why it could not be linked and read).
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
-fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, num_warps: u32) -> Result<String, CliError> {
+fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config) -> Result<String, CliError> {
     use tilekit_amdgcn::Arch;
     let arch = match arch {
         None => Arch::Gfx942,
         Some(a) => Arch::parse(a).ok_or_else(|| CliError::Usage(format!("unknown --arch `{a}` for --amdgcn; known: gfx90a, gfx942, gfx1100")))?,
     };
     let target = arch.target();
-    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(num_warps), launch);
+    let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
     let cannot = |e: tilekit_amdgcn::AmdgcnError| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to AMDGCN for {arch}: {e}"));
     let asm = tilekit_amdgcn::assembly(&launch.program, &target, &options, arch).map_err(cannot)?;
     let mut out = String::new();
@@ -567,7 +567,7 @@ fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>
 }
 
 #[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
-fn amdgcn_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: u32) -> Result<String, CliError> {
+fn amdgcn_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config) -> Result<String, CliError> {
     Err(CliError::Usage("this tilekit was built without the `amdgcn` feature (cargo build --features amdgcn; it needs LLVM 19 and lld-19)".into()))
 }
 
@@ -616,12 +616,12 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             launch_args.join(", ")
         );
         if args.ptx {
-            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), config.num_warps() as u32)?);
+            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
         } else if args.amdgcn {
-            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), config.num_warps() as u32)?);
+            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
         } else if args.gpu {
             // Specialized on this launch's arguments, as a device compiles it.
-            let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);
+            let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
             let gpu = tilekit_core::gpu::describe(&launch.program, &target, &options).map_err(|e| CliError::Lower {
                 kernel: kernel.name().to_string(),
                 target: target.name.clone(),

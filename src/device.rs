@@ -182,7 +182,7 @@ impl Device {
     /// configuration's `num_warps`, and returns the wall time of the launches. On a GPU the
     /// buffers are uploaded first and every one is read back after the last launch.
     pub fn run_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config) -> Result<Duration, DeviceError> {
-        let options = LowerOptions::new(config.num_warps() as u32);
+        let options = LowerOptions::for_config(config);
         for (li, launch) in plan.launches.iter().enumerate() {
             for (ai, a) in launch.args.iter().enumerate() {
                 if let LaunchArg::Buffer(i) = a {
@@ -286,7 +286,7 @@ impl Device {
     /// devices time the wall clock and ignore `flush_bytes`.
     pub fn time_plan_with(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, timing: &TimingOptions) -> Result<Vec<f64>, DeviceError> {
         let TimingOptions { warmup, runs, flush_bytes, read_back } = *timing;
-        let options = LowerOptions::new(config.num_warps() as u32);
+        let options = LowerOptions::for_config(config);
         let mut total = vec![0.0; runs];
         match self {
             Device::Vulkan { .. } => {

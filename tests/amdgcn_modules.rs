@@ -172,7 +172,7 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
 }
 
 fn options_for(config: &Config) -> LowerOptions {
-    LowerOptions::new(config.num_warps() as u32)
+    LowerOptions::for_config(config)
 }
 
 fn program(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> (tilekit::Program, LowerOptions) {

@@ -32,13 +32,13 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
                 for config in k.configs() {
                     let Ok(plan) = k.plan(&problem, &config) else { continue };
                     for launch in plan.launches {
-                        let key = (tilekit::text::print(&launch.program), config.num_warps());
+                        let key = (tilekit::text::print(&launch.program), LowerOptions::for_config(&config));
                         let what = format!("{} {problem} [{config}]", k.name());
                         if filter.as_deref().is_some_and(|f| !what.contains(f)) {
                             continue;
                         }
                         if seen.insert(key) {
-                            jobs.push((format!("{} {problem} [{config}]", k.name()), launch.program, config.num_warps() as u32));
+                            jobs.push((format!("{} {problem} [{config}]", k.name()), launch.program, LowerOptions::for_config(&config)));
                         }
                     }
                 }
@@ -48,9 +48,9 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
     let failures = Mutex::new(Vec::new());
     let assembled = Mutex::new(0usize);
     let targets = [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90)];
-    jobs.par_iter().for_each(|(what, program, num_warps)| {
+    jobs.par_iter().for_each(|(what, program, options)| {
         for (target, arch) in &targets {
-            let options = LowerOptions::new(*num_warps);
+            let options = *options;
             let mut c = match compile(program, target, &options, *arch) {
                 Ok(c) => c,
                 // A configuration too large for the target is an error, not a module.
@@ -77,7 +77,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = LowerOptions::new(config.num_warps() as u32);
+    let options = LowerOptions::for_config(&config);
     let mut c = compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap();
     c.kernel.assemble().unwrap();
     let text = c.kernel.ptx;
@@ -113,7 +113,7 @@ fn ptx_of(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> String {
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = LowerOptions::new(config.num_warps() as u32);
+    let options = LowerOptions::for_config(&config);
     compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap().kernel.ptx
 }
 

@@ -40,7 +40,7 @@ fn every_library_kernel_passes_spirv_val() {
                 let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
                 for config in k.configs().iter().take(2) {
                     let Ok(plan) = k.plan(&problem, config) else { continue };
-                    let base = LowerOptions::new(config.num_warps() as u32);
+                    let base = LowerOptions::for_config(config);
                     // Unspecialized, and specialized on the launch's arguments as a device does,
                     // with its grid as it is and folded.
                     let variants = |l| {
@@ -80,7 +80,7 @@ fn golden_with(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: 
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
     // Specialized on the launch's arguments, as a device compiles it.
-    let options = launch_options(&LowerOptions::new(config.num_warps() as u32), &plan.launches[0]).with_fold_grid(fold_grid);
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]).with_fold_grid(fold_grid);
     let c = compile(&plan.launches[0].program, &Target::lavapipe(), &options).unwrap();
     spirv_val(&c.kernel.words, name);
     let text = disassemble_with_rspirv(&c.kernel.words);

@@ -245,7 +245,7 @@ fn time(device: &Device, plan: &Plan, buffers: &[HostBuffer], config: &Config, o
 
 /// Host time to lower and generate code for every launch of `plan` on `device`.
 fn compile_time(device: &Device, plan: &Plan, config: &Config) -> Result<Option<f64>, String> {
-    let base = LowerOptions::new(config.num_warps() as u32);
+    let base = LowerOptions::for_config(config);
     let start = Instant::now();
     for l in &plan.launches {
         // Specialized on the launch's arguments, as the device compiles it.
@@ -691,7 +691,7 @@ fn compile_amdgcn(kernel: &dyn Kernel, problem: &Problem, config: &Config, arch:
     let t0 = std::time::Instant::now();
     let mut reports = Vec::new();
     for launch in &plan.launches {
-        let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::new(config.num_warps() as u32), launch);
+        let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
         let c = tilekit_amdgcn::compile(&launch.program, &target, &options, arch).map_err(|e| e.to_string())?;
         reports.push(c.kernel.resources);
     }

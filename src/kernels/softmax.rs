@@ -52,12 +52,20 @@ impl Kernel for Softmax {
         [[1, 1], [1, 7], [64, 1], [3, 97], [7, 80], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        // BLOCK follows from COLS; only the warps spread over the row are a choice.
-        [4, 8, 16, 2, 32].iter().map(|&w| Config::new().with("num_warps", w)).collect()
+        // BLOCK follows from COLS; the choices are the warps spread over the row and, for long
+        // rows, the programs per multiprocessor the registers must leave room for: the row sits
+        // in registers, and at 12800 columns ptxas otherwise gives 16 or 32 warps so many that
+        // one program fills a multiprocessor (`occupancy`: ptxas's .minnctapersm).
+        let mut configs: Vec<Config> = [4, 8, 16, 2, 32].iter().map(|&w| Config::new().with("num_warps", w)).collect();
+        configs.extend([16, 32].iter().map(|&w| Config::new().with("num_warps", w).with("occupancy", 2)));
+        configs
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
         config.count("num_warps")?;
+        if config.get("occupancy").is_ok() {
+            config.count("occupancy")?;
+        }
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, 0)?;
         if cols > MAX_COLS {
             return Err(KernelError::Shape {

@@ -164,6 +164,8 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     kernel: String,
     target: Target,
     threads: u32,
+    /// Programs per multiprocessor to leave room for (`tilekit_core::gpu::lower::LowerOptions::occupancy`).
+    occupancy: u32,
     error: Option<LlvmError>,
     lines: Vec<String>,
     next_reg: u32,
@@ -184,6 +186,13 @@ pub struct LlvmEmitter<'h, H: Hooks> {
 const ENTRY: u32 = 0;
 
 impl<'h, H: Hooks> LlvmEmitter<'h, H> {
+    /// Asks the target's code generator to leave room for `occupancy` programs per
+    /// multiprocessor (0: its own choice).
+    pub fn with_occupancy(mut self, occupancy: u32) -> Self {
+        self.occupancy = occupancy;
+        self
+    }
+
     /// Declares the interface of `program` for `threads` threads per program on `target`, and
     /// reads the thread and program ids and the scalar parameters in the entry block (so that
     /// they dominate every use).
@@ -232,6 +241,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             kernel,
             target: target.clone(),
             threads,
+            occupancy: 0,
             error: None,
             lines: Vec::new(),
             next_reg: 0,
@@ -365,7 +375,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         if !attrs.is_empty() {
             let _ = writeln!(m, "\nattributes #0 = {{ {attrs} }}");
         }
-        let meta = h.module_metadata(&entry, self.threads);
+        let meta = h.module_metadata(&entry, self.threads, self.occupancy);
         if !meta.is_empty() {
             m.push('\n');
             m.push_str(&meta);

@@ -76,8 +76,8 @@ pub trait Hooks {
         String::new()
     }
     /// Module-level metadata text (`!nvvm.annotations`), or empty.
-    fn module_metadata(&self, entry: &str, threads: u32) -> String {
-        let _ = (entry, threads);
+    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32) -> String {
+        let _ = (entry, threads, occupancy);
         String::new()
     }
 

@@ -125,16 +125,18 @@ impl Hooks for NvptxHooks {
         }
     }
 
-    fn module_metadata(&self, entry: &str, threads: u32) -> String {
+    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32) -> String {
         // `reqntid` tells ptxas the exact block size (every launch uses it), so it budgets
         // registers for it: a launch with more registers per thread than the block allows
         // fails. Without `minnctapersm 1` ptxas trades spills for occupancy (it caps registers
         // so that several blocks fit on a multiprocessor, and spilled 8 to 800 bytes in library
         // kernels that fit in registers); a spill costs local-memory traffic in the hot loop,
-        // which these kernels never win back. `nvvm-reflect-ftz` = 0 makes libdevice keep
+        // which these kernels never win back. A configuration's `occupancy` asks for more blocks
+        // instead ([`LowerOptions::occupancy`]). `nvvm-reflect-ftz` = 0 makes libdevice keep
         // subnormals.
+        let blocks = occupancy.max(1);
         format!(
-            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 1}}\n\
+            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 {blocks}}}\n\
              !llvm.module.flags = !{{!1}}\n!1 = !{{i32 4, !\"nvvm-reflect-ftz\", i32 0}}\n"
         )
     }

@@ -45,12 +45,24 @@ pub struct LowerOptions {
     /// larger than the device's per-axis limit. Runtimes choose it per launch, only for grids
     /// that do not fit; backends that cannot fold refuse it ([`LowerError::GridFold`]).
     pub fold_grid: bool,
+    /// Programs the code generator should leave registers for on one multiprocessor (the
+    /// configuration's `occupancy`; 0: the backend's choice). NVPTX passes it to ptxas as
+    /// `.minnctapersm`, which caps registers per thread at 65536 / (threads * occupancy): a
+    /// program that keeps a long row in registers otherwise gets so many that one program fills a
+    /// multiprocessor and nothing hides its load latency. SPIR-V and AMDGCN ignore it.
+    pub occupancy: u32,
 }
 
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false }
+        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0 }
+    }
+
+    /// The options a configuration asks for: its `num_warps` (4 when absent) and `occupancy`
+    /// (0 when absent).
+    pub fn for_config(config: &crate::Config) -> LowerOptions {
+        LowerOptions { occupancy: config.count("occupancy").unwrap_or(0) as u32, ..LowerOptions::new(config.num_warps() as u32) }
     }
 
     /// The marks for a launch's scalar arguments, given as (parameter index, value): integers

@@ -6,10 +6,12 @@
 //! vector add and softmax on gfx942 and gfx1100 (`tests/golden/*.s`; `TILEKIT_BLESS=1` rewrites
 //! them). Reductions shuffle across the whole wave: 64 lanes on CDNA, 32 on RDNA in wave32.
 //!
-//! One exception is counted and printed rather than failed, as in tests/ptx_modules.rs: a
-//! default configuration of a kernel with `dot` (attention) whose tiles need the whole register
-//! file. `dot` lowers to FMAs for now, holding its operand and accumulator tiles in registers;
-//! the configurations are sized for matrix instructions. Any other scratch use fails.
+//! One exception is counted and printed rather than failed: attention's default configuration
+//! at D = 128 on gfx1100. In wave32 a thread holds the same tiles as on NVIDIA (where ptxas
+//! needs all 255 registers); LLVM's AMDGPU allocator spills a few VGPRs of it (at most
+//! [`WAVE32_ATTENTION_SPILL_LIMIT`]). Any other scratch use of a default configuration fails:
+//! on wave64 (gfx90a, gfx942) nothing may spill. Spilling non-default configurations are
+//! printed.
 //!
 //! Compiled, not run: no AMD GPU is reachable. Needs the `amdgcn` feature, ld.lld-19 and
 //! llvm-objdump-19 (lld-19, llvm-19).
@@ -25,6 +27,10 @@ use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
 use tilekit_amdgcn::{compile, AmdgcnKernel, Arch};
 use tilekit_amdgcn::KernelParam;
+
+/// The most VGPRs attention's default configuration may spill on gfx1100 (see the module
+/// comment): its f16, bf16 and f32 kernels spill 26, 1 and 11.
+const WAVE32_ATTENTION_SPILL_LIMIT: u32 = 32;
 
 /// Checks what the code object says against what the emitter decided for the kernel.
 fn check_metadata(k: &AmdgcnKernel) -> Result<(), String> {
@@ -118,6 +124,7 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
     let failures = Mutex::new(Vec::new());
     let built = Mutex::new(0usize);
     let exhausted = Mutex::new(Vec::new());
+    let others = Mutex::new(Vec::new());
     let skipped: Mutex<HashSet<String>> = Mutex::new(HashSet::new());
     let work: Vec<_> = jobs.iter().flat_map(|j| Arch::ALL.map(|a| (j, a))).collect();
     work.par_iter().for_each(|((what, program, num_warps, is_default), arch)| {
@@ -140,10 +147,12 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
             return;
         }
         let r = &k.resources;
-        if *is_default && (r.spills() || r.scratch_bytes > 0 || r.dynamic_stack) {
-            // The most VGPRs a wave can have: 512 unified on CDNA, 256 on RDNA3.
-            let file = if arch.wave_size() == 64 { 512 } else { 256 };
-            if r.vgprs >= file && (what.starts_with("matmul ") || what.starts_with("attention ")) {
+        let scratch = r.spills() || r.scratch_bytes > 0 || r.dynamic_stack;
+        if scratch && !*is_default {
+            others.lock().unwrap().push(format!("{what} on {arch}: {r}"));
+        } else if scratch {
+            let known = *arch == Arch::Gfx1100 && what.starts_with("attention ") && !r.dynamic_stack && r.sgpr_spills == 0 && r.vgpr_spills <= WAVE32_ATTENTION_SPILL_LIMIT;
+            if known {
                 exhausted.lock().unwrap().push(format!("{what} on {arch}: {r}"));
             } else {
                 failures.lock().unwrap().push(format!("{what} on {arch} (a default configuration) uses scratch: {r}"));
@@ -162,7 +171,12 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
     let mut exhausted = exhausted.into_inner().unwrap();
     exhausted.sort();
     if !exhausted.is_empty() {
-        eprintln!("{} default-configuration kernels need more than the register file (FMA `dot` tiles) and spill:\n{}", exhausted.len(), exhausted.join("\n"));
+        eprintln!("{} default-configuration attention kernels spill a little on gfx1100 (wave32):\n{}", exhausted.len(), exhausted.join("\n"));
+    }
+    let mut others = others.into_inner().unwrap();
+    others.sort();
+    if !others.is_empty() {
+        eprintln!("{} non-default configurations use scratch:\n{}", others.len(), others.join("\n"));
     }
     if !skipped.is_empty() {
         eprintln!("{} configurations exceed a target's limits (threads or LDS) and were rejected by the lowering", skipped.len());
@@ -268,4 +282,26 @@ fn report_says_compiled_not_run() {
     let text = k.resources.to_string();
     assert!(text.contains("compiled, not run") && text.contains("waves per SIMD"), "{text}");
     assert!(k.resources.occupancy.waves_per_simd >= 1, "{text}");
+}
+
+/// A dot's k loop carries `llvm.loop.unroll.disable` on AMDGPU: fully unrolled, each k chunk
+/// issued all its LDS loads before the FMAs and attention at D = 128 spilled past 512 VGPRs on
+/// wave64. With the hint (and one LDS base address per dot operand) it fits in half the file.
+#[test]
+fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
+    let k = kernels::find("attention").unwrap();
+    let config: Config = "BLOCK_M=64,BLOCK_N=32,num_warps=4,num_stages=3".parse().unwrap();
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let problem = Problem::new(&[1, 1, 45, 128], dtype).with("causal", "1");
+        let plan = k.plan(&problem, &config).unwrap();
+        for arch in [Arch::Gfx90a, Arch::Gfx942] {
+            let c = compile(&plan.launches[0].program, &arch.target(), &options_for(&config), arch).unwrap();
+            let hinted = c.llvm_ir.lines().filter(|l| l.contains("br label") && l.contains("!llvm.loop")).count();
+            // Two causal stages, each with a QK dot in 4 k chunks and a PV dot in 2.
+            assert_eq!(hinted, 12, "{dtype} on {arch}: {hinted} hinted k loops");
+            assert!(c.llvm_ir.contains("!{!\"llvm.loop.unroll.disable\"}"), "{dtype} on {arch}: no unroll.disable node");
+            let r = &c.kernel.resources;
+            assert!(!r.spills() && r.scratch_bytes == 0 && r.vgprs <= 256, "{dtype} on {arch}: {r}");
+        }
+    }
 }

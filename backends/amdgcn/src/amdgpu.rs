@@ -164,7 +164,15 @@ impl Hooks for AmdgpuHooks {
         }
     }
 
-    fn function_attributes(&self, threads: u32) -> String {
+    fn dot_loop_unroll(&self) -> Option<u32> {
+        // The AMDGPU unroller's thresholds (raised further for loops that read LDS) unroll a
+        // dot's whole k chunk; the scheduler then issues every LDS load of the chunk before the
+        // FMAs, and attention at D = 128 needed more than the 512 VGPRs of a wave64 thread and
+        // spilled. Each k step already holds an FMA per accumulator register.
+        Some(1)
+    }
+
+        fn function_attributes(&self, threads: u32) -> String {
         // Every launch uses exactly `threads` threads: the register allocator may use the
         // whole budget that size allows, and the grid is a whole number of workgroups.
         format!("\"amdgpu-flat-work-group-size\"=\"{threads},{threads}\" \"uniform-work-group-size\"=\"true\"")

@@ -131,6 +131,8 @@ enum Frame {
         upper: Operand,
         step_pos: Operand,
         limit: Operand,
+        /// The unroll count its back edge asks for (see [`Hooks::dot_loop_unroll`]).
+        unroll: Option<u32>,
     },
 }
 
@@ -180,10 +182,17 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     frames: Vec<Frame>,
     declarations: BTreeSet<String>,
     externals: BTreeSet<String>,
+    /// The unroll count for the loop opened next ([`Emitter::mark_dot_loop`]).
+    next_unroll: Option<u32>,
+    /// Loop metadata nodes, written after the function.
+    loop_metadata: Vec<String>,
 }
 
 /// The label of the entry block.
 const ENTRY: u32 = 0;
+
+/// The first metadata node number of loop hints.
+const LOOP_MD: u32 = 1000;
 
 impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     /// Asks the target's code generator to leave room for `occupancy` programs per
@@ -256,6 +265,8 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             frames: Vec::new(),
             declarations: BTreeSet::new(),
             externals: BTreeSet::new(),
+            next_unroll: None,
+            loop_metadata: Vec::new(),
         };
         e.lines.push("L0:".into());
         e.thread_index = hooks.thread_index(&mut e.builder());
@@ -379,6 +390,13 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         if !meta.is_empty() {
             m.push('\n');
             m.push_str(&meta);
+        }
+        if !self.loop_metadata.is_empty() {
+            m.push('\n');
+            for l in &self.loop_metadata {
+                m.push_str(l);
+                m.push('\n');
+            }
         }
         let interface = KernelInterface {
             entry,
@@ -1412,8 +1430,13 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         self.stmt(format!("br i1 {go}, label %L{body}, label %L{merge}"));
         self.begin_block(body);
         let ivv = self.val(iv, iv_dtype);
-        self.frames.push(Frame::Loop { header, merge, phis, iv: ivv, step: step.op, upper: upper.op, step_pos, limit });
+        let unroll = self.next_unroll.take();
+        self.frames.push(Frame::Loop { header, merge, phis, iv: ivv, step: step.op, upper: upper.op, step_pos, limit, unroll });
         (ivv, inner)
+    }
+
+    fn mark_dot_loop(&mut self) {
+        self.next_unroll = self.hooks.dot_loop_unroll();
     }
 
     fn end_loop(&mut self, next: &[LlvmValue]) -> Vec<LlvmValue> {
@@ -1421,7 +1444,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             self.fail_contract("end_loop without an open loop".into());
             return Vec::new();
         }
-        let Some(Frame::Loop { header, merge, phis, iv, step, upper, step_pos, limit }) = self.frames.pop() else {
+        let Some(Frame::Loop { header, merge, phis, iv, step, upper, step_pos, limit, unroll }) = self.frames.pop() else {
             return Vec::new();
         };
         let carried = &phis[2..];
@@ -1441,7 +1464,18 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let no_overflow = self.bin("xor", "i1", overflow, Operand::Bool(true));
         let go_next = self.bin("and", "i1", no_overflow, in_range);
         let latch = self.cur_block;
-        self.br(header);
+        match unroll {
+            // Loop metadata hangs on the latch's branch. Its nodes are numbered from LOOP_MD up,
+            // clear of the few the hooks' module metadata uses.
+            Some(count) => {
+                let id = LOOP_MD + self.loop_metadata.len() as u32;
+                let hint = if count <= 1 { "!{!\"llvm.loop.unroll.disable\"}".to_string() } else { format!("!{{!\"llvm.loop.unroll.count\", i32 {count}}}") };
+                self.loop_metadata.push(format!("!{id} = distinct !{{!{id}, !{}}}", id + 1));
+                self.loop_metadata.push(format!("!{} = {hint}", id + 1));
+                self.stmt(format!("br label %L{header}, !llvm.loop !{id}"));
+            }
+            None => self.br(header),
+        }
         self.begin_block(merge);
         let mut backs = vec![iv_next, go_next];
         for (i, &(_, d, init, _)) in carried.iter().enumerate() {

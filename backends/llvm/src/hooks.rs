@@ -70,6 +70,12 @@ pub trait Hooks {
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;
 
+    /// How many iterations of a `dot`'s k loop one trip may run after unrolling (1: not
+    /// unrolled), written as loop metadata; `None` leaves it to LLVM's unroller.
+    fn dot_loop_unroll(&self) -> Option<u32> {
+        None
+    }
+
     /// Attributes of the kernel function (`"amdgpu-flat-work-group-size"="1,256"`), or empty.
     fn function_attributes(&self, threads: u32) -> String {
         let _ = threads;

@@ -118,6 +118,12 @@ pub trait Emitter {
     ) -> (Self::V, Vec<Self::V>);
     /// Closes the body with the next carried values; returns the values after the loop.
     fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
+
+    /// Marks the loop opened next as the k loop of a `dot`: its body already holds a step of
+    /// every accumulator register, so unrolling it multiplies the shared-memory loads in flight
+    /// (and the registers they need) without adding independent work. Emitters whose code
+    /// generator takes loop hints pass it on where the target asks for it; others ignore it.
+    fn mark_dot_loop(&mut self) {}
 }
 
 /// `buffer[index .. index + n]` one element at a time: the vector load of a backend without

@@ -1608,10 +1608,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.reserve(ad, m * kc);
             self.reserve(bd, kc * n);
         }
-        let ac = self.coords(&adist);
-        let bc = self.coords(&bdist);
         let dist = self.dist(&layout, &[m, n]);
-        let c = self.coords(&dist);
         // Distinct rows and columns among this thread's accumulator registers.
         let mut rows: Vec<u32> = dist.regs.iter().map(|r| r[0]).collect();
         rows.sort_unstable();
@@ -1621,30 +1618,86 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         cols.dedup();
         let row_of: Vec<usize> = dist.regs.iter().map(|r| rows.binary_search(&r[0]).unwrap_or(0)).collect();
         let col_of: Vec<usize> = dist.regs.iter().map(|r| cols.binary_search(&r[1]).unwrap_or(0)).collect();
-        let first_with = |dim: usize, v: u32| dist.regs.iter().position(|r| r[dim] == v).unwrap_or(0);
-        let row_coord: Vec<E::V> = rows.iter().map(|&rw| c.coords[first_with(0, rw)][0]).collect();
-        let col_coord: Vec<E::V> = cols.iter().map(|&cl| c.coords[first_with(1, cl)][1]).collect();
         let kcv = self.c_i32(kc as i64);
         let nv = self.c_i32(n as i64);
         let bb = self.c_i32(b_base as i64);
-        let a_row_base: Vec<E::V> = row_coord.iter().map(|&rc| self.e.binary(BinaryOp::Mul, DType::I32, rc, kcv)).collect();
-        let b_col_base: Vec<E::V> = col_coord.iter().map(|&cc| self.e.binary(BinaryOp::Add, DType::I32, cc, bb)).collect();
+        // Shared-memory slots are written as one thread-dependent base plus a constant per
+        // register wherever the layout's coordinates do not wrap (a coordinate is then its
+        // register's static part plus the thread's terms). The code generators fold the
+        // constant into the load or store's immediate offset, so a thread keeps one address
+        // live per operand instead of one per register or row: those addresses do not depend
+        // on the loop around a dot (attention's key loop), are hoisted out of it, and dozens of
+        // them outlived it, which spilled on AMD targets.
+        let a_split = !adist.wrap[0] && !adist.wrap[1];
+        let b_split = !bdist.wrap[0] && !bdist.wrap[1];
+        let c_split = !dist.wrap[0] && !dist.wrap[1];
+        // Per-register coordinates, only where a slot or a chunk test needs them.
+        let dynamic = chunking == Chunking::Dynamic;
+        let ac = if !a_split || dynamic { Some(self.coords(&adist)) } else { None };
+        let bc = if !b_split || dynamic { Some(self.coords(&bdist)) } else { None };
+        // a[i, k] -> i * kc + k: this thread's part; b[k, j] -> k * n + j likewise.
+        let a_thread = if a_split {
+            let (i, k) = (self.thread_coord(&adist, 0), self.thread_coord(&adist, 1));
+            let row = self.e.binary(BinaryOp::Mul, DType::I32, i, kcv);
+            Some(self.e.binary(BinaryOp::Add, DType::I32, row, k))
+        } else {
+            None
+        };
+        let b_thread = if b_split {
+            let (k, j) = (self.thread_coord(&bdist, 0), self.thread_coord(&bdist, 1));
+            let row = self.e.binary(BinaryOp::Mul, DType::I32, k, nv);
+            Some(self.e.binary(BinaryOp::Add, DType::I32, row, j))
+        } else {
+            None
+        };
+        // The k loop reads a[row, kk] at row * kc + kk and b[kk, col] at b_base + kk * n + col.
+        let (a_row_base, b_col_base): (Vec<E::V>, Vec<E::V>) = if c_split {
+            let tr = self.thread_coord(&dist, 0);
+            let tc = self.thread_coord(&dist, 1);
+            (vec![self.e.binary(BinaryOp::Mul, DType::I32, tr, kcv)], vec![tc])
+        } else {
+            let c = self.coords(&dist);
+            let first_with = |dim: usize, v: u32| dist.regs.iter().position(|r| r[dim] == v).unwrap_or(0);
+            let row_coord: Vec<E::V> = rows.iter().map(|&rw| c.coords[first_with(0, rw)][0]).collect();
+            let col_coord: Vec<E::V> = cols.iter().map(|&cl| c.coords[first_with(1, cl)][1]).collect();
+            (
+                row_coord.iter().map(|&rc| self.e.binary(BinaryOp::Mul, DType::I32, rc, kcv)).collect(),
+                col_coord.iter().map(|&cc| self.e.binary(BinaryOp::Add, DType::I32, cc, bb)).collect(),
+            )
+        };
         for chunk in 0..k.div_ceil(kc) {
             let k0 = (chunk * kc) as u32;
             self.e.barrier();
             // a[i, k] -> slot i * kc + (k - k0); b[k, j] -> b_base + (k - k0) * n + j, for the
             // registers whose k falls in this chunk (known statically, see `dot_chunk`).
             let k0v = self.c_i32(k0 as i64);
+            // This chunk's thread bases: the constants added to them stay non-negative, as
+            // immediate offsets must.
+            let a_chunk = a_thread.map(|t| if k0 == 0 { t } else { self.e.binary(BinaryOp::Sub, DType::I32, t, k0v) });
+            let b_chunk = b_thread.map(|t| {
+                if k0 == 0 {
+                    t
+                } else {
+                    let off = self.c_i32(k0 as i64 * n as i64);
+                    self.e.binary(BinaryOp::Sub, DType::I32, t, off)
+                }
+            });
             for (i, reg) in adist.regs.iter().enumerate() {
                 let pred = match chunking {
                     Chunking::Whole => None,
                     Chunking::Static if reg[1] / kc as u32 != chunk as u32 => continue,
                     Chunking::Static => None,
-                    Chunking::Dynamic => Some(self.in_chunk(ac.coords[i][1], k0, kc)),
+                    Chunking::Dynamic => Some(self.in_chunk(ac.as_ref().expect("coordinates for the chunk test").coords[i][1], k0, kc)),
                 };
-                let kk = self.e.binary(BinaryOp::Sub, DType::I32, ac.coords[i][1], k0v);
-                let row = self.e.binary(BinaryOp::Mul, DType::I32, ac.coords[i][0], kcv);
-                let slot = self.e.binary(BinaryOp::Add, DType::I32, row, kk);
+                let slot = match a_chunk {
+                    Some(t) => self.offset(t, reg[0] as i64 * kc as i64 + reg[1] as i64),
+                    None => {
+                        let ac = ac.as_ref().expect("coordinates where the slot needs them");
+                        let kk = self.e.binary(BinaryOp::Sub, DType::I32, ac.coords[i][1], k0v);
+                        let row = self.e.binary(BinaryOp::Mul, DType::I32, ac.coords[i][0], kcv);
+                        self.e.binary(BinaryOp::Add, DType::I32, row, kk)
+                    }
+                };
                 self.store_shared_if(pred, ad, slot, aregs[i]);
             }
             for (i, reg) in bdist.regs.iter().enumerate() {
@@ -1652,28 +1705,37 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     Chunking::Whole => None,
                     Chunking::Static if reg[0] / kc as u32 != chunk as u32 => continue,
                     Chunking::Static => None,
-                    Chunking::Dynamic => Some(self.in_chunk(bc.coords[i][0], k0, kc)),
+                    Chunking::Dynamic => Some(self.in_chunk(bc.as_ref().expect("coordinates for the chunk test").coords[i][0], k0, kc)),
                 };
-                let kk = self.e.binary(BinaryOp::Sub, DType::I32, bc.coords[i][0], k0v);
-                let row = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
-                let rb = self.e.binary(BinaryOp::Add, DType::I32, row, bb);
-                let slot = self.e.binary(BinaryOp::Add, DType::I32, rb, bc.coords[i][1]);
+                let slot = match b_chunk {
+                    Some(t) => self.offset(t, b_base as i64 + reg[0] as i64 * n as i64 + reg[1] as i64),
+                    None => {
+                        let bc = bc.as_ref().expect("coordinates where the slot needs them");
+                        let kk = self.e.binary(BinaryOp::Sub, DType::I32, bc.coords[i][0], k0v);
+                        let row = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+                        let rb = self.e.binary(BinaryOp::Add, DType::I32, row, bb);
+                        self.e.binary(BinaryOp::Add, DType::I32, rb, bc.coords[i][1])
+                    }
+                };
                 self.store_shared_if(pred, bd, slot, bregs[i]);
             }
             self.e.barrier();
             let carried: Vec<(DType, E::V)> = accregs.iter().map(|&v| (racc, v)).collect();
             let (lo, hi, st) = (self.c_i32(0), self.c_i32(kc.min(k) as i64), self.c_i32(1));
+            self.e.mark_dot_loop();
             let (kk, args) = self.e.begin_loop(DType::I32, lo, hi, st, &carried);
             let bk = self.e.binary(BinaryOp::Mul, DType::I32, kk, nv);
+            let a_row_k: Vec<E::V> = a_row_base.iter().map(|&rb| self.e.binary(BinaryOp::Add, DType::I32, rb, kk)).collect();
+            let b_col_k: Vec<E::V> = b_col_base.iter().map(|&cb| self.e.binary(BinaryOp::Add, DType::I32, cb, bk)).collect();
             let mut av = Vec::with_capacity(rows.len());
-            for &rb in &a_row_base {
-                let idx = self.e.binary(BinaryOp::Add, DType::I32, rb, kk);
+            for (r, &rw) in rows.iter().enumerate() {
+                let idx = if c_split { self.offset(a_row_k[0], rw as i64 * kc as i64) } else { a_row_k[r] };
                 let v = self.e.load_shared(ad, idx);
                 av.push(self.cast(at.dtype, accd, v));
             }
             let mut bv = Vec::with_capacity(cols.len());
-            for &cb in &b_col_base {
-                let idx = self.e.binary(BinaryOp::Add, DType::I32, cb, bk);
+            for (cix, &cl) in cols.iter().enumerate() {
+                let idx = if c_split { self.offset(b_col_k[0], b_base as i64 + cl as i64) } else { b_col_k[cix] };
                 let v = self.e.load_shared(bd, idx);
                 bv.push(self.cast(bt.dtype, accd, v));
             }
@@ -1692,6 +1754,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         self.set_data(r, layout, accregs);
         Ok(())
+    }
+
+    /// This thread's part of its coordinate along `d` of `dist`: the sum of the dimension's
+    /// thread terms (0 without any). A register's coordinate adds its static part unless the
+    /// dimension wraps.
+    fn thread_coord(&mut self, dist: &Dist, d: usize) -> E::V {
+        let mut acc: Option<E::V> = None;
+        for t in dist.terms[d].clone() {
+            let v = self.term_value(&t);
+            acc = Some(match acc {
+                None => v,
+                Some(a) => self.e.binary(BinaryOp::Add, DType::I32, a, v),
+            });
+        }
+        acc.unwrap_or_else(|| self.c_i32(0))
+    }
+
+    /// `base + off`, or `base` itself for 0.
+    fn offset(&mut self, base: E::V, off: i64) -> E::V {
+        if off == 0 {
+            base
+        } else {
+            let o = self.c_i32(off);
+            self.e.binary(BinaryOp::Add, DType::I32, base, o)
+        }
     }
 
     /// `k0 <= k < k0 + kc`.

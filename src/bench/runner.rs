@@ -662,6 +662,15 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
             let mut entries = Vec::new();
             for (i, config) in kernel.configs().into_iter().take(keep.max(1)).enumerate() {
                 let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), i == 0, cost.bytes, cost.flops);
+                // A configuration with more threads than a program may have on this architecture
+                // (32 warps of 64 lanes) is not one to tune over here: skipped, not an error.
+                let threads = config.num_warps() as u64 * arch.wave_size() as u64;
+                let max = arch.target().max_threads_per_program as u64;
+                if threads > max {
+                    e.message = Some(format!("{threads} threads per program ({} warps of {} lanes); {arch} allows {max}", config.num_warps(), arch.wave_size()));
+                    entries.push(e);
+                    continue;
+                }
                 match compile_amdgcn(kernel.as_ref(), problem, &config, arch) {
                     Ok((hash, secs, resources)) => {
                         e.status = Status::CompiledNotRun;

@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use super::runner::BenchOptions;
-use super::schema::{CheckRecord, Entry, OutputRecord, ProblemRecord, Status};
+use super::runner::{blank, BenchOptions};
+use super::schema::{CheckRecord, Entry, OutputRecord, Status};
 use super::stats::{runs_needed, summarize};
 use crate::check::compare;
 use crate::device::{cuda_runtime, Device};
@@ -82,28 +82,8 @@ pub fn baseline(
     let Device::Cuda { ordinal, .. } = device else { return None };
     let (m, n, k) = product(kernel.name(), problem)?;
     let cost = kernel.cost(problem);
-    let mut e = Entry {
-        run: run.into(),
-        platform: device.name(),
-        kernel: kernel.name().into(),
-        implementation: "cublas".into(),
-        problem: ProblemRecord { shape: problem.shape.clone(), dtype: problem.dtype.to_string(), opts: problem.opts.clone() },
-        problem_text: problem.to_string(),
-        config: "cublasGemmEx f16, f32 accumulate".into(),
-        default_config: true,
-        kernel_hash: None,
-        bytes: cost.bytes,
-        flops: cost.flops,
-        status: Status::Error,
-        message: None,
-        check: None,
-        compile_s: None,
-        first_run_s: None,
-        samples_s: Vec::new(),
-        summary: None,
-        derived: None,
-        static_resources: None,
-    };
+    let mut e = blank(run, &device.name(), kernel.name(), "cublas", problem, "cublasGemmEx f16, f32 accumulate".into(), true, cost.bytes, cost.flops);
+    e.status = Status::Error;
     let Some(reference) = reference else {
         e.status = Status::Skipped;
         e.message = Some("no reference to check against".into());

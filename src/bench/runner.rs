@@ -197,7 +197,7 @@ fn problem_record(p: &Problem) -> ProblemRecord {
 
 /// An entry with nothing measured yet.
 #[allow(clippy::too_many_arguments)]
-fn blank(run: &str, platform: &str, kernel: &str, implementation: &str, problem: &Problem, config: String, default_config: bool, bytes: u64, flops: u64) -> Entry {
+pub(super) fn blank(run: &str, platform: &str, kernel: &str, implementation: &str, problem: &Problem, config: String, default_config: bool, bytes: u64, flops: u64) -> Entry {
     Entry {
         run: run.into(),
         platform: platform.into(),

@@ -11,8 +11,8 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 use tilekit_spirv::WgpuRuntime;
 
-use super::runner::BenchOptions;
-use super::schema::{CheckRecord, Entry, OutputRecord, ProblemRecord, Status};
+use super::runner::{blank, BenchOptions};
+use super::schema::{CheckRecord, Entry, OutputRecord, Status};
 use super::stats::{runs_needed, summarize};
 use crate::check::compare;
 use crate::device::Device;
@@ -243,28 +243,9 @@ pub fn baseline(
     let Device::Wgpu { name, .. } = device else { return None };
     let job = job(kernel.name(), problem)?;
     let cost = kernel.cost(problem);
-    let mut e = Entry {
-        run: run.into(),
-        platform: device.name(),
-        kernel: kernel.name().into(),
-        implementation: "wgsl".into(),
-        problem: ProblemRecord { shape: problem.shape.clone(), dtype: problem.dtype.to_string(), opts: problem.opts.clone() },
-        problem_text: problem.to_string(),
-        config: format!("shaders/{}", job.file),
-        default_config: true,
-        kernel_hash: Some(Sha256::digest(job.source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()),
-        bytes: cost.bytes,
-        flops: cost.flops,
-        status: Status::Error,
-        message: None,
-        check: None,
-        compile_s: None,
-        first_run_s: None,
-        samples_s: Vec::new(),
-        summary: None,
-        derived: None,
-        static_resources: None,
-    };
+    let mut e = blank(run, &device.name(), kernel.name(), "wgsl", problem, format!("shaders/{}", job.file), true, cost.bytes, cost.flops);
+    e.status = Status::Error;
+    e.kernel_hash = Some(Sha256::digest(job.source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect());
     let Some(reference) = reference else {
         e.status = Status::Skipped;
         e.message = Some("no reference to check against".into());

@@ -2,6 +2,8 @@
 //! verifier), lowering it for a target and emitting SPIR-V, median over repeated runs.
 //!
 //! `cargo bench --bench compile` prints a table and writes `bench/results/compile-<hostname>.json`.
+//! Each launch is compiled as the runtimes compile it: specialized on its scalar arguments that
+//! are multiples of 16 (`tilekit::device::launch_options`), as Triton specializes.
 //! Pipeline creation in a driver is not included (it is the driver's cost, not tilekit's).
 //!
 //! With `--features ptx` it also times every configuration of every kernel to PTX text for
@@ -12,6 +14,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde::Serialize;
+use tilekit::device::launch_options;
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;
 use tilekit::kernels;
@@ -92,7 +95,7 @@ fn ptx() {
                 bytes = 0;
                 let mut st = [0.0; 4];
                 for l in &plan.launches {
-                    match tilekit_ptx::compile(&l.program, &target, &options, arch) {
+                    match tilekit_ptx::compile(&l.program, &target, &launch_options(&options, l), arch) {
                         Ok(c) => {
                             bytes += c.kernel.ptx.len();
                             for (a, t) in st.iter_mut().zip(c.times) {
@@ -177,7 +180,7 @@ fn spirv() {
             launches = plan.launches.len();
             words = 0;
             for l in &plan.launches {
-                match tilekit_spirv::compile(&l.program, &target, &options) {
+                match tilekit_spirv::compile(&l.program, &target, &launch_options(&options, l)) {
                     Ok(c) => words += c.kernel.words.len(),
                     Err(e) => failed = Some(e.to_string()),
                 }

@@ -9,6 +9,9 @@
 # math library the PTX backend links) travels beside them; the binaries find it next to themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/common.sh
+# LLVM's static libraries: llvm-sys links Polly's too, which llvm-19-dev does not bring.
+install_apt llvm-19-dev libzstd-dev libpolly-19-dev
 # The commit is compiled in: the GPU machine gets no .git to ask.
 export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
 cargo test --release --workspace --no-run

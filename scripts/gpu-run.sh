@@ -4,7 +4,7 @@
 # loader packages in .gl/. Results go to $OUT (default ./gpu-out). Modes: tests, bench (the
 # benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
 # `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz), h200 (every kernel through
-# Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA).
+# Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA), exec (a command).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -26,6 +26,11 @@ export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/gpu.txt" 2>&1
 "$bin/tilekit" devices --json > "$OUT/devices.json" 2>"$OUT/devices.err"
 case "${1:-all}" in
+  exec)
+    # A command of one's own with the binaries in $bin (and the environment above), for
+    # diagnosis: `bash scripts/gpu-run.sh exec 'cmd'`.
+    shift; export bin; bash -c "$*"
+    ;;
   tests|all)
     # grid_fold: grids past the workgroup limit, folded (wgpu caps every axis at 65535).
     for t in ops control runtime grid_fold; do

@@ -119,17 +119,21 @@ pub struct IrArgs {
     /// memory the lowering needs.
     #[arg(long)]
     pub gpu: bool,
-    /// The target for --gpu: vulkan-baseline (default), lavapipe, h200-vulkan, sm_80, sm_90 or
-    /// h200-cuda.
-    #[arg(long, value_name = "TARGET", requires = "gpu")]
+    /// The target for --gpu and --spirv: vulkan-baseline (default), lavapipe, h200-vulkan, and
+    /// for --gpu also sm_80, sm_90 or h200-cuda.
+    #[arg(long, value_name = "TARGET")]
     pub target: Option<String>,
+    /// Print the disassembled SPIR-V instead (for --target), as the Vulkan and wgpu runtimes
+    /// load it.
+    #[arg(long, conflicts_with_all = ["gpu", "locations"])]
+    pub spirv: bool,
     /// Print the PTX instead (needs the `ptx` feature), with ptxas's resource report where
     /// ptxas is found.
-    #[arg(long, conflicts_with_all = ["gpu", "locations"])]
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "spirv"])]
     pub ptx: bool,
     /// Print the AMDGCN assembly instead (needs the `amdgcn` feature), headed by the code
     /// object's resources and occupancy estimate. Compiled, not run: there is no AMD runtime.
-    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx"])]
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv"])]
     pub amdgcn: bool,
     /// The architecture for --ptx (sm_80, sm_90 (default) or sm_90a) or --amdgcn (gfx90a,
     /// gfx942 (default) or gfx1100).
@@ -575,6 +579,9 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if args.arch.is_some() && !args.ptx && !args.amdgcn {
         return Err(CliError::Usage("--arch needs --ptx or --amdgcn".into()));
     }
+    if args.target.is_some() && !args.gpu && !args.spirv {
+        return Err(CliError::Usage("--target needs --gpu or --spirv".into()));
+    }
     let kernel = find_kernel(&args.kernel)?;
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
     let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
@@ -619,6 +626,15 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
         } else if args.amdgcn {
             text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
+        } else if args.spirv {
+            if target.isa != tilekit_core::gpu::target::Isa::SpirV {
+                return Err(CliError::Usage(format!("--spirv needs a Vulkan target; `{}` is not one", target.name)));
+            }
+            // Specialized on this launch's arguments, as a device compiles it.
+            let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
+            let compiled = tilekit_spirv::compile(&launch.program, &target, &options)
+                .map_err(|e| CliError::Usage(format!("kernel `{}` cannot be compiled to SPIR-V for {}: {e}", kernel.name(), target.name)))?;
+            text.push_str(&tilekit_spirv::disassemble(&compiled.kernel.words));
         } else if args.gpu {
             // Specialized on this launch's arguments, as a device compiles it.
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);

@@ -258,6 +258,69 @@ impl Device {
     }
 }
 
+/// What the compiler or the driver says one launch's kernel takes on a device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelResources {
+    /// Registers per thread.
+    pub registers: Option<u32>,
+    /// Shared memory per program, bytes.
+    pub shared_bytes: Option<u32>,
+    /// Bytes spilled to local memory per thread (stores), where the assembler reports it.
+    pub spill_bytes: Option<u32>,
+    /// Every statistic the driver reported (Vulkan's VK_KHR_pipeline_executable_properties),
+    /// as (name, value).
+    pub statistics: Vec<(String, String)>,
+}
+
+impl Device {
+    /// Each launch's kernel resources, for GPU devices that report them (CUDA: the driver's
+    /// registers and ptxas's report; Vulkan: the pipeline's executable statistics, where the
+    /// driver has VK_KHR_pipeline_executable_properties). Empty for CPU devices and wgpu. The
+    /// kernels come from the same cache as runs, so asking after a run compiles nothing.
+    pub fn resources(&self, plan: &Plan, config: &Config) -> Result<Vec<KernelResources>, DeviceError> {
+        let options = LowerOptions::for_config(config);
+        match self {
+            Device::Vulkan { index, .. } => {
+                let rt = vulkan_runtime(*index).map_err(|e| self.verr(e))?;
+                let pipelines = self.vulkan_pipelines(&rt, plan, &options)?;
+                Ok(pipelines
+                    .iter()
+                    .map(|p| {
+                        let p = p.lock().unwrap_or_else(|e| e.into_inner());
+                        let stats = p.statistics();
+                        let shared = p.kernel().requirements.shared_bytes;
+                        KernelResources {
+                            registers: p.statistic_u64("register").and_then(|r| u32::try_from(r).ok()),
+                            shared_bytes: Some(shared),
+                            spill_bytes: None,
+                            statistics: stats.iter().map(|s| (s.name.clone(), s.value.to_string())).collect(),
+                        }
+                    })
+                    .collect())
+            }
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { ordinal, .. } => {
+                let rt = cuda_runtime(*ordinal).map_err(|e| self.cerr(e))?;
+                let kernels = self.cuda_kernels(&rt, plan, &options)?;
+                Ok(kernels
+                    .iter()
+                    .map(|k| {
+                        let k = k.lock().unwrap_or_else(|e| e.into_inner());
+                        let ptxas = k.ptx().resources.as_ref();
+                        KernelResources {
+                            registers: Some(k.registers),
+                            shared_bytes: Some(k.ptx().shared_bytes),
+                            spill_bytes: ptxas.map(|r| r.spill_store_bytes),
+                            statistics: Vec::new(),
+                        }
+                    })
+                    .collect())
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
 /// How [`Device::time_plan_with`] times a plan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TimingOptions {
@@ -392,8 +455,7 @@ impl Device {
         buffers: &[HostBuffer],
         options: &LowerOptions,
     ) -> Result<Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, tilekit_spirv::Pipeline>, DeviceError> {
-        static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
-        let Device::Vulkan { index, target, .. } = self else { unreachable!("called for Vulkan devices") };
+        let Device::Vulkan { index, .. } = self else { unreachable!("called for Vulkan devices") };
         let rt = vulkan_runtime(*index).map_err(|e| self.verr(e))?;
         let dev = buffers
             .iter()
@@ -404,8 +466,15 @@ impl Device {
             })
             .collect::<Result<_, VulkanError>>()
             .map_err(|e| self.verr(e))?;
-        let pipelines = plan
-            .launches
+        let pipelines = self.vulkan_pipelines(&rt, plan, options)?;
+        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+    }
+
+    /// Each launch's pipeline, compiled and created once per (device, program, options).
+    fn vulkan_pipelines(&self, rt: &VulkanRuntime, plan: &Plan, options: &LowerOptions) -> Result<Vec<Arc<Mutex<tilekit_spirv::Pipeline>>>, DeviceError> {
+        static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
+        let Device::Vulkan { target, .. } = self else { unreachable!("called for Vulkan devices") };
+        plan.launches
             .iter()
             .map(|l| {
                 // Folded only where the grid exceeds the device's limits: other launches keep
@@ -415,8 +484,7 @@ impl Device {
                     rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.verr(e))
                 })
             })
-            .collect::<Result<_, _>>()?;
-        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+            .collect()
     }
 
     /// Reads every buffer back and fails on any message the validation layer reported.
@@ -494,12 +562,8 @@ impl Device {
         buffers: &[HostBuffer],
         options: &LowerOptions,
     ) -> Result<Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, tilekit_ptx::CudaKernel>, DeviceError> {
-        // Loaded modules by (device, program, num_warps), like the Vulkan pipelines: LLVM's O3
-        // and the driver's JIT cost far more than launching a small problem.
-        static KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
-        let Device::Cuda { ordinal, target, .. } = self else { unreachable!("called for CUDA devices") };
+        let Device::Cuda { ordinal, .. } = self else { unreachable!("called for CUDA devices") };
         let rt = cuda_runtime(*ordinal).map_err(|e| self.cerr(e))?;
-        let arch = rt.info().arch().unwrap_or(tilekit_ptx::Arch::Sm80);
         let dev = buffers
             .iter()
             .map(|b| {
@@ -509,8 +573,18 @@ impl Device {
             })
             .collect::<Result<_, tilekit_ptx::CudaError>>()
             .map_err(|e| self.cerr(e))?;
-        let pipelines = plan
-            .launches
+        let pipelines = self.cuda_kernels(&rt, plan, options)?;
+        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+    }
+
+    /// Each launch's module, compiled and loaded once per (device, program, options).
+    fn cuda_kernels(&self, rt: &tilekit_ptx::CudaRuntime, plan: &Plan, options: &LowerOptions) -> Result<Vec<Arc<Mutex<tilekit_ptx::CudaKernel>>>, DeviceError> {
+        // Loaded modules by (device, program, num_warps), like the Vulkan pipelines: LLVM's O3
+        // and the driver's JIT cost far more than launching a small problem.
+        static KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
+        let Device::Cuda { ordinal, target, .. } = self else { unreachable!("called for CUDA devices") };
+        let arch = rt.info().arch().unwrap_or(tilekit_ptx::Arch::Sm80);
+        plan.launches
             .iter()
             .map(|l| {
                 // Modules belong to one device's context: the key names the ordinal, since
@@ -521,8 +595,7 @@ impl Device {
                     rt.load(&tilekit_ptx::compile(&l.program, target, &options, arch)?.kernel).map_err(|e| self.cerr(e))
                 })
             })
-            .collect::<Result<_, _>>()?;
-        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+            .collect()
     }
 
     fn cuda_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, P>) -> Result<(), DeviceError> {

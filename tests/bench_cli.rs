@@ -29,6 +29,10 @@ fn bad_bench_and_report_arguments_are_named() {
     bad_input(&["bench", "--suite", "quick", "--kernel", "histogram"], &["suite `quick` has no kernel `histogram`", "vector_add"]);
     bad_input(&["bench", "--device", "nonesuch"], &["no device called `nonesuch`"]);
     bad_input(&["bench", "--min-runs", "0"], &["--min-runs"]);
+    bad_input(&["bench", "--problem", "softmax"], &["--problem `softmax`", "KERNEL:SHAPE"]);
+    bad_input(&["bench", "--problem", "nonesuch:64"], &["no kernel `nonesuch`", "layernorm"]);
+    bad_input(&["bench", "--problem", "softmax:64x0q"], &["64x0q"]);
+    bad_input(&["bench", "--problem", "softmax:64x64:i8"], &["softmax does not take i8", "f32"]);
     bad_input(&["report", "/nonexistent/r.json", "-o", "/tmp/x"], &["/nonexistent/r.json"]);
     let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -88,6 +92,28 @@ fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
     assert!(md.contains("| vector_add | 3 of 3 | 1.00 |"), "{md}");
     // The merged results the report wrote read back as a results file.
     assert_eq!(Results::read(report.join("results.json").to_str().unwrap()).unwrap().entries.len(), res.entries.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn named_problems_replace_the_suite() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-problem-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&[
+        "bench", "--problem", "layernorm:3x97:f32", "--problem", "vector_add:1031", "--device", "interp", "--no-tune",
+        "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let res = Results::read(r).unwrap();
+    let mut timed: Vec<(String, String)> = res
+        .entries
+        .iter()
+        .filter(|e| e.status == Status::Ok && e.implementation == "tilekit" && e.kernel != "copy")
+        .map(|e| (e.kernel.clone(), e.problem_text.clone()))
+        .collect();
+    timed.sort();
+    assert_eq!(timed, [("layernorm".to_string(), "3x97 f32".to_string()), ("vector_add".to_string(), "1031 f32".to_string())]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

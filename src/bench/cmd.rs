@@ -29,6 +29,11 @@ pub struct BenchArgs {
     /// Kernels to keep (repeatable). Default: every kernel of the suite.
     #[arg(long = "kernel", value_name = "KERNEL")]
     pub kernels: Vec<String>,
+    /// Problems to time instead of the suite's (repeatable): `KERNEL:SHAPE[:DTYPE]`, the shape
+    /// as `tilekit run --shape` takes it, the dtype the kernel's default when absent, e.g.
+    /// `layernorm:4096x8192:f32`. The suite still sets the copy ceiling's size.
+    #[arg(long = "problem", value_name = "KERNEL:SHAPE[:DTYPE]")]
+    pub problems: Vec<String>,
     /// Results file. Default: bench/results/bench-<host>-<suite>.json.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -95,9 +100,36 @@ fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
     Ok(out)
 }
 
+/// A `--problem` value: `KERNEL:SHAPE[:DTYPE]`.
+fn parse_problem(text: &str) -> Result<suite::Case, CliError> {
+    let parts: Vec<&str> = text.split(':').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return Err(CliError::Usage(format!("--problem `{text}`: expected KERNEL:SHAPE or KERNEL:SHAPE:DTYPE")));
+    }
+    let kernel = crate::kernels::find(parts[0].trim()).ok_or_else(|| {
+        let known: Vec<&str> = crate::kernels::all().iter().map(|k| k.name()).collect();
+        CliError::Usage(format!("--problem `{text}`: no kernel `{}`; kernels: {}", parts[0], known.join(", ")))
+    })?;
+    let shape = crate::cli::parse_shape(parts[1])?;
+    let dtype = match parts.get(2) {
+        Some(d) => crate::cli::parse_dtype(d)?,
+        None => kernel.default_problem().dtype,
+    };
+    if !kernel.dtypes().contains(&dtype) {
+        let known: Vec<&str> = kernel.dtypes().iter().map(|d| d.name()).collect();
+        return Err(CliError::Usage(format!("--problem `{text}`: {} does not take {dtype}; it takes {}", kernel.name(), known.join(", "))));
+    }
+    Ok(suite::Case { kernel: kernel.name(), problem: crate::kernels::Problem::new(&shape, dtype) })
+}
+
 pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
-    let suite = suite::find(&args.suite)
+    let mut suite = suite::find(&args.suite)
         .ok_or_else(|| CliError::Usage(format!("unknown suite `{}`; suites: {}", args.suite, suite::NAMES.join(", "))))?;
+    if !args.problems.is_empty() {
+        suite.cases = args.problems.iter().map(|p| parse_problem(p)).collect::<Result<_, _>>()?;
+        suite.name = "problems";
+        suite.description = "problems named on the command line";
+    }
     for k in &args.kernels {
         if !suite.cases.iter().any(|c| c.kernel == k) {
             let mut names: Vec<&str> = suite.cases.iter().map(|c| c.kernel).collect();

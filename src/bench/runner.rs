@@ -347,6 +347,7 @@ fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_conf
                 e.message = Some("the timer returned a sample that is not finite".into());
             }
             e.samples_s = samples;
+            e.static_resources = static_resources(device, &plan, config);
         }
         Err(err) => {
             e.status = Status::Error;
@@ -354,6 +355,28 @@ fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_conf
         }
     }
     e
+}
+
+/// What the device's compiler says the plan's kernels take (the largest over its launches), so
+/// a figure can be read against registers and shared memory; `None` where the device says
+/// nothing. A failure here loses nothing measured.
+fn static_resources(device: &Device, plan: &crate::kernels::Plan, config: &Config) -> Option<super::schema::StaticResources> {
+    let launches = device.resources(plan, config).ok()?;
+    if launches.is_empty() {
+        return None;
+    }
+    let max = |f: &dyn Fn(&crate::device::KernelResources) -> Option<u32>| launches.iter().filter_map(f).max();
+    let stats: Vec<String> = launches
+        .iter()
+        .flat_map(|l| l.statistics.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect();
+    Some(super::schema::StaticResources {
+        registers: max(&|l| l.registers),
+        shared_bytes: max(&|l| l.shared_bytes),
+        spills: max(&|l| l.spill_bytes),
+        occupancy: None,
+        note: (!stats.is_empty()).then(|| format!("driver: {}", stats.join(", "))),
+    })
 }
 
 /// Bits that read as NaN for floats and as an implausible value for integers, so an element

@@ -223,8 +223,10 @@ pub struct Derived {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StaticResources {
+    /// Registers per thread (AMD: VGPRs).
     pub registers: Option<u32>,
     pub shared_bytes: Option<u32>,
+    /// AMD: VGPRs spilled; CUDA: bytes spilled per thread (ptxas's spill stores).
     pub spills: Option<u32>,
     /// Programs (or waves) resident per compute unit, as the compiler estimates.
     pub occupancy: Option<f64>,

@@ -108,6 +108,8 @@ struct Used {
     shuffle: bool,
     atomic_float_add: bool,
     int64_atomics: bool,
+    /// f32 -> f16 through `OpFConvert` under float controls.
+    f16_rte: bool,
 }
 
 struct BufferSlot {
@@ -518,6 +520,8 @@ impl SpirvEmitter {
             (used.atomic_float_add, spirv::Capability::AtomicFloat32AddEXT),
             (used.int64_atomics, spirv::Capability::Int64Atomics),
             (self.target.ieee_preserve, spirv::Capability::SignedZeroInfNanPreserve),
+            (used.f16_rte, spirv::Capability::RoundingModeRTE),
+            (used.f16_rte, spirv::Capability::DenormPreserve),
         ] {
             if on {
                 caps.push(cap);
@@ -549,6 +553,12 @@ impl SpirvEmitter {
                 self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [16]);
             }
         }
+        if used.f16_rte {
+            // f32 -> f16 conversions (and f16 arithmetic) round to nearest even and keep
+            // subnormals, as the interpreter's do.
+            self.b.execution_mode(main, spirv::ExecutionMode::RoundingModeRTE, [16]);
+            self.b.execution_mode(main, spirv::ExecutionMode::DenormPreserve, [16]);
+        }
 
         let requirements = Requirements {
             float16: used.float16,
@@ -563,6 +573,7 @@ impl SpirvEmitter {
             atomic_float_add: used.atomic_float_add,
             int64_atomics: used.int64_atomics,
             shared_bytes: shared_bytes.min(u32::MAX as u64) as u32,
+            f16_rte: used.f16_rte,
         };
         let t = &self.target;
         let mut missing = Vec::new();
@@ -1118,6 +1129,13 @@ impl SpirvEmitter {
     /// An f32 as a value of float dtype `to`, rounded to nearest even.
     fn round_from_f32(&mut self, to: DType, x: Word) -> Word {
         match to {
+            DType::F16 if self.target.f16_rte => {
+                // Exact under the RoundingModeRTE and DenormPreserve modes `finish` declares.
+                self.used.f16_rte = true;
+                self.used.float16 = true;
+                let h = self.f16_ty();
+                self.emit(Op::FConvert, h, &[x])
+            }
             DType::F16 => {
                 let t = self.u32_ty();
                 let bits = self.bitcast(t, x);

@@ -50,6 +50,9 @@ pub struct Requirements {
     pub int64_atomics: bool,
     /// Workgroup (shared) memory in bytes.
     pub shared_bytes: u32,
+    /// f16 rounding to nearest even and f16 subnormals kept, through float controls
+    /// (`Target::f16_rte`).
+    pub f16_rte: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

@@ -90,6 +90,8 @@ pub struct VulkanDeviceInfo {
     pub subgroup_in_compute: bool,
     /// Float controls can keep infinities, NaNs and signed zeros for f32 and f16.
     pub ieee_preserve: bool,
+    /// f16 results can round to nearest even with subnormals kept (see `Target::f16_rte`).
+    pub f16_rte: bool,
     /// Supported subgroup operation classes (`basic`, `vote`, `arithmetic`, `ballot`, `shuffle`,
     /// `shuffle_relative`, `clustered`, `quad`).
     pub subgroup_ops: Vec<&'static str>,
@@ -115,6 +117,9 @@ pub struct VulkanDeviceInfo {
     /// The compute queue records timestamps.
     pub timestamps: bool,
     pub pipeline_statistics: bool,
+    /// VK_KHR_pipeline_executable_properties: the driver reports what it compiled each pipeline
+    /// to (registers, shared memory, instruction counts: whatever statistics it names).
+    pub executable_statistics: bool,
 }
 
 impl VulkanDeviceInfo {
@@ -141,6 +146,7 @@ impl VulkanDeviceInfo {
             i64: self.shader_int64,
             atomic_float_add: self.atomic_float_add,
             ieee_preserve: self.ieee_preserve,
+            f16_rte: self.f16_rte,
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
             max_grid: self.max_workgroup_count,
@@ -179,6 +185,7 @@ impl VulkanDeviceInfo {
             (req.subgroup_arithmetic, info.has_subgroup_op("arithmetic"), "subgroup arithmetic in compute shaders"),
             (req.atomic_float_add, info.atomic_float_add, "shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float)"),
             (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
+            (req.f16_rte, info.f16_rte, "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"),
         ] {
             if need && !have {
                 return Err(missing(feature));
@@ -340,6 +347,17 @@ impl Drop for InstanceOwner {
     }
 }
 
+/// Whether a module may ask for f16 rounding to nearest even with subnormals kept: the driver
+/// supports both f16 modes and lets 16-bit modes be set on their own (independence ALL), so the
+/// module's f32 arithmetic keeps the driver's defaults. Otherwise f32 -> f16 stays emulated.
+fn f16_rte(fc: &vk::PhysicalDeviceFloatControlsProperties) -> bool {
+    let alone = |i: vk::ShaderFloatControlsIndependence| i == vk::ShaderFloatControlsIndependence::ALL;
+    fc.shader_rounding_mode_rte_float16 == vk::TRUE
+        && fc.shader_denorm_preserve_float16 == vk::TRUE
+        && alone(fc.rounding_mode_independence)
+        && alone(fc.denorm_behavior_independence)
+}
+
 fn load_entry() -> Result<ash::Entry, VulkanError> {
     // SAFETY: loading the system's Vulkan loader runs its initialisation, as any Vulkan
     // application does.
@@ -463,6 +481,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let exts = instance.enumerate_device_extension_properties(pdev).map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
         let has_ext = |name: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name));
         let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
+        let has_executable_ext = has_ext(ash::khr::pipeline_executable_properties::NAME);
         let v12 = api >= vk::API_VERSION_1_2;
         let v13 = api >= vk::API_VERSION_1_3;
 
@@ -483,6 +502,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
         let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
+        let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
             f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -492,6 +512,9 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         }
         if has_atomic_float_ext {
             f2 = f2.push_next(&mut fa);
+        }
+        if has_executable_ext {
+            f2 = f2.push_next(&mut fx);
         }
         instance.get_physical_device_features2(pdev, &mut f2);
         let base = f2.features;
@@ -545,6 +568,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             ieee_preserve: v12
                 && float_controls.shader_signed_zero_inf_nan_preserve_float32 == vk::TRUE
                 && float_controls.shader_signed_zero_inf_nan_preserve_float16 == vk::TRUE,
+            f16_rte: v12 && f16_rte(&float_controls),
             subgroup_ops,
             shared_memory_bytes: limits.max_compute_shared_memory_size,
             max_workgroup_size: limits.max_compute_work_group_size,
@@ -564,6 +588,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             timestamp_period_ns: limits.timestamp_period,
             timestamps: family.timestamp_valid_bits > 0,
             pipeline_statistics: base.pipeline_statistics_query == vk::TRUE,
+            executable_statistics: has_executable_ext && fx.pipeline_executable_info == vk::TRUE,
         };
         Ok(Some(Probe { info, queue_family, timestamp_bits: family.timestamp_valid_bits, api }))
     }
@@ -659,11 +684,60 @@ pub struct Pipeline {
     pipeline: vk::Pipeline,
     pool: vk::DescriptorPool,
     set: vk::DescriptorSet,
+    statistics: Vec<ExecutableStatistic>,
+}
+
+/// One statistic the driver reports about a compiled pipeline (VK_KHR_pipeline_executable_properties),
+/// such as NVIDIA's "Register Count" or lavapipe's instruction count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutableStatistic {
+    /// The executable (shader stage) it belongs to, as the driver names it.
+    pub executable: String,
+    pub name: String,
+    pub description: String,
+    pub value: StatisticValue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StatisticValue {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+}
+
+impl std::fmt::Display for StatisticValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatisticValue::Bool(b) => write!(f, "{b}"),
+            StatisticValue::Int(i) => write!(f, "{i}"),
+            StatisticValue::Uint(u) => write!(f, "{u}"),
+            StatisticValue::Float(x) => write!(f, "{x}"),
+        }
+    }
 }
 
 impl Pipeline {
     pub fn kernel(&self) -> &SpirvKernel {
         &self.kernel
+    }
+
+    /// What the driver says it compiled this pipeline to; empty where the device lacks
+    /// VK_KHR_pipeline_executable_properties.
+    pub fn statistics(&self) -> &[ExecutableStatistic] {
+        &self.statistics
+    }
+
+    /// The statistic whose name contains `needle` (case-insensitive), as an integer: e.g.
+    /// `register` for the registers per thread.
+    pub fn statistic_u64(&self, needle: &str) -> Option<u64> {
+        let needle = needle.to_ascii_lowercase();
+        self.statistics.iter().find(|s| s.name.to_ascii_lowercase().contains(&needle)).and_then(|s| match s.value {
+            StatisticValue::Int(i) => u64::try_from(i).ok(),
+            StatisticValue::Uint(u) => Some(u),
+            StatisticValue::Float(x) if x >= 0.0 => Some(x as u64),
+            _ => None,
+        })
     }
 }
 
@@ -835,10 +909,15 @@ impl VulkanRuntime {
             if v13 {
                 f2 = f2.push_next(&mut f13);
             }
+            let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR { pipeline_executable_info: vk::TRUE, ..Default::default() };
             let mut exts: Vec<*const i8> = Vec::new();
             if info.atomic_float_add {
                 f2 = f2.push_next(&mut fa);
                 exts.push(ash::ext::shader_atomic_float::NAME.as_ptr());
+            }
+            if info.executable_statistics {
+                f2 = f2.push_next(&mut fx);
+                exts.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];
@@ -1125,6 +1204,7 @@ impl VulkanRuntime {
             pipeline: vk::Pipeline::null(),
             pool: vk::DescriptorPool::null(),
             set: vk::DescriptorSet::null(),
+            statistics: Vec::new(),
         };
         // SAFETY: creation calls with valid infos; partially built pipelines are destroyed by
         // Pipeline's Drop (null handles are ignored).
@@ -1176,7 +1256,11 @@ impl VulkanRuntime {
             if full_subgroups {
                 stage = stage.flags(vk::PipelineShaderStageCreateFlags::REQUIRE_FULL_SUBGROUPS);
             }
-            let infos = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(p.layout)];
+            let mut create_flags = vk::PipelineCreateFlags::empty();
+            if info.executable_statistics {
+                create_flags |= vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR;
+            }
+            let infos = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(p.layout).flags(create_flags)];
             let created = d.create_compute_pipelines(vk::PipelineCache::null(), &infos, None);
             d.destroy_shader_module(module, None);
             p.pipeline = match created {
@@ -1188,8 +1272,44 @@ impl VulkanRuntime {
                     return Err(vk_err("vkCreateComputePipelines")(e));
                 }
             };
+            if info.executable_statistics {
+                p.statistics = self.executable_statistics(p.pipeline)?;
+            }
         }
         Ok(p)
+    }
+
+    /// The driver's statistics of every executable of `pipeline` (created with
+    /// CAPTURE_STATISTICS_KHR on a device with the extension enabled).
+    ///
+    /// # Safety
+    /// `pipeline` must be a live pipeline of this device.
+    unsafe fn executable_statistics(&self, pipeline: vk::Pipeline) -> Result<Vec<ExecutableStatistic>, VulkanError> {
+        let ext = ash::khr::pipeline_executable_properties::Device::new(&self.inner.instance.instance, &self.inner.device);
+        let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
+        let executables = ext.get_pipeline_executable_properties(&info).map_err(vk_err("vkGetPipelineExecutablePropertiesKHR"))?;
+        let mut out = Vec::new();
+        for (i, exe) in executables.iter().enumerate() {
+            let executable = exe.name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            let ei = vk::PipelineExecutableInfoKHR::default().pipeline(pipeline).executable_index(i as u32);
+            let stats = ext.get_pipeline_executable_statistics(&ei).map_err(vk_err("vkGetPipelineExecutableStatisticsKHR"))?;
+            for st in stats {
+                let value = match st.format {
+                    vk::PipelineExecutableStatisticFormatKHR::BOOL32 => StatisticValue::Bool(st.value.b32 == vk::TRUE),
+                    vk::PipelineExecutableStatisticFormatKHR::INT64 => StatisticValue::Int(st.value.i64),
+                    vk::PipelineExecutableStatisticFormatKHR::UINT64 => StatisticValue::Uint(st.value.u64),
+                    _ => StatisticValue::Float(st.value.f64),
+                };
+                let text = |c: Result<&CStr, _>| c.map(|c: &CStr| c.to_string_lossy().into_owned()).unwrap_or_default();
+                out.push(ExecutableStatistic {
+                    executable: executable.clone(),
+                    name: text(st.name_as_c_str()),
+                    description: text(st.description_as_c_str()),
+                    value,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The most workgroups this runtime dispatches along each axis: maxComputeWorkGroupCount,

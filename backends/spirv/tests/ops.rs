@@ -9,7 +9,8 @@ use common::*;
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tilekit_core::gpu::Emitter;
+use tilekit_core::gpu::{Emitter, Target};
+use tilekit_spirv::VulkanRuntime;
 use tilekit_core::ir::{BinaryOp, CmpPred, UnaryOp};
 use tilekit_core::{DType, HostBuffer};
 
@@ -553,14 +554,29 @@ fn buffer_of(d: DType, vals: &[Val]) -> HostBuffer {
 #[test]
 fn casts_between_all_dtypes() {
     let rt = runtime();
-    let target = rt.target();
+    // Both ways f32 -> f16 is emitted: exact integer emulation, and `OpFConvert` under float
+    // controls (RoundingModeRTE and DenormPreserve for 16 bits) where the device offers them.
+    for f16_rte in [false, true] {
+        if f16_rte && !rt.info().f16_rte {
+            eprintln!("{}: no f16 float controls (RTE, denorm preserve); the OpFConvert path is not run", rt.info().name);
+            continue;
+        }
+        let target = Target { f16_rte, ..rt.target() };
+        check_casts(&rt, &target);
+    }
+}
+
+fn check_casts(rt: &VulkanRuntime, target: &Target) {
     let mut rng = StdRng::seed_from_u64(8);
     let all = DType::ALL;
     for from in all {
         let vals = cast_inputs(&mut rng, from);
         let input = buffer_of(from, &vals);
-        let k = elementwise(&format!("cast_from_{from}"), &target, T, &[from], &all, |e, v| all.iter().map(|&to| e.cast(from, to, v[0])).collect());
-        let out = run_elementwise(&rt, &k, T, &[input], &all);
+        let k = elementwise(&format!("cast_from_{from}"), target, T, &[from], &all, |e, v| all.iter().map(|&to| e.cast(from, to, v[0])).collect());
+        if from == DType::F32 {
+            assert_eq!(k.requirements.f16_rte, target.f16_rte, "f32 -> f16 by float controls exactly when the target has them");
+        }
+        let out = run_elementwise(rt, &k, T, &[input], &all);
         for (j, &to) in all.iter().enumerate() {
             for (i, &v) in vals.iter().enumerate() {
                 let got = out[j].load_bits(i);
@@ -571,7 +587,8 @@ fn casts_between_all_dtypes() {
                         // The expected bits: NaNs may differ in payload, everything else is exact.
                         assert!(
                             got == float_bits(to, w) || (w.is_nan() && g.is_nan()),
-                            "cast {from} -> {to} of {v:?}: got {g:e} ({got:#x}), want {w:e} ({:#x})",
+                            "cast {from} -> {to} of {v:?} (f16_rte {}): got {g:e} ({got:#x}), want {w:e} ({:#x})",
+                            target.f16_rte,
                             float_bits(to, w)
                         );
                     }

@@ -172,7 +172,9 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
                 .map(|p| if p < 64 && options.divisible_by_16 >> p & 1 == 1 { 16 } else { 1 })
                 .collect::<Vec<_>>(),
         ),
+        default_vector: 1,
     };
+    lw.default_vector = lw.program_vector();
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
     let lane = lw.e.binary(BinaryOp::And, DType::I32, tid, wmask);
@@ -260,6 +262,8 @@ struct Lowerer<'a, E: Emitter> {
     homes: Vec<Option<Layout>>,
     /// Offset analysis of every value.
     axis: Vec<Option<AxisInfo>>,
+    /// Consecutive elements per thread in the default layout (see `program_vector`).
+    default_vector: u32,
 }
 
 /// Coordinates of a distribution's registers in this thread.
@@ -301,7 +305,34 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// Consecutive elements per thread in the default layout.
     fn default_vector(&self) -> u32 {
-        (self.target.max_vector_bytes / 4).clamp(1, 4)
+        self.default_vector
+    }
+
+    /// The default layout's elements per thread: enough for a 16-byte access of the narrowest
+    /// dtype the program streams through global memory (contiguous tile loads and stores), and at
+    /// least four (16 bytes of f32). One width for the whole program, because values in different
+    /// layouts meet through shared memory: an f16 LayerNorm whose f32 statistics and accumulators
+    /// hold 4 elements per thread would load f16 8 bytes at a time (Triton's are 16); with 8 per
+    /// thread, f16 moves 16 bytes per access and f32 two 16-byte vectors. Capped at 8 (i8
+    /// would ask for 16) to bound the registers every tile value takes.
+    fn program_vector(&self) -> u32 {
+        let floor = (self.target.max_vector_bytes / 4).clamp(1, 4);
+        let mut v = floor;
+        self.p.walk(&mut |inst| {
+            let (offsets, dtype) = match &inst.op {
+                Op::Load { offsets, .. } => (*offsets, self.p.ty(inst.results[0]).dtype),
+                Op::Store { offsets, value, .. } => (*offsets, self.p.ty(*value).dtype),
+                _ => return,
+            };
+            if self.p.ty(offsets).is_scalar() {
+                return;
+            }
+            let w = self.vector_width(offsets, dtype);
+            if w > 1 {
+                v = v.max(w);
+            }
+        });
+        v.min(8)
     }
 
     fn dist(&self, layout: &Layout, shape: &[usize]) -> Dist {

@@ -61,6 +61,11 @@ pub struct Target {
     /// `shaderSignedZeroInfNanPreserveFloat32`/`16`). Without the request a driver may assume
     /// there are none, and `-inf` masks, NaN-aware max and select patterns go wrong.
     pub ieee_preserve: bool,
+    /// The device rounds f16 results to nearest even and keeps f16 subnormals when a module asks
+    /// (Vulkan float controls: `shaderRoundingModeRTEFloat16` and `shaderDenormPreserveFloat16`,
+    /// with the f32 modes where the widths are not independent). SPIR-V then converts f32 to f16
+    /// with one `OpFConvert` instead of an exact integer emulation of some forty instructions.
+    pub f16_rte: bool,
     /// Widest global access one thread issues, in bytes (16 on every GPU of interest).
     pub max_vector_bytes: u32,
     /// Bytes of push constants / kernel parameters for scalars.
@@ -89,6 +94,7 @@ impl Target {
             i64: false,
             atomic_float_add: false,
             ieee_preserve: false,
+            f16_rte: false,
             max_vector_bytes: 16,
             max_push_constant_bytes: 128,
             max_grid: [65535, 65535, 65535],
@@ -117,6 +123,7 @@ impl Target {
             i64: true,
             atomic_float_add: true,
             ieee_preserve: true,
+            f16_rte: true,
             max_push_constant_bytes: 256,
             max_grid: [2147483647, 65535, 65535],
             matrix: vec![
@@ -145,6 +152,7 @@ impl Target {
             i64: true,
             atomic_float_add: true,
             ieee_preserve: true,
+            f16_rte: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
@@ -180,6 +188,7 @@ impl Target {
             i64: true,
             atomic_float_add: true,
             ieee_preserve: true,
+            f16_rte: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],

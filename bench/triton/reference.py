@@ -1,0 +1,201 @@
+"""Triton 3.x reference figures on the machine that runs tilekit's benchmark, with tilekit's protocol.
+
+Runs the Triton tutorial kernels that tilekit's library mirrors (vector add, fused softmax,
+LayerNorm forward) at the shapes of the SPIR-V and PTX issues, timed as `tilekit bench` times:
+CUDA events around each run, a 256 MiB buffer written before every run (L2 flushed), 200 ms of
+warm-up, then at least 30 runs and 100 ms; median, min, p10 and p90. Bytes counted as tilekit
+counts them (every buffer read and written). Writes JSON lines to stdout and, with --dump DIR,
+each kernel's PTX and TTGIR there so tilekit's code can be compared instruction by instruction.
+
+Needs PyTorch and Triton with a CUDA GPU; tilekit does not depend on it.
+"""
+import argparse, json, os, statistics, sys, time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK_SIZE: tl.constexpr,
+                   num_stages: tl.constexpr):
+    row_start = tl.program_id(0)
+    row_step = tl.num_programs(0)
+    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
+        row_ptr = in_ptr + row_idx * in_stride
+        cols = tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        row = tl.load(row_ptr + cols, mask=mask, other=-float("inf"))
+        row = row - tl.max(row, axis=0)
+        num = tl.exp(row)
+        out = num / tl.sum(num, axis=0)
+        tl.store(out_ptr + row_idx * out_stride + cols, out, mask=mask)
+
+
+@triton.jit
+def layernorm_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        y = (x - mean) * rstd * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+FLUSH = None
+
+
+def time_it(fn):
+    """tilekit's protocol: flushed L2, 200 ms warm-up, >= 30 runs and >= 100 ms."""
+    global FLUSH
+    if FLUSH is None:
+        FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.2:
+        fn()
+        torch.cuda.synchronize()
+    samples = []
+    t0 = time.perf_counter()
+    while len(samples) < 30 or time.perf_counter() - t0 < 0.1:
+        FLUSH.zero_()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) * 1e-3)
+    samples.sort()
+    q = lambda f: samples[min(len(samples) - 1, int(f * len(samples)))]
+    return {"median_s": statistics.median(samples), "min_s": samples[0], "p10_s": q(0.1), "p90_s": q(0.9),
+            "runs": len(samples)}
+
+
+def dump(kernel, name, args):
+    if not args.dump:
+        return
+    os.makedirs(args.dump, exist_ok=True)
+    for ext in ("ptx", "ttgir"):
+        if ext in kernel.asm:
+            with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
+                f.write(kernel.asm[ext])
+
+
+def report(name, shape, dtype, nbytes, t, kernel, extra=None):
+    row = {"kernel": name, "shape": shape, "dtype": dtype, "bytes": nbytes, **t,
+           "gbps": nbytes / t["median_s"] / 1e9, "triton": triton.__version__,
+           "device": torch.cuda.get_device_name()}
+    if kernel is not None:
+        row["registers"] = getattr(kernel, "n_regs", None)
+        row["spills"] = getattr(kernel, "n_spills", None)
+    row.update(extra or {})
+    print(json.dumps(row), flush=True)
+
+
+def vector_add(n, args):
+    x, y = (torch.rand(n, device="cuda") for _ in range(2))
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(n, 1024),)
+    k = add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+    assert torch.allclose(out, x + y)
+    dump(k, f"vector_add_{n}", args)
+    report("vector_add", [n], "f32", 3 * 4 * n, time_it(lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)), k)
+
+
+def softmax(rows, cols, args):
+    x = torch.randn(rows, cols, device="cuda")
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(cols)
+    num_warps = 8
+    # The tutorial's launch: a persistent grid sized from the compiled kernel's occupancy.
+    props = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+    num_stages = 4 if props["max_shared_mem"] > 200000 else 2
+    k = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), rows, cols, BLOCK_SIZE=block,
+                              num_stages=num_stages, num_warps=num_warps, grid=(1,))
+    k._init_handles()
+    occupancy = props["max_num_regs"] // (k.n_regs * 32 * num_warps)
+    if k.metadata.shared > 0:
+        occupancy = min(occupancy, props["max_shared_mem"] // k.metadata.shared)
+    sms = props["multiprocessor_count"]
+    programs = min(sms * max(occupancy, 1), rows)
+    run = lambda: k[(programs, 1, 1)](y, x, x.stride(0), y.stride(0), rows, cols, block, num_stages)
+    run()
+    assert torch.allclose(y, torch.softmax(x, dim=1), atol=1e-6)
+    dump(k, f"softmax_{rows}x{cols}", args)
+    report("softmax", [rows, cols], "f32", 2 * 4 * rows * cols, time_it(run), k,
+           {"config": f"BLOCK={block},num_warps={num_warps},num_stages={num_stages},programs={programs}"})
+
+
+def layernorm(rows, cols, args):
+    x = (torch.rand(rows, cols, device="cuda", dtype=torch.float16) * 8 - 3)
+    w = torch.rand(cols, device="cuda", dtype=torch.float16) + 0.5
+    b = torch.rand(cols, device="cuda", dtype=torch.float16) * 2 - 1
+    y = torch.empty_like(x)
+    mean = torch.empty(rows, device="cuda", dtype=torch.float32)
+    rstd = torch.empty(rows, device="cuda", dtype=torch.float32)
+    block = min(65536 // x.element_size(), triton.next_power_of_2(cols))
+    num_warps = min(max(block // 256, 1), 8)
+    run = lambda: layernorm_kernel[(rows,)](x, y, w, b, mean, rstd, x.stride(0), cols, 1e-5,
+                                             BLOCK_SIZE=block, num_warps=num_warps, num_ctas=1)
+    k = run()
+    ref = torch.nn.functional.layer_norm(x.float(), (cols,), w.float(), b.float(), 1e-5)
+    assert torch.allclose(y.float(), ref, atol=1e-2), (y.float() - ref).abs().max()
+    dump(k, f"layernorm_{rows}x{cols}", args)
+    # tilekit counts every buffer: x read, y written, w and b read, mean and rstd written.
+    nbytes = 2 * 2 * rows * cols + 2 * 2 * cols + 2 * 4 * rows
+    report("layernorm", [rows, cols], "f16", nbytes, time_it(run), k,
+           {"config": f"BLOCK={block},num_warps={num_warps}"})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", help="directory for each kernel's PTX and TTGIR")
+    ap.add_argument("--only", action="append", choices=["vector_add", "softmax", "layernorm"],
+                    help="run only these kernels (repeatable)")
+    ap.add_argument("--softmax-cols", type=int, action="append", help="softmax row lengths (default 1024, 4096, 12800)")
+    ap.add_argument("--layernorm-cols", type=int, action="append", help="LayerNorm row lengths (default 1024, 8192)")
+    args = ap.parse_args()
+    want = lambda k: not args.only or k in args.only
+    if want("vector_add"):
+        for n in (1 << 20, 1 << 24, 1 << 28):
+            vector_add(n, args)
+    if want("softmax"):
+        for c in args.softmax_cols or (1024, 4096, 12800):
+            softmax(4096, c, args)
+    if want("layernorm"):
+        for c in args.layernorm_cols or (1024, 8192):
+            layernorm(4096, c, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

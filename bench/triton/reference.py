@@ -72,10 +72,12 @@ def layernorm_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.cons
 
 
 FLUSH = None
+NO_FLUSH = False
 
 
 def time_it(fn):
-    """tilekit's protocol: flushed L2, 200 ms warm-up, >= 30 runs and >= 100 ms."""
+    """tilekit's protocol: flushed L2, 200 ms warm-up, >= 30 runs and >= 100 ms (--no-flush: runs
+    back to back on whatever the previous run left in L2, as `tilekit bench --flush-mib 0`)."""
     global FLUSH
     if FLUSH is None:
         FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -88,7 +90,8 @@ def time_it(fn):
     samples = []
     t0 = time.perf_counter()
     while len(samples) < 30 or time.perf_counter() - t0 < 0.1:
-        FLUSH.zero_()
+        if not NO_FLUSH:
+            FLUSH.zero_()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -114,7 +117,7 @@ def dump(kernel, name, args):
 def report(name, shape, dtype, nbytes, t, kernel, extra=None):
     row = {"kernel": name, "shape": shape, "dtype": dtype, "bytes": nbytes, **t,
            "gbps": nbytes / t["median_s"] / 1e9, "triton": triton.__version__,
-           "device": torch.cuda.get_device_name()}
+           "device": torch.cuda.get_device_name(), "l2_flushed": not NO_FLUSH}
     if kernel is not None:
         row["registers"] = getattr(kernel, "n_regs", None)
         row["spills"] = getattr(kernel, "n_spills", None)
@@ -184,7 +187,10 @@ def main():
                     help="run only these kernels (repeatable)")
     ap.add_argument("--softmax-cols", type=int, action="append", help="softmax row lengths (default 1024, 4096, 12800)")
     ap.add_argument("--layernorm-cols", type=int, action="append", help="LayerNorm row lengths (default 1024, 8192)")
+    ap.add_argument("--no-flush", action="store_true", help="do not flush L2 between runs")
     args = ap.parse_args()
+    global NO_FLUSH
+    NO_FLUSH = args.no_flush
     want = lambda k: not args.only or k in args.only
     if want("vector_add"):
         for n in (1 << 20, 1 << 24, 1 << 28):

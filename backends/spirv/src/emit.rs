@@ -1548,7 +1548,28 @@ impl SpirvEmitter {
             BinaryOp::Rem => {
                 // Vulkan computes OpFRem as x - y * trunc(x / y), which makes x % inf a NaN;
                 // fmod gives x there.
-                let r = self.emit(Op::FRem, ty, &[a, b]);
+                let mut r = self.emit(Op::FRem, ty, &[a, b]);
+                let f = self.f32_ty();
+                if ty == f {
+                    // x / y is only accurate to a few ulp (NVIDIA's is approximate), so when
+                    // the quotient is an integer trunc() can land one off and the remainder a
+                    // whole |y| off: 150 % -75 gave 75. fmod's result has x's sign and is
+                    // smaller than |y| in magnitude; with t = r * sign(x), bring t into
+                    // [0, |y|) by one step either way. NaNs fail both compares and pass
+                    // through; sign(x) keeps the sign of a zero result.
+                    let s = self.ext(Gl::FSign, f, &[a]);
+                    let ay = self.ext(Gl::FAbs, f, &[b]);
+                    let t = self.emit(Op::FMul, f, &[r, s]);
+                    let zero = self.c_f32(0.0);
+                    let bt = self.bool_ty();
+                    let below = self.emit(Op::FOrdLessThan, bt, &[t, zero]);
+                    let up = self.emit(Op::FAdd, f, &[t, ay]);
+                    let t = self.sel(f, below, up, t);
+                    let above = self.emit(Op::FOrdGreaterThanEqual, bt, &[t, ay]);
+                    let down = self.emit(Op::FSub, f, &[t, ay]);
+                    let t = self.sel(f, above, down, t);
+                    r = self.emit(Op::FMul, f, &[t, s]);
+                }
                 let bt = self.bool_ty();
                 let b_inf = self.emit(Op::IsInf, bt, &[b]);
                 let a_inf = self.emit(Op::IsInf, bt, &[a]);

@@ -139,6 +139,10 @@ pub struct IrArgs {
     /// gfx942 (default) or gfx1100).
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
+    /// With --ptx or --amdgcn: print the LLVM IR that backend writes for LLVM (before LLVM
+    /// optimises it) instead of the assembly.
+    #[arg(long)]
+    pub llvm: bool,
 }
 
 #[derive(Args, Debug)]
@@ -511,7 +515,7 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// The PTX of one launch for `arch`, headed by ptxas's report when ptxas is found.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config) -> Result<String, CliError> {
+fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config, llvm: bool) -> Result<String, CliError> {
     use tilekit_ptx::Arch;
     let arch = match arch {
         None => Arch::Sm90,
@@ -520,8 +524,11 @@ fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, c
     let target = if arch == Arch::Sm80 { tilekit_core::gpu::Target::cuda_sm80() } else { tilekit_core::gpu::Target::cuda_sm90() };
     // Specialized on this launch's arguments, as a device compiles it.
     let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
-    let mut c = tilekit_ptx::compile(&launch.program, &target, &options, arch)
-        .map_err(|e| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to PTX for {arch}: {e}")))?;
+    let cannot = |e: tilekit_ptx::PtxError| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to PTX for {arch}: {e}"));
+    if llvm {
+        return tilekit_ptx::llvm_ir(&launch.program, &target, &options, arch).map_err(cannot);
+    }
+    let mut c = tilekit_ptx::compile(&launch.program, &target, &options, arch).map_err(cannot)?;
     let mut out = String::new();
     match c.kernel.assemble() {
         Ok(r) => {
@@ -538,14 +545,14 @@ fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, c
 }
 
 #[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
-fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config) -> Result<String, CliError> {
+fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config, _: bool) -> Result<String, CliError> {
     Err(CliError::Usage("this tilekit was built without the `ptx` feature (cargo build --features ptx; it needs LLVM 19)".into()))
 }
 
 /// The AMDGCN assembly of one launch for `arch`, headed by the linked code object's resource
 /// report (or why it could not be linked and read).
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
-fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config) -> Result<String, CliError> {
+fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config, llvm: bool) -> Result<String, CliError> {
     use tilekit_amdgcn::Arch;
     let arch = match arch {
         None => Arch::Gfx942,
@@ -554,6 +561,9 @@ fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>
     let target = arch.target();
     let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
     let cannot = |e: tilekit_amdgcn::AmdgcnError| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to AMDGCN for {arch}: {e}"));
+    if llvm {
+        return tilekit_amdgcn::llvm_ir(&launch.program, &target, &options, arch).map_err(cannot);
+    }
     let asm = tilekit_amdgcn::assembly(&launch.program, &target, &options, arch).map_err(cannot)?;
     let mut out = String::new();
     match tilekit_amdgcn::compile(&launch.program, &target, &options, arch) {
@@ -571,13 +581,16 @@ fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>
 }
 
 #[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
-fn amdgcn_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config) -> Result<String, CliError> {
+fn amdgcn_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_core::Config, _: bool) -> Result<String, CliError> {
     Err(CliError::Usage("this tilekit was built without the `amdgcn` feature (cargo build --features amdgcn; it needs LLVM 19 and lld-19)".into()))
 }
 
 fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if args.arch.is_some() && !args.ptx && !args.amdgcn {
         return Err(CliError::Usage("--arch needs --ptx or --amdgcn".into()));
+    }
+    if args.llvm && !args.ptx && !args.amdgcn {
+        return Err(CliError::Usage("--llvm needs --ptx or --amdgcn (the backend whose LLVM IR to print)".into()));
     }
     if args.target.is_some() && !args.gpu && !args.spirv {
         return Err(CliError::Usage("--target needs --gpu or --spirv".into()));
@@ -611,7 +624,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .collect();
         // `;` starts a comment in the text form, so a single launch's output parses back as is;
         // PTX comments start with `//`, AMDGCN assembly's with `;`.
-        let c = if args.ptx { "//" } else { ";" };
+        let c = if args.ptx && !args.llvm { "//" } else { ";" };
         let _ = writeln!(text, "{c} {} {} [{}]", kernel.name(), problem, config);
         let _ = writeln!(
             text,
@@ -623,9 +636,9 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             launch_args.join(", ")
         );
         if args.ptx {
-            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
+            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
         } else if args.amdgcn {
-            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config)?);
+            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
         } else if args.spirv {
             if target.isa != tilekit_core::gpu::target::Isa::SpirV {
                 return Err(CliError::Usage(format!("--spirv needs a Vulkan target; `{}` is not one", target.name)));

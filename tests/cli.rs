@@ -255,6 +255,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
     bad_input(&["run", "--all", "--shape", "1M"], &["--shape", "--all"]);
     bad_input(&["run", "--all", "--config", "BLOCK=64"], &["--config", "--all"]);
     bad_input(&["run", "--all", "--dtype", "u8"], &["no kernel supports dtype u8"]);
+    bad_input(&["ir", "softmax", "--llvm"], &["--llvm needs --ptx or --amdgcn"]);
 }
 
 #[test]
@@ -293,6 +294,11 @@ fn ir_ptx_prints_ptx_with_the_ptxas_report() {
     let out = ok(&["ir", "vector_add", "--ptx"]);
     assert!(out.contains(".target sm_90") && out.contains("ld.global.nc.v4.f32"), "{out}");
     bad_input(&["ir", "softmax", "--ptx", "--arch", "sm_70"], &["unknown --arch `sm_70`", "sm_80"]);
+    // The LLVM IR the backend hands LLVM: NVPTX's triple, the kernel as a ptx_kernel, `;`
+    // comments throughout.
+    let out = ok(&["ir", "softmax", "--shape", "8x100", "--ptx", "--llvm"]);
+    assert!(out.contains("target triple = \"nvptx64-nvidia-cuda\"") && out.contains("define ptx_kernel void @softmax("), "{out}");
+    assert!(out.lines().all(|l| !l.starts_with("//")), "{out}");
 }
 
 #[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
@@ -313,6 +319,8 @@ fn ir_amdgcn_prints_assembly_with_the_code_object_report() {
     assert!(out.contains("; gfx1100 (compiled, not run): wave32,"), "{out}");
     bad_input(&["ir", "softmax", "--amdgcn", "--arch", "gfx803"], &["unknown --arch `gfx803`", "gfx942"]);
     bad_input(&["ir", "softmax", "--arch", "gfx942"], &["--arch needs --ptx or --amdgcn"]);
+    let out = ok(&["ir", "softmax", "--shape", "8x100", "--amdgcn", "--arch", "gfx1100", "--llvm"]);
+    assert!(out.contains("amdgcn-amd-amdhsa") && out.contains("define amdgpu_kernel void @softmax("), "{out}");
 }
 
 /// AMD targets are listed, marked compile-only: there is no AMD runtime.

@@ -100,6 +100,12 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch:
 
 /// The AMDGCN assembly of `program` for `arch` (what `tilekit ir --amdgcn` prints), including
 /// the kernel descriptor directives and the metadata the assembler would put in the note.
+/// The LLVM IR this backend writes for `program` on `arch`, before LLVM optimises it.
+pub fn llvm_ir(program: &Program, target: &Target, options: &LowerOptions, arch: Arch) -> Result<String, AmdgcnError> {
+    check_wave(program, target, arch)?;
+    Ok(tilekit_llvm::emit(program, target, options, &AmdgpuHooks { arch })?.ir)
+}
+
 pub fn assembly(program: &Program, target: &Target, options: &LowerOptions, arch: Arch) -> Result<String, AmdgcnError> {
     check_wave(program, target, arch)?;
     let hooks = AmdgpuHooks { arch };

@@ -19,7 +19,7 @@ pub mod msgpack;
 pub mod tools;
 
 pub use amdgpu::{AmdgpuHooks, Arch};
-pub use compile::{assembly, compile, AmdgcnError, AmdgcnKernel, Compiled};
+pub use compile::{assembly, compile, llvm_ir, AmdgcnError, AmdgcnKernel, Compiled};
 pub use metadata::{ArgInfo, CodeObjectReport, MetadataError, Occupancy};
 pub use tools::ToolError;
 pub use tilekit_llvm::KernelParam;

@@ -53,6 +53,11 @@ pub enum PtxError {
     Ptxas { kernel: String, source: PtxasError },
 }
 
+/// The LLVM IR this backend writes for `program` on `arch`, before LLVM optimises it.
+pub fn llvm_ir(program: &Program, target: &Target, options: &LowerOptions, arch: Arch) -> Result<String, PtxError> {
+    Ok(tilekit_llvm::emit(program, target, options, &NvptxHooks { arch })?.ir)
+}
+
 /// Lowers `program` for `target` and emits PTX for `arch`.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch: Arch) -> Result<Compiled, PtxError> {
     let hooks = NvptxHooks { arch };

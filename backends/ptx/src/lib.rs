@@ -13,7 +13,7 @@ pub mod nvptx;
 pub mod ptxas;
 pub mod toolkit;
 
-pub use compile::{arch_of, compile, Compiled, PtxError, PtxKernel};
+pub use compile::{arch_of, compile, llvm_ir, Compiled, PtxError, PtxKernel};
 pub use nvptx::{Arch, NvptxHooks};
 pub use ptxas::{PtxasError, PtxasReport};
 pub mod cublas;

@@ -9,6 +9,9 @@
 //! With `--features ptx` it also times every configuration of every kernel to PTX text for
 //! sm_90 (lowering, LLVM IR, libdevice, O3, NVPTX code generation; not ptxas or the driver's
 //! JIT) and writes `bench/results/compile-ptx-<hostname>.json`. The goal is 150 ms each.
+//!
+//! Kernel names after `--` (`cargo bench --bench compile -- matmul attention`) time only those
+//! kernels and write no results file: a partial run must not replace the whole one.
 
 use std::process::Command;
 use std::time::Instant;
@@ -40,8 +43,44 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The processor compiles ran on (`model name` of /proc/cpuinfo) and how many threads it offers:
+/// hosts share names (a VM is often `vm`), and compile latency is the processor's.
+fn cpu() -> serde_json::Value {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_default();
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    serde_json::json!({ "model": model, "threads": threads })
+}
+
 fn hostname() -> String {
     Command::new("hostname").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// The kernels named on the command line (flags such as cargo's `--bench` skipped); empty: all.
+fn selected() -> Vec<String> {
+    std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect()
+}
+
+fn kernels_to_time() -> Vec<Box<dyn kernels::Kernel>> {
+    let names = selected();
+    kernels::all().into_iter().filter(|k| names.is_empty() || names.iter().any(|n| n == k.name())).collect()
+}
+
+fn write_results(path: &str, json: serde_json::Value) {
+    if !selected().is_empty() {
+        eprintln!("kernels selected: {path} not written");
+        return;
+    }
+    let _ = std::fs::create_dir_all("bench/results");
+    match serde_json::to_string_pretty(&json) {
+        Ok(j) => match std::fs::write(path, j) {
+            Ok(()) => eprintln!("wrote {path}"),
+            Err(e) => eprintln!("cannot write {path}: {e}"),
+        },
+        Err(e) => eprintln!("cannot encode: {e}"),
+    }
 }
 
 fn main() {
@@ -73,7 +112,7 @@ fn ptx() {
     let mut worst: f64 = 0.0;
     println!("\nPTX ({arch}), every configuration of each kernel's default problem");
     println!("{:<16} {:<22} {:<44} {:>9} {:>9} {:>9} {:>9} {:>9}", "KERNEL", "PROBLEM", "CONFIG", "TOTAL", "EMIT", "PARSE", "O3", "CODEGEN");
-    for k in kernels::all() {
+    for k in kernels_to_time() {
         let problem = k.default_problem();
         for config in k.configs() {
             let options = LowerOptions::for_config(&config);
@@ -144,21 +183,14 @@ fn ptx() {
     println!("slowest configuration: {:.1} ms (goal: 150 ms)", worst * 1e3);
     let host = hostname();
     let path = format!("bench/results/compile-ptx-{host}.json");
-    let _ = std::fs::create_dir_all("bench/results");
-    match serde_json::to_string_pretty(&serde_json::json!({ "schema": 1, "host": host, "runs": PTX_RUNS, "target": target.name, "rows": rows })) {
-        Ok(j) => match std::fs::write(&path, j) {
-            Ok(()) => eprintln!("wrote {path}"),
-            Err(e) => eprintln!("cannot write {path}: {e}"),
-        },
-        Err(e) => eprintln!("cannot encode: {e}"),
-    }
+    write_results(&path, serde_json::json!({ "schema": 1, "host": host, "cpu": cpu(), "runs": PTX_RUNS, "target": target.name, "rows": rows }));
 }
 
 fn spirv() {
     let target = Target::h200_vulkan();
     let mut rows = Vec::new();
     println!("{:<16} {:<26} {:>10} {:>10} {:>8}", "KERNEL", "PROBLEM", "BUILD", "TOTAL", "WORDS");
-    for k in kernels::all() {
+    for k in kernels_to_time() {
         let problem = k.default_problem();
         let config = &k.configs()[0];
         let options = LowerOptions::for_config(config);
@@ -209,12 +241,5 @@ fn spirv() {
     }
     let host = hostname();
     let path = format!("bench/results/compile-{host}.json");
-    let _ = std::fs::create_dir_all("bench/results");
-    match serde_json::to_string_pretty(&serde_json::json!({ "schema": 1, "host": host, "runs": RUNS, "rows": rows })) {
-        Ok(j) => match std::fs::write(&path, j) {
-            Ok(()) => eprintln!("wrote {path}"),
-            Err(e) => eprintln!("cannot write {path}: {e}"),
-        },
-        Err(e) => eprintln!("cannot encode: {e}"),
-    }
+    write_results(&path, serde_json::json!({ "schema": 1, "host": host, "cpu": cpu(), "runs": RUNS, "rows": rows }));
 }

@@ -5,7 +5,8 @@
 #
 # The GPU machine has no LLVM 19, so everything that includes the PTX backend is linked with LLVM
 # statically (feature `ptx-static`, in its own target directory so the normal build is not
-# rebuilt): the `tilekit` binary, the kernels_cuda test and the benchmarks. libdevice (the CUDA
+# rebuilt): the `tilekit` binary, the kernels_cuda test and the benchmarks (`compile` times
+# compilation on the GPU machine's processors too). libdevice (the CUDA
 # math library the PTX backend links) travels beside them; the binaries find it next to themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,15 +17,16 @@ install_apt llvm-19-dev libzstd-dev libpolly-19-dev
 export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
 cargo test --release --workspace --no-run
 STATIC=target/ptx-static
-CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu
+CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu --bench compile
 CARGO_TARGET_DIR=$STATIC cargo test --release --features ptx-static --test kernels_cuda --no-run
 rm -rf .h200 && mkdir .h200
 newest() { ls -t "$1"/release/deps/"$2"-* | grep -v '\.d$' | head -1; }
 cp $STATIC/release/tilekit .h200/tilekit
 cp "$(newest $STATIC gpu)" .h200/gpu
+cp "$(newest $STATIC compile)" .h200/compile
 cp "$(newest $STATIC kernels_cuda)" .h200/kernels_cuda
 for t in kernels_vulkan control ops runtime wgpu_rt grid_fold; do cp "$(newest target "$t")" ".h200/$t"; done
-strip .h200/tilekit .h200/gpu .h200/kernels_cuda .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
+strip .h200/tilekit .h200/gpu .h200/compile .h200/kernels_cuda .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
 libdevice=$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])')/nvvm/libdevice/libdevice.10.bc
 cp "$libdevice" .h200/libdevice.10.bc
 # Statically linked LLVM still needs libffi and libzstd at run time; carry Debian 12's.

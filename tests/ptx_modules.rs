@@ -128,3 +128,24 @@ fn vector_accesses_and_shuffles() {
     let ptx = ptx_of("softmax", &[64, 1024], DType::F32, "num_warps=4");
     assert!(ptx.contains("shfl.sync.bfly.b32"), "{ptx}");
 }
+
+/// The NVPTX optimisation pipeline is LLVM's own `default<O3>` with only the SLP vectorizer
+/// taken out: `opt-19 -print-pipeline-passes` (Debian's llvm-19, which the test command
+/// installs with llvm-19-dev) writes the pipeline the text must equal once that pass is dropped.
+#[test]
+fn nvptx_pipeline_is_o3_without_slp() {
+    let module = std::env::temp_dir().join(format!("tilekit-pipeline-{}.ll", std::process::id()));
+    std::fs::write(&module, "target triple = \"nvptx64-nvidia-cuda\"\n").expect("write a module");
+    let opt = std::env::var("TILEKIT_OPT").unwrap_or_else(|_| "opt-19".into());
+    let out = std::process::Command::new(&opt)
+        .args(["-mtriple=nvptx64-nvidia-cuda", "-mcpu=sm_90", "-passes=default<O3>", "-print-pipeline-passes", "-disable-output"])
+        .arg(&module)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {opt} (Debian's llvm-19; TILEKIT_OPT names another): {e}"));
+    let _ = std::fs::remove_file(&module);
+    assert!(out.status.success(), "{opt} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let o3 = printed.trim();
+    assert_eq!(o3.matches("slp-vectorizer,").count(), 1, "LLVM's O3 pipeline has no single slp-vectorizer to drop: {o3}");
+    assert_eq!(tilekit_ptx::nvptx::O3_WITHOUT_SLP, o3.replacen("slp-vectorizer,", "", 1));
+}

@@ -27,6 +27,7 @@
 //! SPIR-V backend, a loop stops rather than wrap its induction variable past the dtype's range,
 //! and a zero step runs no iteration.
 
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
@@ -186,6 +187,10 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     next_unroll: Option<u32>,
     /// Loop metadata nodes, written after the function.
     loop_metadata: Vec<String>,
+    /// Pure instructions of the current block by their text, so that the per-element index
+    /// arithmetic the lowering repeats is written once: the module LLVM parses and optimises
+    /// shrinks by a third for the large dot tiles, and with it the compile time.
+    cse: HashMap<String, Operand>,
 }
 
 /// The label of the entry block.
@@ -266,6 +271,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             declarations: BTreeSet::new(),
             externals: BTreeSet::new(),
             next_unroll: None,
+            cse: HashMap::new(),
             loop_metadata: Vec::new(),
         };
         e.lines.push("L0:".into());
@@ -430,7 +436,15 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     // ---- text ----
 
     fn inst(&mut self, text: String) -> Operand {
-        self.builder().inst(text)
+        if !is_pure(&text) {
+            return self.builder().inst(text);
+        }
+        if let Some(&r) = self.cse.get(&text) {
+            return r;
+        }
+        let r = self.builder().inst(text.clone());
+        self.cse.insert(text, r);
+        r
     }
 
     fn stmt(&mut self, text: String) {
@@ -450,6 +464,8 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     fn begin_block(&mut self, label: u32) {
         self.lines.push(format!("L{label}:"));
         self.cur_block = label;
+        // An earlier block's values need not dominate this one.
+        self.cse.clear();
     }
 
     fn br(&mut self, label: u32) {
@@ -466,11 +482,19 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     }
 
     fn sel(&mut self, ty: &str, c: Operand, a: Operand, b: Operand) -> Operand {
-        self.inst(format!("select i1 {c}, {ty} {a}, {ty} {b}"))
+        match c {
+            Operand::Bool(true) => a,
+            Operand::Bool(false) => b,
+            _ if a == b => a,
+            _ => self.inst(format!("select i1 {c}, {ty} {a}, {ty} {b}")),
+        }
     }
 
     fn bin(&mut self, op: &str, ty: &str, a: Operand, b: Operand) -> Operand {
-        self.inst(format!("{op} {ty} {a}, {b}"))
+        match fold_int(op, ty, a, b) {
+            Some(r) => r,
+            None => self.inst(format!("{op} {ty} {a}, {b}")),
+        }
     }
 
     fn icmp(&mut self, pred: &str, ty: &str, a: Operand, b: Operand) -> Operand {
@@ -763,6 +787,66 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
 }
 
 /// `v` wrapped to the width of integer dtype `d`, as the signed value LLVM prints.
+/// Whether an instruction's text (after `%vN = `) computes its result from its operands alone,
+/// without side effects or memory: the same text later in a block gives the same value.
+fn is_pure(text: &str) -> bool {
+    const PURE: &[&str] = &[
+        "add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "and", "or", "xor", "shl", "ashr", "lshr", "icmp", "fcmp", "select", "sext", "zext", "trunc",
+        "getelementptr", "fpext", "fptrunc", "bitcast", "sitofp", "uitofp", "fptosi", "fptoui", "fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "extractelement",
+        "insertelement", "shufflevector", "extractvalue", "insertvalue",
+    ];
+    let op = text.split(' ').next().unwrap_or("");
+    PURE.contains(&op)
+}
+
+/// `op` on two integer constants, or an identity (`x + 0`, `x * 1`, `x >> 0`, ...), as the
+/// operand it reduces to; `None` where an instruction is needed.
+fn fold_int(op: &str, ty: &str, a: Operand, b: Operand) -> Option<Operand> {
+    let width: u32 = match ty {
+        "i8" => 8,
+        "i16" => 16,
+        "i32" => 32,
+        "i64" => 64,
+        _ => return None,
+    };
+    let w = |v: i64| match width {
+        8 => v as i8 as i64,
+        16 => v as i16 as i64,
+        32 => v as i32 as i64,
+        _ => v,
+    };
+    // Constants are written sign-extended; unsigned operations see the low `width` bits.
+    let unsigned = |v: i64| if width == 64 { v as u64 } else { (v as u64) & ((1u64 << width) - 1) };
+    if let (Operand::Int(x), Operand::Int(y)) = (a, b) {
+        let shift = (0..width as i64).contains(&y).then_some(y as u32);
+        let r = match op {
+            "add" => Some(w(x.wrapping_add(y))),
+            "sub" => Some(w(x.wrapping_sub(y))),
+            "mul" => Some(w(x.wrapping_mul(y))),
+            "and" => Some(w(x & y)),
+            "or" => Some(w(x | y)),
+            "xor" => Some(w(x ^ y)),
+            "shl" => shift.map(|s| w(x.wrapping_shl(s))),
+            "ashr" => shift.map(|s| w(w(x) >> s)),
+            "lshr" => shift.map(|s| w((unsigned(x) >> s) as i64)),
+            _ => None,
+        };
+        return r.map(Operand::Int);
+    }
+    let zero = Operand::Int(0);
+    let one = Operand::Int(1);
+    match op {
+        "add" | "or" | "xor" if a == zero => Some(b),
+        "add" | "sub" | "or" | "xor" | "shl" | "ashr" | "lshr" if b == zero => Some(a),
+        "mul" if a == one => Some(b),
+        "mul" | "udiv" | "sdiv" if b == one => Some(a),
+        "mul" | "and" if a == zero || b == zero => Some(zero),
+        "and" if a == Operand::Int(-1) => Some(b),
+        "and" if b == Operand::Int(-1) => Some(a),
+        _ => None,
+    }
+}
+
 fn wrap(d: DType, v: i64) -> i64 {
     match int_width(d) {
         1 => v & 1,
@@ -1288,6 +1372,23 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let sas = self.hooks.shared_addrspace();
         let v = self.to_mem(dtype, value.op);
         self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
+    }
+
+    fn store_shared_if(&mut self, pred: LlvmValue, dtype: DType, index: LlvmValue, value: LlvmValue) {
+        self.expect(pred, DType::I1, "shared store predicate");
+        self.expect(value, dtype, "shared store value");
+        let Some(p) = self.shared_ptr(dtype, index, "store_shared_if") else {
+            return;
+        };
+        let v = self.to_mem(dtype, value.op);
+        let h = self.hooks;
+        if !h.store_shared_predicated(&mut self.builder(), pred.op, p, mem_ty(dtype), v) {
+            self.begin_if(pred, &[]);
+            let sas = h.shared_addrspace();
+            self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
+            self.begin_else(&[]);
+            self.end_if(&[]);
+        }
     }
 
     fn barrier(&mut self) {

@@ -5,6 +5,7 @@
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::RelocMode;
+use inkwell::OptimizationLevel;
 
 use crate::emit::{Builder, Operand};
 
@@ -74,6 +75,24 @@ pub trait Hooks {
     /// unrolled), written as loop metadata; `None` leaves it to LLVM's unroller.
     fn dot_loop_unroll(&self) -> Option<u32> {
         None
+    }
+
+    /// Stores `value` (LLVM type `ty`) at the shared-memory pointer `ptr` where the i1 `pred`
+    /// holds, as one predicated instruction; `false` where the target has none (the emitter
+    /// then branches around a plain store).
+    fn store_shared_predicated(&self, b: &mut Builder<'_>, pred: Operand, ptr: Operand, ty: &str, value: Operand) -> bool {
+        let _ = (b, pred, ptr, ty, value);
+        false
+    }
+
+    /// The code generator's optimisation level (the IR pipeline is [`Hooks::pipeline`]).
+    fn codegen_level(&self) -> OptimizationLevel {
+        OptimizationLevel::Aggressive
+    }
+
+    /// The optimisation pipeline, in `opt -passes` syntax.
+    fn pipeline(&self) -> &str {
+        "default<O3>"
     }
 
     /// Attributes of the kernel function (`"amdgpu-flat-work-group-size"="1,256"`), or empty.

@@ -5,7 +5,8 @@
 //! barriers, shuffles, address spaces, math functions, the kernel calling convention, the
 //! triple) is asked of a [`Hooks`] implementation. [`codegen`] then parses the text with LLVM
 //! (through inkwell), links the math library the hooks name, verifies, optimises with
-//! `default<O3>` and emits assembly or an object for the hooks' target machine.
+//! the hooks' pipeline (LLVM's `default<O3>`; NVPTX drops its SLP vectorizer) and emits assembly
+//! or an object for the hooks' target machine.
 //!
 //! The emitter writes text rather than calling LLVM's C builder API: the text is the stable
 //! interface of LLVM IR across versions, it is what `tilekit ir --llvm` shows and what golden
@@ -24,7 +25,6 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Linkage;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, Target as LlvmTarget, TargetMachine, TargetTriple};
-use inkwell::OptimizationLevel;
 use tilekit_core::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
 use tilekit_core::gpu::Target;
 use tilekit_core::Program;
@@ -99,7 +99,8 @@ pub struct Codegen {
 }
 
 /// Parses the module `ir` (as [`LlvmEmitter::finish`] wrote it, with `interface`), links the
-/// math library, verifies, runs `default<O3>` and emits `file_type` for the hooks' target machine.
+/// math library, verifies, runs the hooks' pipeline (`default<O3>` unless they say otherwise)
+/// and emits `file_type` for the hooks' target machine.
 pub fn codegen<H: Hooks>(ir: &str, interface: &KernelInterface, hooks: &H, file_type: FileType, keep_ir: bool) -> Result<Codegen, LlvmError> {
     let kernel = interface.entry.clone();
     let err = |stage: &'static str, message: String| LlvmError::Llvm { kernel: kernel.clone(), stage, message };
@@ -108,7 +109,7 @@ pub fn codegen<H: Hooks>(ir: &str, interface: &KernelInterface, hooks: &H, file_
     let triple = TargetTriple::create(hooks.triple());
     let target = LlvmTarget::from_triple(&triple).map_err(|e| err("target", e.to_string()))?;
     let tm: TargetMachine = target
-        .create_target_machine(&triple, hooks.cpu(), hooks.features(), OptimizationLevel::Aggressive, hooks.reloc_mode(), CodeModel::Default)
+        .create_target_machine(&triple, hooks.cpu(), hooks.features(), hooks.codegen_level(), hooks.reloc_mode(), CodeModel::Default)
         .ok_or_else(|| err("target machine", format!("cannot create one for {} / {} / {}", hooks.triple(), hooks.cpu(), hooks.features())))?;
     let context = Context::create();
     let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), &interface.entry);
@@ -136,7 +137,7 @@ pub fn codegen<H: Hooks>(ir: &str, interface: &KernelInterface, hooks: &H, file_
     }
     module.verify().map_err(|e| err("verify", e.to_string()))?;
     let t1 = Instant::now();
-    module.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(|e| err("optimise", e.to_string()))?;
+    module.run_passes(hooks.pipeline(), &tm, PassBuilderOptions::create()).map_err(|e| err("optimise", e.to_string()))?;
     let t2 = Instant::now();
     let optimized_ir = keep_ir.then(|| module.print_to_string().to_string());
     let out = tm.write_to_memory_buffer(&module, file_type).map_err(|e| err("codegen", e.to_string()))?;

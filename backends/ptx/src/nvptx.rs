@@ -128,6 +128,38 @@ impl Hooks for NvptxHooks {
         }
     }
 
+    fn store_shared_predicated(&self, b: &mut Builder<'_>, pred: Operand, ptr: Operand, ty: &str, value: Operand) -> bool {
+        // PTX's guard predicate (`@p st.shared`), as Triton writes its masked stores. Shared
+        // pointers are 32-bit (`-nvptx-short-ptr`). The asm is a side effect that clobbers
+        // memory, so nothing moves across it, as nothing moves across a branch.
+        let (op, constraint, v) = match ty {
+            "half" | "i16" => ("b16", "h", value),
+            "float" => ("b32", "f", value),
+            "i32" => ("b32", "r", value),
+            "i64" => ("b64", "l", value),
+            // Bytes travel in 16-bit registers.
+            "i8" => ("b8", "h", b.inst(format!("zext i8 {value} to i16"))),
+            _ => return false,
+        };
+        let reg_ty = if ty == "i8" { "i16" } else { ty };
+        let addr = b.inst(format!("ptrtoint ptr addrspace(3) {ptr} to i32"));
+        b.stmt(format!(
+            "call void asm sideeffect \"@$0 st.shared.{op} [$1], $2;\", \"b,r,{constraint},~{{memory}}\"(i1 {pred}, i32 {addr}, {reg_ty} {v})"
+        ));
+        true
+    }
+
+    fn codegen_level(&self) -> OptimizationLevel {
+        // At -O3 NVPTX's code generation runs GVN twice more (-O2: EarlyCSE), which took half
+        // its time on LayerNorm BLOCK=8192 and changed no instruction of the library's PTX
+        // except vector add's block order; ptxas optimises the PTX in any case.
+        OptimizationLevel::Default
+    }
+
+    fn pipeline(&self) -> &str {
+        O3_WITHOUT_SLP
+    }
+
     fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32) -> String {
         // `reqntid` tells ptxas the exact block size (every launch uses it), so it budgets
         // registers for it: a launch with more registers per thread than the block allows
@@ -165,6 +197,15 @@ impl Hooks for NvptxHooks {
         module.link_in_module(lib).map_err(|e| format!("linking libdevice: {e}"))
     }
 }
+
+/// LLVM 19's `default<O3>` without `slp-vectorizer`, as `opt-19 -passes='default<O3>'
+/// -print-pipeline-passes` writes it (tests/ptx_modules.rs checks that it still is). The SLP
+/// vectorizer took half of O3's time on the FMA dot tiles (matmul 128x64: 0.17 -> 0.08 s) and
+/// formed nothing in the library's PTX (seven configurations' instructions came out in another
+/// order, none other): NVPTX has few vector operations for it, and code generation's load/store
+/// vectorizer merges the accesses that matter. `PassBuilderOptions::set_loop_slp_vectorization
+/// (false)` does not keep it out of the pipeline through LLVM-C in LLVM 19.
+pub const O3_WITHOUT_SLP: &str = include_str!("o3-without-slp.passes");
 
 /// Every libdevice function [`NvptxHooks::math`] names.
 const MATH: [MathFn; 10] =

@@ -9,7 +9,7 @@ each kernel's PTX and TTGIR there so tilekit's code can be compared instruction 
 
 Needs PyTorch and Triton with a CUDA GPU; tilekit does not depend on it.
 """
-import argparse, json, os, statistics, sys, time
+import argparse, ctypes, json, os, statistics, sys, time
 
 import torch
 import triton
@@ -73,11 +73,18 @@ def layernorm_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.cons
 
 FLUSH = None
 NO_FLUSH = False
+SYNC_EACH = False
+FLUSH_WITH = "fill"
+LIBCUDA = None
 
 
 def time_it(fn):
     """tilekit's protocol: flushed L2, 200 ms warm-up, >= 30 runs and >= 100 ms (--no-flush: runs
-    back to back on whatever the previous run left in L2, as `tilekit bench --flush-mib 0`)."""
+    back to back on whatever the previous run left in L2, as `tilekit bench --flush-mib 0`).
+    Every timed run is enqueued (flush, event, kernel, event) before the first is waited for, as
+    tilekit's runtimes and Triton's do_bench do; --sync-each waits after every run instead, which
+    leaves the GPU idle between runs and reads vector add 2^20 0.7 us faster for either
+    compiler's PTX (bench/results/h200-2026-12-03)."""
     global FLUSH
     if FLUSH is None:
         FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -87,17 +94,39 @@ def time_it(fn):
     while time.perf_counter() - t0 < 0.2:
         fn()
         torch.cuda.synchronize()
-    samples = []
-    t0 = time.perf_counter()
-    while len(samples) < 30 or time.perf_counter() - t0 < 0.1:
-        if not NO_FLUSH:
+
+    def enqueue():
+        if NO_FLUSH:
+            pass
+        elif FLUSH_WITH == "memset":
+            # The driver's memset, as tilekit's CUDA runtime flushes (cudarc's memset_zeros).
+            r = LIBCUDA.cuMemsetD8Async(ctypes.c_uint64(FLUSH.data_ptr()), 0, ctypes.c_size_t(FLUSH.numel()),
+                                        ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            assert r == 0, f"cuMemsetD8Async: {r}"
+        else:
             FLUSH.zero_()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
         b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) * 1e-3)
+        return a, b
+
+    samples = []
+    t0 = time.perf_counter()
+    if SYNC_EACH:
+        while len(samples) < 30 or time.perf_counter() - t0 < 0.1:
+            a, b = enqueue()
+            b.synchronize()
+            samples.append(a.elapsed_time(b) * 1e-3)
+    else:
+        # As many runs as fill 100 ms at one run's pace (flush included), at least 30.
+        t1 = time.perf_counter()
+        enqueue()
+        torch.cuda.synchronize()
+        count = max(30, int(0.1 / (time.perf_counter() - t1)))
+        pairs = [enqueue() for _ in range(count)]
+        torch.cuda.synchronize()
+        samples = [a.elapsed_time(b) * 1e-3 for a, b in pairs]
     samples.sort()
     q = lambda f: samples[min(len(samples) - 1, int(f * len(samples)))]
     return {"median_s": statistics.median(samples), "min_s": samples[0], "p10_s": q(0.1), "p90_s": q(0.9),
@@ -117,7 +146,7 @@ def dump(kernel, name, args):
 def report(name, shape, dtype, nbytes, t, kernel, extra=None):
     row = {"kernel": name, "shape": shape, "dtype": dtype, "bytes": nbytes, **t,
            "gbps": nbytes / t["median_s"] / 1e9, "triton": triton.__version__,
-           "device": torch.cuda.get_device_name(), "l2_flushed": not NO_FLUSH}
+           "device": torch.cuda.get_device_name(), "l2_flushed": not NO_FLUSH, "flush_with": FLUSH_WITH, "sync_each": SYNC_EACH}
     if kernel is not None:
         row["registers"] = getattr(kernel, "n_regs", None)
         row["spills"] = getattr(kernel, "n_spills", None)
@@ -188,9 +217,16 @@ def main():
     ap.add_argument("--softmax-cols", type=int, action="append", help="softmax row lengths (default 1024, 4096, 12800)")
     ap.add_argument("--layernorm-cols", type=int, action="append", help="LayerNorm row lengths (default 1024, 8192)")
     ap.add_argument("--no-flush", action="store_true", help="do not flush L2 between runs")
+    ap.add_argument("--flush-with", choices=["fill", "memset"], default="fill",
+                    help="flush L2 with torch's zero_ (a fill kernel, as do_bench) or the driver's memset (as tilekit)")
+    ap.add_argument("--sync-each", action="store_true", help="wait for each timed run before enqueuing the next")
     args = ap.parse_args()
-    global NO_FLUSH
+    global NO_FLUSH, SYNC_EACH, FLUSH_WITH, LIBCUDA
     NO_FLUSH = args.no_flush
+    SYNC_EACH = args.sync_each
+    FLUSH_WITH = args.flush_with
+    if FLUSH_WITH == "memset":
+        LIBCUDA = ctypes.CDLL("libcuda.so.1")
     want = lambda k: not args.only or k in args.only
     if want("vector_add"):
         for n in (1 << 20, 1 << 24, 1 << 28):

@@ -1374,23 +1374,6 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
     }
 
-    fn store_shared_if(&mut self, pred: LlvmValue, dtype: DType, index: LlvmValue, value: LlvmValue) {
-        self.expect(pred, DType::I1, "shared store predicate");
-        self.expect(value, dtype, "shared store value");
-        let Some(p) = self.shared_ptr(dtype, index, "store_shared_if") else {
-            return;
-        };
-        let v = self.to_mem(dtype, value.op);
-        let h = self.hooks;
-        if !h.store_shared_predicated(&mut self.builder(), pred.op, p, mem_ty(dtype), v) {
-            self.begin_if(pred, &[]);
-            let sas = h.shared_addrspace();
-            self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
-            self.begin_else(&[]);
-            self.end_if(&[]);
-        }
-    }
-
     fn barrier(&mut self) {
         let h = self.hooks;
         h.barrier(&mut self.builder());

@@ -77,14 +77,6 @@ pub trait Hooks {
         None
     }
 
-    /// Stores `value` (LLVM type `ty`) at the shared-memory pointer `ptr` where the i1 `pred`
-    /// holds, as one predicated instruction; `false` where the target has none (the emitter
-    /// then branches around a plain store).
-    fn store_shared_predicated(&self, b: &mut Builder<'_>, pred: Operand, ptr: Operand, ty: &str, value: Operand) -> bool {
-        let _ = (b, pred, ptr, ty, value);
-        false
-    }
-
     /// The code generator's optimisation level (the IR pipeline is [`Hooks::pipeline`]).
     fn codegen_level(&self) -> OptimizationLevel {
         OptimizationLevel::Aggressive

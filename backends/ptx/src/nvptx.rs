@@ -128,27 +128,6 @@ impl Hooks for NvptxHooks {
         }
     }
 
-    fn store_shared_predicated(&self, b: &mut Builder<'_>, pred: Operand, ptr: Operand, ty: &str, value: Operand) -> bool {
-        // PTX's guard predicate (`@p st.shared`), as Triton writes its masked stores. Shared
-        // pointers are 32-bit (`-nvptx-short-ptr`). The asm is a side effect that clobbers
-        // memory, so nothing moves across it, as nothing moves across a branch.
-        let (op, constraint, v) = match ty {
-            "half" | "i16" => ("b16", "h", value),
-            "float" => ("b32", "f", value),
-            "i32" => ("b32", "r", value),
-            "i64" => ("b64", "l", value),
-            // Bytes travel in 16-bit registers.
-            "i8" => ("b8", "h", b.inst(format!("zext i8 {value} to i16"))),
-            _ => return false,
-        };
-        let reg_ty = if ty == "i8" { "i16" } else { ty };
-        let addr = b.inst(format!("ptrtoint ptr addrspace(3) {ptr} to i32"));
-        b.stmt(format!(
-            "call void asm sideeffect \"@$0 st.shared.{op} [$1], $2;\", \"b,r,{constraint},~{{memory}}\"(i1 {pred}, i32 {addr}, {reg_ty} {v})"
-        ));
-        true
-    }
-
     fn codegen_level(&self) -> OptimizationLevel {
         // At -O3 NVPTX's code generation runs GVN twice more (-O2: EarlyCSE), which took half
         // its time on LayerNorm BLOCK=8192 and changed no instruction of the library's PTX

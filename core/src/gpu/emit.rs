@@ -93,15 +93,6 @@ pub trait Emitter {
     /// `shared[index]` with an i32 index.
     fn load_shared(&mut self, dtype: DType, index: Self::V) -> Self::V;
     fn store_shared(&mut self, dtype: DType, index: Self::V, value: Self::V);
-    /// `shared[index] = value` where the i1 `pred` holds. Branches around the store unless the
-    /// backend has a predicated store: a dot's K chunks store every operand register this way,
-    /// and a branch each made the large tiles thousands of basic blocks for the optimiser.
-    fn store_shared_if(&mut self, pred: Self::V, dtype: DType, index: Self::V, value: Self::V) {
-        self.begin_if(pred, &[]);
-        self.store_shared(dtype, index, value);
-        self.begin_else(&[]);
-        self.end_if(&[]);
-    }
     /// Every thread of the program reaches this point and sees the shared-memory writes made
     /// before it.
     fn barrier(&mut self);

@@ -1824,7 +1824,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn store_shared_if(&mut self, pred: Option<E::V>, dtype: DType, index: E::V, value: E::V) {
         match pred {
             None => self.e.store_shared(dtype, index, value),
-            Some(p) => self.e.store_shared_if(p, dtype, index, value),
+            Some(p) => {
+                self.e.begin_if(p, &[]);
+                self.e.store_shared(dtype, index, value);
+                self.e.begin_else(&[]);
+                self.e.end_if(&[]);
+            }
         }
     }
 }

@@ -201,12 +201,14 @@ impl Kernel for Attention {
         // The first two differ in which block is larger, so the diagonal stage starts inside
         // a key block in one and spans several in the other. All are sized for the FMA `dot`
         // every backend lowers to today: a thread holds about (BLOCK_M * BLOCK_N + 2 * BLOCK_M *
-        // D) / threads elements (scores, queries and the output) in registers. The default
-        // spreads 64 x 32 over 8 warps: on 4, a wave32 AMD thread (gfx1100, 256 VGPRs at most)
-        // spilled at D = 128 in f32, where 8 warps need 147 VGPRs. Triton's tensor-core choices
-        // (128-row blocks on 8 warps) spilled on NVIDIA targets at D = 128 (128 x 32 even at
-        // D = 32); 16 warps cap a thread at 128 registers and spilled as well.
-        vec![c(64, 32, 8, 3), c(16, 32, 4, 2), c(64, 64, 8, 3), c(32, 32, 4, 3), c(32, 64, 4, 3), c(64, 128, 8, 2), c(64, 32, 4, 3)]
+        // D) / threads elements (scores, queries and the output) in registers. The default is
+        // 32 x 16 on 4 warps: 64 x 32 on 4 spilled on gfx1100 (wave32, at most 256 VGPRs) in
+        // f32 at D = 128, and on 8 warps ptxas took all 255 registers for bf16 at D = 64 and
+        // spilled; 32 x 16 needs at most 186 registers on NVIDIA and 135 VGPRs on gfx1100 at
+        // D = 128. Triton's tensor-core choices (128-row blocks on 8 warps) spilled on NVIDIA
+        // targets at D = 128 (128 x 32 even at D = 32); 16 warps cap a thread at 128
+        // registers and spilled as well.
+        vec![c(32, 16, 4, 3), c(16, 32, 4, 2), c(64, 64, 8, 3), c(32, 32, 4, 3), c(32, 64, 4, 3), c(64, 128, 8, 2), c(64, 32, 4, 3)]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;

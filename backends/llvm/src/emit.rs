@@ -809,12 +809,7 @@ fn fold_int(op: &str, ty: &str, a: Operand, b: Operand) -> Option<Operand> {
         "i64" => 64,
         _ => return None,
     };
-    let w = |v: i64| match width {
-        8 => v as i8 as i64,
-        16 => v as i16 as i64,
-        32 => v as i32 as i64,
-        _ => v,
-    };
+    let w = |v: i64| wrap_bits(width, v);
     // Constants are written sign-extended; unsigned operations see the low `width` bits.
     let unsigned = |v: i64| if width == 64 { v as u64 } else { (v as u64) & ((1u64 << width) - 1) };
     if let (Operand::Int(x), Operand::Int(y)) = (a, b) {
@@ -848,7 +843,12 @@ fn fold_int(op: &str, ty: &str, a: Operand, b: Operand) -> Option<Operand> {
 }
 
 fn wrap(d: DType, v: i64) -> i64 {
-    match int_width(d) {
+    wrap_bits(int_width(d), v)
+}
+
+/// `v` as an integer of `width` bits holds it: sign-extended, `i1` as 0 or 1.
+fn wrap_bits(width: u32, v: i64) -> i64 {
+    match width {
         1 => v & 1,
         8 => v as i8 as i64,
         16 => v as i16 as i64,

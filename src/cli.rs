@@ -366,12 +366,18 @@ pub fn resolve_problem(kernel: &dyn Kernel, args: &ProblemArgs, dtype: Option<DT
 pub fn resolve_config(kernel: &dyn Kernel, overrides: &[String]) -> Result<Config, CliError> {
     let configs = kernel.configs();
     let mut config = configs.first().cloned().unwrap_or_default();
-    let known: BTreeSet<String> = configs.iter().flat_map(|c| c.iter().map(|(k, _)| k.to_string())).collect();
+    let mut known: BTreeSet<String> = configs.iter().flat_map(|c| c.iter().map(|(k, _)| k.to_string())).collect();
+    // Read by the GPU lowering of every kernel, whatever the kernel's list holds: the warps of a
+    // program, and the programs per multiprocessor the registers must leave room for.
+    known.extend(["num_warps", "occupancy"].map(String::from));
     for text in overrides {
         let o: Config = text.parse()?;
+        if o.get("occupancy").is_ok() {
+            o.count("occupancy")?;
+        }
         for (key, _) in o.iter() {
             // A key the kernel never reads would be ignored silently: almost always a typo.
-            if !known.is_empty() && !known.contains(key) {
+            if !known.contains(key) {
                 return Err(CliError::ConfigKey {
                     kernel: kernel.name().to_string(),
                     key: key.to_string(),
@@ -382,6 +388,23 @@ pub fn resolve_config(kernel: &dyn Kernel, overrides: &[String]) -> Result<Confi
         config = config.merged(&o);
     }
     Ok(config)
+}
+
+/// The plan under `config`; when the user named no configuration and the default does not fit
+/// the problem (`KernelError::Unfit`), under the first of the kernel's list that does, as a tuner
+/// would choose. The configuration used comes back with the plan.
+fn fitting_plan(kernel: &dyn Kernel, problem: &Problem, config: &Config, overridden: bool) -> (Config, Result<Plan, kernels::KernelError>) {
+    match kernel.plan(problem, config) {
+        Err(e @ kernels::KernelError::Unfit(_)) if !overridden => {
+            for c in kernel.configs() {
+                if let Ok(p) = kernel.plan(problem, &c) {
+                    return (c, Ok(p));
+                }
+            }
+            (config.clone(), Err(e))
+        }
+        r => (config.clone(), r),
+    }
 }
 
 fn plan(kernel: &dyn Kernel, problem: &Problem, config: &Config) -> Result<Plan, CliError> {
@@ -598,7 +621,10 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let kernel = find_kernel(&args.kernel)?;
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
     let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
-    let plan = plan(kernel.as_ref(), &problem, &config)?;
+    let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty()) {
+        (c, Ok(p)) => (c, p),
+        (c, Err(_)) => (c.clone(), plan(kernel.as_ref(), &problem, &c)?),
+    };
     let target = match args.target.as_deref() {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
         Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
@@ -749,7 +775,8 @@ fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
                 ProblemSet::Tests => kernel.test_problems(d),
             };
             for problem in problems {
-                let outputs = match kernel.plan(&problem, &config) {
+                let (config, planned) = fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty());
+                let outputs = match planned {
                     Ok(p) => Ok(output_names(&p)),
                     // One named kernel that cannot plan its problem is bad input, reported before
                     // anything runs; across the library it is one failed result among many.

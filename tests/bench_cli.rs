@@ -33,6 +33,8 @@ fn bad_bench_and_report_arguments_are_named() {
     bad_input(&["bench", "--problem", "nonesuch:64"], &["no kernel `nonesuch`", "layernorm"]);
     bad_input(&["bench", "--problem", "softmax:64x0q"], &["64x0q"]);
     bad_input(&["bench", "--problem", "softmax:64x64:i8"], &["softmax does not take i8", "f32"]);
+    bad_input(&["bench", "--problem", "softmax:8x8", "--config", "BLOK=64"], &["BLOK", "num_warps"]);
+    bad_input(&["bench", "--problem", "softmax:8x8", "--config", "num_warps"], &["num_warps"]);
     bad_input(&["report", "/nonexistent/r.json", "-o", "/tmp/x"], &["/nonexistent/r.json"]);
     let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -114,6 +116,28 @@ fn named_problems_replace_the_suite() {
         .collect();
     timed.sort();
     assert_eq!(timed, [("layernorm".to_string(), "3x97 f32".to_string()), ("vector_add".to_string(), "1031 f32".to_string())]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn named_configurations_replace_the_kernels_list() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-config-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&[
+        "bench", "--problem", "layernorm:5x1031:f16", "--device", "interp", "--config", "BLOCK=2048,num_warps=2",
+        "--config", "BLOCK=1024", "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let res = Results::read(r).unwrap();
+    // The second is the default configuration (BLOCK=1024 on 4 warps) and is marked so.
+    let timed: Vec<(String, bool)> = res
+        .entries
+        .iter()
+        .filter(|e| e.status == Status::Ok && e.kernel == "layernorm")
+        .map(|e| (e.config.clone(), e.default_config))
+        .collect();
+    assert_eq!(timed, [("BLOCK=2048,num_warps=2".to_string(), false), ("BLOCK=1024,num_warps=4".to_string(), true)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

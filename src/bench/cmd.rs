@@ -40,6 +40,11 @@ pub struct BenchArgs {
     /// Time only each kernel's default configuration (no per-device tuning).
     #[arg(long)]
     pub no_tune: bool,
+    /// Time these configurations instead of each kernel's list (repeatable): meta-parameters
+    /// merged over the kernel's default configuration, as `tilekit run --config` takes them,
+    /// e.g. `--config BLOCK=8192,num_warps=16 --config num_warps=32,occupancy=2`.
+    #[arg(long = "config", value_name = "KEY=VALUE,...", conflicts_with = "no_tune")]
+    pub configs: Vec<String>,
     /// Skip the baselines: hand-written WGSL on wgpu devices, cuBLAS on CUDA devices.
     #[arg(long)]
     pub no_baselines: bool,
@@ -143,6 +148,18 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     if [args.min_time_ms, args.max_check_gflop].iter().any(|x| x.is_nan() || *x < 0.0) {
         return Err(CliError::Usage("--min-time-ms and --max-check-gflop must be non-negative numbers".into()));
     }
+    // Every --config must mean something to every kernel it will be applied to: checked here,
+    // before any device time is spent.
+    for case in &suite.cases {
+        if !args.kernels.is_empty() && !args.kernels.iter().any(|k| k == case.kernel) {
+            continue;
+        }
+        if let Some(kernel) = crate::kernels::find(case.kernel) {
+            for c in &args.configs {
+                crate::cli::resolve_config(kernel.as_ref(), std::slice::from_ref(c))?;
+            }
+        }
+    }
     let devices = devices(&args.devices)?;
     let all_cpu = devices.iter().all(|d| match d {
         Device::Interpreter | Device::Emulator(_) => true,
@@ -178,6 +195,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         max_runs: args.max_runs.max(args.min_runs),
         flush_bytes: flush_mib << 20,
         tune: !args.no_tune,
+        configs: args.configs.clone(),
         baselines: !args.no_baselines,
         max_check_flops: args.max_check_gflop * 1e9,
         seed: args.seed,

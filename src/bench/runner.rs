@@ -50,6 +50,9 @@ pub struct BenchOptions {
     pub flush_bytes: u64,
     /// Time every configuration of the kernel's space, not only the default one.
     pub tune: bool,
+    /// Configurations to time instead of the kernel's list (`--config`), each merged over the
+    /// kernel's default; empty: the kernel's list.
+    pub configs: Vec<String>,
     /// Run the baselines: hand-written WGSL on wgpu devices, cuBLAS on CUDA devices.
     pub baselines: bool,
     pub max_check_flops: f64,
@@ -284,6 +287,13 @@ fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_conf
     };
     let plan = match kernel.plan(problem, config) {
         Ok(p) => p,
+        // Not every configuration of a kernel's list suits every problem: skipped, as Triton's
+        // autotuner prunes them.
+        Err(err @ crate::kernels::KernelError::Unfit(_)) => {
+            e.status = Status::Skipped;
+            e.message = Some(format!("planning: {err}"));
+            return e;
+        }
         Err(err) => {
             e.status = Status::Error;
             e.message = Some(format!("planning: {err}"));
@@ -598,8 +608,21 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
         let problem = &case.problem;
         let cost = kernel.cost(problem);
-        let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
-        let configs: Vec<Config> = kernel.configs().into_iter().take(keep.max(1)).collect();
+        let configs = match configs_to_time(kernel.as_ref(), o) {
+            Ok(c) => c,
+            Err(m) => {
+                // `tilekit bench` checks every --config first; a caller of `run` that did not
+                // gets the reason in every device's entry.
+                for device in &o.devices {
+                    let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, o.configs.join(" "), false, cost.bytes, cost.flops);
+                    e.status = Status::Error;
+                    e.message = Some(m.clone());
+                    results.entries.push(e);
+                }
+                continue;
+            }
+        };
+        let default_config = kernel.configs().into_iter().next().unwrap_or_default();
         let prepared = rx.recv().ok().flatten();
         for (di, device) in o.devices.iter().enumerate() {
             progress.step(&format!("{} {} {}", device.name(), case.kernel, problem));
@@ -616,14 +639,14 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                     .copy_gbps
                     .filter(|_| cost.flops <= 16 * cost.bytes)
                     .map(|gbps| cost.bytes as f64 / (gbps * 1e9));
-                for (i, c) in configs.iter().enumerate() {
+                for c in &configs {
                     let fallback = |m: String| {
-                        let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, c.to_string(), i == 0, cost.bytes, cost.flops);
+                        let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, c.to_string(), *c == default_config, cost.bytes, cost.flops);
                         e.status = Status::Error;
                         e.message = Some(m);
                         e
                     };
-                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, i == 0, device, prepared, o, &run_id, floor_s)));
+                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, *c == default_config, device, prepared, o, &run_id, floor_s)));
                 }
                 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
                 if o.baselines {
@@ -651,6 +674,16 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
     progress.finish();
     results.derive();
     results
+}
+
+/// The configurations to time for `kernel`: `--config`'s, each merged over the kernel's default,
+/// or the kernel's list (its first only without tuning; the suite may cap it).
+fn configs_to_time(kernel: &dyn Kernel, o: &BenchOptions) -> Result<Vec<Config>, String> {
+    if !o.configs.is_empty() {
+        return o.configs.iter().map(|c| crate::cli::resolve_config(kernel, std::slice::from_ref(c)).map_err(|e| e.to_string())).collect();
+    }
+    let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
+    Ok(kernel.configs().into_iter().take(keep.max(1)).collect())
 }
 
 /// Compile-only targets (AMDGCN code objects): each case's configurations compiled for each
@@ -681,10 +714,10 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
             let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
             let problem = &case.problem;
             let cost = kernel.cost(problem);
-            let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
             let mut entries = Vec::new();
-            for (i, config) in kernel.configs().into_iter().take(keep.max(1)).enumerate() {
-                let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), i == 0, cost.bytes, cost.flops);
+            let default_config = kernel.configs().into_iter().next().unwrap_or_default();
+            for config in configs_to_time(kernel.as_ref(), o).unwrap_or_default() {
+                let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), config == default_config, cost.bytes, cost.flops);
                 // A configuration with more threads than a program may have on this architecture
                 // (32 warps of 64 lanes) is not one to tune over here: skipped, not an error.
                 let threads = config.num_warps() as u64 * arch.wave_size() as u64;

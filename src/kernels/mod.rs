@@ -173,6 +173,9 @@ pub enum KernelError {
     Config(#[from] ConfigError),
     #[error("the configuration is not valid for this problem: {0}")]
     BadConfig(String),
+    /// A valid configuration that this problem would make spill or waste (tuning skips it).
+    #[error("the configuration does not fit this problem: {0}")]
+    Unfit(String),
     #[error("the kernel failed to build: {0}")]
     Build(#[from] tilekit_core::verify::VerifyError),
     #[error("{0}")]

@@ -14,6 +14,11 @@ pub struct Softmax;
 /// to `softmax_online`, which streams the row in blocks.
 pub const MAX_COLS: usize = 1 << 16;
 
+/// Most row elements one thread may hold: the row lives in registers, and at 128 per thread
+/// (8192 columns on 2 warps) ptxas takes all 255 registers and spills. Counted with 32 threads
+/// per warp, NVIDIA's and the most elements per thread any target gives.
+pub const MAX_PER_THREAD: usize = 64;
+
 /// The tile program for rows of up to `block` columns (`block` a power of two).
 pub fn build(dtype: DType, block: usize) -> Result<Program, KernelError> {
     let k = Builder::new("softmax");
@@ -28,7 +33,11 @@ pub fn build(dtype: DType, block: usize) -> Result<Program, KernelError> {
     let v = k.load_masked(x, offs, mask, f64::NEG_INFINITY).cast(DType::F32);
     // Subtracting the max keeps exp() from overflowing; the result is unchanged.
     let e = (v - v.max(0)).exp();
-    k.store_masked(y, offs, e / e.sum(0), mask);
+    // One division per program and a multiply per element: an IEEE f32 division per element is a
+    // long instruction sequence on NVIDIA whose registers cost occupancy on long rows (at 12800
+    // columns on 32 warps, 50 registers instead of the 32 two programs per multiprocessor need).
+    let inv_sum = 1.0 / e.sum(0);
+    k.store_masked(y, offs, e * inv_sum, mask);
     Ok(k.finish()?)
 }
 
@@ -74,6 +83,13 @@ impl Kernel for Softmax {
             });
         }
         let block = cols.next_power_of_two();
+        let per_thread = block / (32 * config.num_warps()).min(block);
+        if per_thread > MAX_PER_THREAD {
+            return Err(KernelError::Unfit(format!(
+                "{cols} columns on {} warps hold {per_thread} elements per thread in registers (at most {MAX_PER_THREAD}): take more warps",
+                config.num_warps()
+            )));
+        }
         let dtype = problem.dtype;
         let len = rows * cols;
         Ok(Plan {

@@ -107,28 +107,30 @@ softmax:
 	v_add_f32_e32 v0, v4, v5
 	s_delay_alu instid0(VALU_DEP_1) | instskip(NEXT) | instid1(VALU_DEP_1)
 	v_add_f32_e32 v0, v0, v6
-	v_add_f32_e32 v4, v0, v7
+	v_add_f32_e32 v0, v0, v7
 	s_delay_alu instid0(VALU_DEP_1) | instskip(SKIP_1) | instid1(VALU_DEP_2)
-	v_div_scale_f32 v0, null, v4, v4, v3
-	v_div_scale_f32 v6, vcc_lo, v3, v4, v3
-	v_rcp_f32_e32 v5, v0
+	v_div_scale_f32 v2, null, v0, v0, 1.0
+	v_div_scale_f32 v6, vcc_lo, 1.0, v0, 1.0
+	v_rcp_f32_e32 v4, v2
 	s_waitcnt_depctr 0xfff
-	v_fma_f32 v2, -v0, v5, 1.0
+	v_fma_f32 v5, -v2, v4, 1.0
 	s_delay_alu instid0(VALU_DEP_1) | instskip(NEXT) | instid1(VALU_DEP_1)
-	v_fmac_f32_e32 v5, v2, v5
-	v_mul_f32_e32 v7, v6, v5
+	v_fmac_f32_e32 v4, v5, v4
+	v_mul_f32_e32 v5, v6, v4
 	s_delay_alu instid0(VALU_DEP_1) | instskip(NEXT) | instid1(VALU_DEP_1)
-	v_fma_f32 v2, -v0, v7, v6
-	v_fmac_f32_e32 v7, v2, v5
+	v_fma_f32 v7, -v2, v5, v6
+	v_fmac_f32_e32 v5, v7, v4
+	s_delay_alu instid0(VALU_DEP_1) | instskip(NEXT) | instid1(VALU_DEP_1)
+	v_fma_f32 v2, -v2, v5, v6
+	v_div_fmas_f32 v4, v2, v4, v5
 	v_ashrrev_i32_e32 v2, 31, v1
-	s_delay_alu instid0(VALU_DEP_2) | instskip(NEXT) | instid1(VALU_DEP_1)
-	v_fma_f32 v0, -v0, v7, v6
-	v_div_fmas_f32 v5, v0, v5, v7
-	s_delay_alu instid0(VALU_DEP_3) | instskip(NEXT) | instid1(VALU_DEP_2)
+	s_delay_alu instid0(VALU_DEP_2) | instskip(NEXT) | instid1(VALU_DEP_2)
+	v_div_fixup_f32 v4, v4, v0, 1.0
 	v_lshlrev_b64 v[0:1], 2, v[1:2]
-	v_div_fixup_f32 v2, v5, v4, v3
-	s_delay_alu instid0(VALU_DEP_2) | instskip(NEXT) | instid1(VALU_DEP_3)
+	s_delay_alu instid0(VALU_DEP_2) | instskip(NEXT) | instid1(VALU_DEP_2)
+	v_mul_f32_e32 v2, v3, v4
 	v_add_co_u32 v0, vcc_lo, s0, v0
+	s_delay_alu instid0(VALU_DEP_3)
 	v_add_co_ci_u32_e32 v1, vcc_lo, s1, v1, vcc_lo
 	global_store_b32 v[0:1], v2, off
 .LBB0_2:

@@ -372,19 +372,20 @@ softmax:
 	v_add_f32_e32 v1, v1, v9
 	v_add_f32_e32 v1, v1, v10
 	v_add_f32_e32 v1, v1, v11
-	v_div_scale_f32 v3, s[2:3], v1, v1, v0
+	v_div_scale_f32 v3, s[2:3], v1, v1, 1.0
 	v_rcp_f32_e32 v4, v3
 	s_nop 0
 	v_fma_f32 v5, -v3, v4, 1.0
 	v_fmac_f32_e32 v4, v5, v4
-	v_div_scale_f32 v5, vcc, v0, v1, v0
+	v_div_scale_f32 v5, vcc, 1.0, v1, 1.0
 	v_mul_f32_e32 v6, v5, v4
 	v_fma_f32 v7, -v3, v6, v5
 	v_fmac_f32_e32 v6, v7, v4
 	v_fma_f32 v3, -v3, v6, v5
 	v_div_fmas_f32 v3, v3, v4, v6
-	v_div_fixup_f32 v4, v3, v1, v0
+	v_div_fixup_f32 v1, v3, v1, 1.0
 	v_ashrrev_i32_e32 v3, 31, v2
+	v_mul_f32_e32 v4, v0, v1
 	v_lshl_add_u64 v[0:1], v[2:3], 2, s[0:1]
 	global_store_dword v[0:1], v4, off
 .LBB0_2:

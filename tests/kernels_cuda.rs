@@ -10,7 +10,8 @@ mod common;
 
 use tilekit::Device;
 
-fn check_kernel(name: &str) {
+/// Every CUDA device; none fails the test unless `TILEKIT_SKIP_GPU_TESTS=1` (then: none).
+fn devices() -> Vec<Device> {
     let devices = Device::cuda_devices();
     if devices.is_empty() {
         let why = match tilekit_ptx::CudaRuntime::devices() {
@@ -19,12 +20,24 @@ fn check_kernel(name: &str) {
         };
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
             eprintln!("no CUDA device ({why}); skipped (TILEKIT_SKIP_GPU_TESTS=1)");
-            return;
+            return devices;
         }
         panic!("no CUDA device: {why}; set TILEKIT_SKIP_GPU_TESTS=1 to skip");
     }
-    for device in &devices {
+    devices
+}
+
+fn check_kernel(name: &str) {
+    for device in &devices() {
         common::check_kernel(name, device);
+    }
+}
+
+/// Every LayerNorm configuration on rows that fill its block exactly.
+#[test]
+fn layernorm_every_configuration() {
+    for device in &devices() {
+        common::check_every_config("layernorm", &common::whole_row_layernorms(), device);
     }
 }
 

@@ -10,6 +10,12 @@ fn check_kernel(name: &str) {
     common::check_kernel(name, &Device::Interpreter)
 }
 
+/// Every LayerNorm configuration on rows that fill its block exactly.
+#[test]
+fn layernorm_every_configuration() {
+    common::check_every_config("layernorm", &common::whole_row_layernorms(), &Device::Interpreter);
+}
+
 kernel_tests!(
     vector_add,
     softmax,

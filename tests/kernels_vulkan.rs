@@ -7,17 +7,30 @@ mod common;
 
 use tilekit::Device;
 
-fn check_kernel(name: &str) {
+/// Every Vulkan device; none fails the test unless `TILEKIT_SKIP_GPU_TESTS=1` (then: none).
+fn devices() -> Vec<Device> {
     let gpus = Device::gpus();
     if gpus.is_empty() {
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
             eprintln!("no Vulkan device; skipped (TILEKIT_SKIP_GPU_TESTS=1)");
-            return;
+            return gpus;
         }
         panic!("no Vulkan device found: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1");
     }
-    for device in &gpus {
+    gpus
+}
+
+fn check_kernel(name: &str) {
+    for device in &devices() {
         common::check_kernel(name, device);
+    }
+}
+
+/// Every LayerNorm configuration on rows that fill its block exactly.
+#[test]
+fn layernorm_every_configuration() {
+    for device in &devices() {
+        common::check_every_config("layernorm", &common::whole_row_layernorms(), device);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Forward LayerNorm over the last dimension with weight and bias (Triton's layer-norm tutorial):
 //! one program per row, three loops over column blocks (mean, then variance around the mean, then
-//! normalize), statistics in f32. The mean and 1/std of each row are outputs too, as the backward
+//! normalize), statistics in f32. When one block holds the whole row, the row is read once and
+//! kept in registers instead (the tutorial reads it three times even then). The mean and 1/std of each row are outputs too, as the backward
 //! pass needs them. With `residual=1` the kernel normalizes `x + r` and also writes that sum, as
 //! the fused add-and-norm of transformer blocks does.
 
@@ -14,8 +15,22 @@ pub struct LayerNorm;
 
 pub const EPS: f64 = 1e-5;
 
-/// The tile program, streaming each row in blocks of `block` columns.
-pub fn build(dtype: DType, block: usize, residual: bool) -> Result<Program, KernelError> {
+/// How a program covers its row, as the plan knows from COLS and the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowPlan {
+    /// One block holds the whole row (`n_cols <= block`): the row is read once and kept in
+    /// registers, instead of once per loop.
+    pub whole_row: bool,
+    /// `n_cols == block` exactly: no lane is masked (whole rows only).
+    pub exact: bool,
+    /// Load w and b before the reductions rather than after (whole rows only): their latency
+    /// hides behind the reductions, but their registers are held through them.
+    pub preload: bool,
+}
+
+/// The tile program, streaming each row in blocks of `block` columns unless `plan.whole_row`.
+/// The program takes what `plan` says of `n_cols` as given; `LayerNorm::plan` checks it.
+pub fn build(dtype: DType, block: usize, residual: bool, plan: RowPlan) -> Result<Program, KernelError> {
     let k = Builder::new(if residual { "layernorm_residual" } else { "layernorm" });
     let x = k.input("x", dtype);
     let r = residual.then(|| k.input("r", dtype));
@@ -45,6 +60,42 @@ pub fn build(dtype: DType, block: usize, residual: bool) -> Result<Program, Kern
         }
         (cols, offs, mask, a)
     };
+
+    if plan.whole_row {
+        // Without masks where every lane is a column: no predicate, select or branch per vector,
+        // which on NVIDIA leaves registers for a fourth program per multiprocessor.
+        let mask = (!plan.exact).then(|| lanes.lt(n_cols));
+        let load = |buf, offs| match mask {
+            Some(m) => k.load_masked(buf, offs, m, 0),
+            None => k.load(buf, offs),
+        };
+        let store = |buf, offs, v| match mask {
+            Some(m) => k.store_masked(buf, offs, v, m),
+            None => k.store(buf, offs, v),
+        };
+        let offs = base + lanes;
+        let mut a = load(x, offs).cast(DType::F32);
+        if let Some(r) = r {
+            a = a + load(r, offs).cast(DType::F32);
+        }
+        // Kept in the buffers' dtype until used, for half the registers in f16 and bf16.
+        let wb = |k: &Builder| (load(w, lanes), load(b, lanes));
+        let early = plan.preload.then(|| wb(&k));
+        if let Some(s) = sum_out {
+            store(s, offs, a);
+        }
+        let mean = a.sum(0) / n;
+        let d = match mask {
+            Some(m) => k.select(m, a - mean, 0.0),
+            None => a - mean,
+        };
+        let rstd = ((d * d).sum(0) / n + EPS).rsqrt();
+        k.store(mean_out, row, mean);
+        k.store(rstd_out, row, rstd);
+        let (wv, bv) = early.unwrap_or_else(|| wb(&k));
+        store(y, offs, d * rstd * wv.cast(DType::F32) + bv.cast(DType::F32));
+        return Ok(k.finish()?);
+    }
 
     let acc0 = k.zeros(&[block], DType::F32);
     let [acc] = k.for_range(0, n_cols, block as i32, [acc0], |start, [acc]| {
@@ -102,18 +153,36 @@ impl Kernel for LayerNorm {
         out
     }
     fn configs(&self) -> Vec<Config> {
-        // The last holds a whole row of up to 8192 in one pass, as Triton's tutorial sizes BLOCK
-        // from the row (three loops of one iteration each).
-        [(1024, 4), (64, 1), (256, 2), (4096, 8), (8192, 8)]
+        // From (8192, 8) on, a whole row of up to 8192 columns in registers, read once. The last
+        // loads w and b after the reductions and asks ptxas for 3 programs per multiprocessor:
+        // an f16 row of 8192 is 16 KiB, and on the H200 more rows in flight per multiprocessor
+        // keep memory busier (2.54 -> 2.96 TB/s from two to three). At four, ptxas spills.
+        let mut configs: Vec<Config> = [(1024, 4), (64, 1), (256, 2), (4096, 8), (8192, 8)]
             .iter()
             .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect()
+            .collect();
+        configs.push(Config::new().with("BLOCK", 8192).with("num_warps", 8).with("PRELOAD", 0).with("occupancy", 3));
+        configs
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
         let block = config.block("BLOCK")?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, block)?;
         let residual = problem.flag("residual");
+        let preload = match config.get("PRELOAD") {
+            Ok(v @ (0 | 1)) => v == 1,
+            Ok(v) => return Err(KernelError::BadConfig(format!("PRELOAD = {v}: 0 or 1"))),
+            Err(_) => true,
+        };
+        let row_plan = RowPlan { whole_row: cols <= block, exact: cols == block, preload };
+        // The registers an occupancy request leaves hold a row of exactly BLOCK 16-bit columns,
+        // nothing larger: masks, f32 rows or layout conversions (odd COLS) make ptxas spill.
+        if config.get("occupancy").is_ok() && !(row_plan.exact && problem.dtype.size_bytes() == 2) {
+            return Err(KernelError::Unfit(format!(
+                "with `occupancy`, a configuration holds rows of exactly BLOCK = {block} f16 or bf16 columns, not {cols} {}",
+                problem.dtype
+            )));
+        }
         let dtype = problem.dtype;
         let buf = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };
         let out = Role::Output { zeroed: false };
@@ -134,7 +203,11 @@ impl Kernel for LayerNorm {
         args.push(LaunchArg::Scalar(Scalar::Int(cols as i64)));
         Ok(Plan {
             buffers,
-            launches: vec![Launch { program: build(dtype, block, residual)?, grid: [grid_dim(rows)?, 1, 1], args }],
+            launches: vec![Launch {
+                program: build(dtype, block, residual, row_plan)?,
+                grid: [grid_dim(rows)?, 1, 1],
+                args,
+            }],
         })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {

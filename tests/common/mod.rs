@@ -57,3 +57,44 @@ pub fn check_kernel(name: &str, device: &Device) {
     assert!(failures.is_empty(), "{name}: {} of {} runs failed:\n{}", failures.len(), runs + failures.len(), failures.join("\n"));
 }
 
+
+/// Every configuration of the kernel's list that plans each problem, on one device; a
+/// configuration that does not fit a problem (`KernelError::Unfit`) is skipped, but each problem
+/// must run under at least two.
+pub fn check_every_config(name: &str, problems: &[kernels::Problem], device: &Device) {
+    let kernel = kernels::find(name).unwrap_or_else(|| panic!("no kernel `{name}`"));
+    let mut failures = Vec::new();
+    for (pi, problem) in problems.iter().enumerate() {
+        let mut ran = 0;
+        for config in kernel.configs() {
+            match kernel.plan(problem, &config) {
+                Err(kernels::KernelError::Unfit(_)) => continue,
+                Err(e) => {
+                    failures.push(format!("{problem} [{config}]: {e}"));
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            ran += 1;
+            match check(kernel.as_ref(), problem, &config, device, 0xC0F1 ^ pi as u64) {
+                Ok(report) => failures.extend(
+                    report.outputs.iter().filter(|o| !o.pass).map(|o| format!("{problem} [{config}] output `{}`: rel err {:.3e} > tol {:.1e}", o.name, o.rel_err, o.tolerance)),
+                ),
+                Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
+            }
+        }
+        assert!(ran >= 2, "{name} {problem}: only {ran} configurations plan it");
+    }
+    assert!(failures.is_empty(), "{name} on {}: {}", device.name(), failures.join("\n"));
+}
+
+/// LayerNorm rows of exactly 8192 columns, where the whole-row configurations run without masks
+/// and the occupancy configuration applies (16-bit), and an f32 row of 8192 beside them.
+pub fn whole_row_layernorms() -> Vec<kernels::Problem> {
+    use tilekit::DType;
+    vec![
+        kernels::Problem::new(&[3, 8192], DType::F16),
+        kernels::Problem::new(&[2, 8192], DType::BF16).with("residual", "1"),
+        kernels::Problem::new(&[2, 8192], DType::F32),
+    ]
+}

@@ -395,13 +395,10 @@ pub fn resolve_config(kernel: &dyn Kernel, overrides: &[String]) -> Result<Confi
 /// would choose. The configuration used comes back with the plan.
 fn fitting_plan(kernel: &dyn Kernel, problem: &Problem, config: &Config, overridden: bool) -> (Config, Result<Plan, kernels::KernelError>) {
     match kernel.plan(problem, config) {
-        Err(e @ kernels::KernelError::Unfit(_)) if !overridden => {
-            for c in kernel.configs() {
-                if let Ok(p) = kernel.plan(problem, &c) {
-                    return (c, Ok(p));
-                }
-            }
-            (config.clone(), Err(e))
+        Err(kernels::KernelError::Unfit(_)) if !overridden => {
+            let c = kernels::default_config_for(kernel, problem);
+            let p = kernel.plan(problem, &c);
+            (c, p)
         }
         r => (config.clone(), r),
     }

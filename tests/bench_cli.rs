@@ -141,6 +141,20 @@ fn named_configurations_replace_the_kernels_list() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn untuned_runs_take_the_first_configuration_that_fits() {
+    // Softmax's default (4 warps) does not fit 9001 columns; without tuning, 8 warps are timed.
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-fit-{}", std::process::id()));
+    let results = dir.join("r.json");
+    let r = results.to_str().unwrap();
+    let o = tilekit(&["bench", "--problem", "softmax:3x9001", "--device", "interp", "--no-tune", "--min-runs", "1", "--min-time-ms", "0", "--warmup", "1", "-o", r]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let res = Results::read(r).unwrap();
+    let timed: Vec<(String, Status)> = res.entries.iter().filter(|e| e.kernel == "softmax").map(|e| (e.config.clone(), e.status)).collect();
+    assert_eq!(timed, [("num_warps=8".to_string(), Status::Ok)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--amdgcn ARCH` adds a compile-only platform: every case compiled for it, its code object's
 /// static resources recorded, nothing timed, and the run is no failure for it.
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]

@@ -608,7 +608,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
         let problem = &case.problem;
         let cost = kernel.cost(problem);
-        let configs = match configs_to_time(kernel.as_ref(), o) {
+        let configs = match configs_to_time(kernel.as_ref(), problem, o) {
             Ok(c) => c,
             Err(m) => {
                 // `tilekit bench` checks every --config first; a caller of `run` that did not
@@ -677,13 +677,16 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
 }
 
 /// The configurations to time for `kernel`: `--config`'s, each merged over the kernel's default,
-/// or the kernel's list (its first only without tuning; the suite may cap it).
-fn configs_to_time(kernel: &dyn Kernel, o: &BenchOptions) -> Result<Vec<Config>, String> {
+/// or the kernel's list (the suite may cap it); without tuning, the one an untuned run takes
+/// (`kernels::default_config_for`).
+fn configs_to_time(kernel: &dyn Kernel, problem: &Problem, o: &BenchOptions) -> Result<Vec<Config>, String> {
     if !o.configs.is_empty() {
         return o.configs.iter().map(|c| crate::cli::resolve_config(kernel, std::slice::from_ref(c)).map_err(|e| e.to_string())).collect();
     }
-    let keep = if o.tune { o.suite.max_configs.unwrap_or(usize::MAX) } else { 1 };
-    Ok(kernel.configs().into_iter().take(keep.max(1)).collect())
+    if !o.tune {
+        return Ok(vec![crate::kernels::default_config_for(kernel, problem)]);
+    }
+    Ok(kernel.configs().into_iter().take(o.suite.max_configs.unwrap_or(usize::MAX).max(1)).collect())
 }
 
 /// Compile-only targets (AMDGCN code objects): each case's configurations compiled for each
@@ -716,7 +719,7 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
             let cost = kernel.cost(problem);
             let mut entries = Vec::new();
             let default_config = kernel.configs().into_iter().next().unwrap_or_default();
-            for config in configs_to_time(kernel.as_ref(), o).unwrap_or_default() {
+            for config in configs_to_time(kernel.as_ref(), problem, o).unwrap_or_default() {
                 let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), config == default_config, cost.bytes, cost.flops);
                 // A configuration with more threads than a program may have on this architecture
                 // (32 warps of 64 lanes) is not one to tune over here: skipped, not an error.

@@ -182,6 +182,17 @@ pub enum KernelError {
     Parse(String),
 }
 
+/// The configuration an untuned run of `problem` takes: the kernel's default, or, where the
+/// default does not fit the problem (`KernelError::Unfit`), the first of its list that plans it.
+pub fn default_config_for(kernel: &dyn Kernel, problem: &Problem) -> Config {
+    let configs = kernel.configs();
+    let default = configs.first().cloned().unwrap_or_default();
+    match kernel.plan(problem, &default) {
+        Err(KernelError::Unfit(_)) => configs.into_iter().find(|c| kernel.plan(problem, c).is_ok()).unwrap_or(default),
+        _ => default,
+    }
+}
+
 /// A library kernel.
 pub trait Kernel: Send + Sync {
     /// Short name used by the CLI (`softmax`).

@@ -79,8 +79,8 @@ pub fn build(dtype: DType, block: usize, residual: bool, plan: RowPlan) -> Resul
             a = a + load(r, offs).cast(DType::F32);
         }
         // Kept in the buffers' dtype until used, for half the registers in f16 and bf16.
-        let wb = |k: &Builder| (load(w, lanes), load(b, lanes));
-        let early = plan.preload.then(|| wb(&k));
+        let wb = || (load(w, lanes), load(b, lanes));
+        let early = plan.preload.then(wb);
         if let Some(s) = sum_out {
             store(s, offs, a);
         }
@@ -92,7 +92,7 @@ pub fn build(dtype: DType, block: usize, residual: bool, plan: RowPlan) -> Resul
         let rstd = ((d * d).sum(0) / n + EPS).rsqrt();
         k.store(mean_out, row, mean);
         k.store(rstd_out, row, rstd);
-        let (wv, bv) = early.unwrap_or_else(|| wb(&k));
+        let (wv, bv) = early.unwrap_or_else(wb);
         store(y, offs, d * rstd * wv.cast(DType::F32) + bv.cast(DType::F32));
         return Ok(k.finish()?);
     }

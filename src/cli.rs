@@ -404,13 +404,14 @@ fn fitting_plan(kernel: &dyn Kernel, problem: &Problem, config: &Config, overrid
     }
 }
 
-fn plan(kernel: &dyn Kernel, problem: &Problem, config: &Config) -> Result<Plan, CliError> {
-    kernel.plan(problem, config).map_err(|source| CliError::Plan {
+/// `kernel` could not plan `problem` under `config`.
+fn plan_error(kernel: &dyn Kernel, problem: &Problem, config: &Config, source: kernels::KernelError) -> CliError {
+    CliError::Plan {
         kernel: kernel.name().to_string(),
         problem: problem.to_string(),
         config: config.to_string(),
         source: Box::new(source),
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,7 +621,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
     let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty()) {
         (c, Ok(p)) => (c, p),
-        (c, Err(_)) => (c.clone(), plan(kernel.as_ref(), &problem, &c)?),
+        (c, Err(source)) => return Err(plan_error(kernel.as_ref(), &problem, &c, source)),
     };
     let target = match args.target.as_deref() {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
@@ -777,14 +778,7 @@ fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
                     Ok(p) => Ok(output_names(&p)),
                     // One named kernel that cannot plan its problem is bad input, reported before
                     // anything runs; across the library it is one failed result among many.
-                    Err(source) if !args.all => {
-                        return Err(CliError::Plan {
-                            kernel: kernel.name().to_string(),
-                            problem: problem.to_string(),
-                            config: config.to_string(),
-                            source: Box::new(source),
-                        })
-                    }
+                    Err(source) if !args.all => return Err(plan_error(kernel.as_ref(), &problem, &config, source)),
                     Err(e) => Err(e.to_string()),
                 };
                 jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs });
@@ -1015,7 +1009,8 @@ mod tests {
     fn invalid_config_values_fail_when_planning() {
         let k = find_kernel("vector_add").unwrap();
         let c = resolve_config(k.as_ref(), &["BLOCK=100".into()]).unwrap();
-        let e = plan(k.as_ref(), &k.default_problem(), &c).unwrap_err().to_string();
+        let p = k.default_problem();
+        let e = plan_error(k.as_ref(), &p, &c, k.plan(&p, &c).unwrap_err()).to_string();
         assert!(e.contains("BLOCK") && e.contains("100"), "{e}");
     }
 

@@ -150,11 +150,11 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     }
     // Every --config must mean something to every kernel it will be applied to: checked here,
     // before any device time is spent.
-    for case in &suite.cases {
-        if !args.kernels.is_empty() && !args.kernels.iter().any(|k| k == case.kernel) {
-            continue;
-        }
-        if let Some(kernel) = crate::kernels::find(case.kernel) {
+    let mut named: Vec<&str> = suite.cases.iter().map(|c| c.kernel).filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k)).collect();
+    named.sort_unstable();
+    named.dedup();
+    for name in named {
+        if let Some(kernel) = crate::kernels::find(name) {
             for c in &args.configs {
                 crate::cli::resolve_config(kernel.as_ref(), std::slice::from_ref(c))?;
             }

@@ -42,12 +42,7 @@ pub fn check_kernel(name: &str, device: &Device) {
                 match check(kernel.as_ref(), problem, config, device, seed) {
                     Ok(report) => {
                         runs += 1;
-                        for o in report.outputs.iter().filter(|o| !o.pass) {
-                            failures.push(format!(
-                                "{problem} [{config}] output `{}`: rel err {:.3e} > tol {:.1e}, max abs err {:.3e} at {}, {} non-finite",
-                                o.name, o.rel_err, o.tolerance, o.max_abs_err, o.max_abs_index, o.non_finite
-                            ));
-                        }
+                        failures.extend(failed_outputs(&report, problem, config));
                     }
                     Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
                 }
@@ -77,9 +72,7 @@ pub fn check_every_config(name: &str, problems: &[kernels::Problem], device: &De
             }
             ran += 1;
             match check(kernel.as_ref(), problem, &config, device, 0xC0F1 ^ pi as u64) {
-                Ok(report) => failures.extend(
-                    report.outputs.iter().filter(|o| !o.pass).map(|o| format!("{problem} [{config}] output `{}`: rel err {:.3e} > tol {:.1e}", o.name, o.rel_err, o.tolerance)),
-                ),
+                Ok(report) => failures.extend(failed_outputs(&report, problem, &config)),
                 Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
             }
         }
@@ -97,4 +90,19 @@ pub fn whole_row_layernorms() -> Vec<kernels::Problem> {
         kernels::Problem::new(&[2, 8192], DType::BF16).with("residual", "1"),
         kernels::Problem::new(&[2, 8192], DType::F32),
     ]
+}
+
+/// One line per output of `report` outside its tolerance.
+fn failed_outputs(report: &tilekit::check::CheckReport, problem: &kernels::Problem, config: &tilekit::Config) -> Vec<String> {
+    report
+        .outputs
+        .iter()
+        .filter(|o| !o.pass)
+        .map(|o| {
+            format!(
+                "{problem} [{config}] output `{}`: rel err {:.3e} > tol {:.1e}, max abs err {:.3e} at {}, {} non-finite",
+                o.name, o.rel_err, o.tolerance, o.max_abs_err, o.max_abs_index, o.non_finite
+            )
+        })
+        .collect()
 }

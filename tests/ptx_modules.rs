@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
+use tilekit::device::launch_options;
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;
 use tilekit::kernels::{self, Problem};
@@ -32,13 +33,16 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
                 for config in k.configs() {
                     let Ok(plan) = k.plan(&problem, &config) else { continue };
                     for launch in plan.launches {
-                        let key = (tilekit::text::print(&launch.program), LowerOptions::for_config(&config));
+                        // Specialised on the launch's scalars as the CUDA runtime compiles it
+                        // (multiples of 16 make vector accesses): the module that runs.
+                        let options = launch_options(&LowerOptions::for_config(&config), &launch);
+                        let key = (tilekit::text::print(&launch.program), options);
                         let what = format!("{} {problem} [{config}]", k.name());
                         if filter.as_deref().is_some_and(|f| !what.contains(f)) {
                             continue;
                         }
                         if seen.insert(key) {
-                            jobs.push((format!("{} {problem} [{config}]", k.name()), launch.program, LowerOptions::for_config(&config)));
+                            jobs.push((what, launch.program, options));
                         }
                     }
                 }
@@ -77,7 +81,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = LowerOptions::for_config(&config);
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
     let mut c = compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap();
     c.kernel.assemble().unwrap();
     let text = c.kernel.ptx;
@@ -113,7 +117,7 @@ fn ptx_of(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> String {
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = LowerOptions::for_config(&config);
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
     compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap().kernel.ptx
 }
 
@@ -127,6 +131,22 @@ fn vector_accesses_and_shuffles() {
     assert!(ptx.contains(".reqntid 128, 1, 1"), "{ptx}");
     let ptx = ptx_of("softmax", &[64, 1024], DType::F32, "num_warps=4");
     assert!(ptx.contains("shfl.sync.bfly.b32"), "{ptx}");
+}
+
+/// A row's elements share one 64-bit address per buffer and reach the loads and stores as
+/// immediate offsets: LayerNorm's 8192 f16 columns on 8 warps are four 16-byte vectors a
+/// thread, 4096 bytes apart. Each 64-bit register an element kept instead cost the registers
+/// that let four programs share a multiprocessor.
+#[test]
+fn element_offsets_are_immediates() {
+    let ptx = ptx_of("layernorm", &[64, 8192], DType::F16, "BLOCK=8192,num_warps=8,PRELOAD=0,occupancy=4");
+    assert_eq!(ptx.matches("ld.global.nc.v4.u32").count(), 12, "x, w and b: four vector loads each\n{ptx}");
+    assert_eq!(ptx.matches("st.global.v4.b32").count(), 4, "y: four vector stores\n{ptx}");
+    for off in [4096, 8192, 12288] {
+        assert_eq!(ptx.matches(&format!("+{off}];")).count(), 3, "x, w and b at +{off}\n{ptx}");
+        assert_eq!(ptx.matches(&format!("+{off}], {{")).count(), 1, "y at +{off}\n{ptx}");
+    }
+    assert!(ptx.matches("cvt.s64.s32").count() <= 1, "one sign extension, of the row's base\n{ptx}");
 }
 
 /// The NVPTX optimisation pipeline is LLVM's own `default<O3>` with only the SLP vectorizer

@@ -191,6 +191,11 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     /// arithmetic the lowering repeats is written once: the module LLVM parses and optimises
     /// shrinks by a third for the large dot tiles, and with it the compile time.
     cse: HashMap<String, Operand>,
+    /// i32 sums the lowering built, by register, as `base + constant` (wrapping arithmetic,
+    /// so the split is exact): an element's index is a thread's base plus the element's
+    /// constant, and an address built from the split takes the constant as an immediate offset
+    /// instead of a 64-bit register per element (see [`Self::element_ptr`]).
+    sums: HashMap<u32, (Operand, i64)>,
 }
 
 /// The label of the entry block.
@@ -272,6 +277,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             externals: BTreeSet::new(),
             next_unroll: None,
             cse: HashMap::new(),
+            sums: HashMap::new(),
             loop_metadata: Vec::new(),
         };
         e.lines.push("L0:".into());
@@ -497,6 +503,36 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         }
     }
 
+    /// `x` as `(base, constant)`: a constant has no base; a register the lowering summed keeps
+    /// its split.
+    fn split_sum(&self, x: Operand) -> (Option<Operand>, i64) {
+        match x {
+            Operand::Int(c) => (None, c),
+            Operand::Reg(r) => match self.sums.get(&r) {
+                Some(&(b, c)) => (Some(b), c),
+                None => (Some(x), 0),
+            },
+            _ => (Some(x), 0),
+        }
+    }
+
+    /// An i32 add, remembering the sum's split into a base and a constant.
+    fn add_i32(&mut self, a: Operand, b: Operand) -> Operand {
+        let r = self.bin("add", "i32", a, b);
+        let ((ba, ca), (bb, cb)) = (self.split_sum(a), self.split_sum(b));
+        let c = (ca.wrapping_add(cb)) as i32 as i64;
+        if let (Operand::Reg(reg), true) = (r, c != 0) {
+            let base = match (ba, bb) {
+                (Some(x), Some(y)) => Some(self.bin("add", "i32", x, y)),
+                (x, y) => x.or(y),
+            };
+            if let Some(base) = base {
+                self.sums.insert(reg, (base, c));
+            }
+        }
+        r
+    }
+
     fn icmp(&mut self, pred: &str, ty: &str, a: Operand, b: Operand) -> Operand {
         self.inst(format!("icmp {pred} {ty} {a}, {b}"))
     }
@@ -639,13 +675,28 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         if read && !write && !access.can_read() {
             self.fail_contract(format!("{what} reads buffer `{name}`, declared {}", access.name()));
         }
+        let gas = self.hooks.global_addrspace();
+        let mt = mem_ty(dtype);
+        if let (DType::I32, Operand::Reg(r)) = (index_dtype, index.op) {
+            // For 0 < c < 2^31, sext(base + c) == sext(base) + c unless base + c wraps past
+            // i32::MAX, and then the index itself is negative: no access a program may make.
+            // So the constant moves into the address (an immediate offset), and elements
+            // that share a base share its 64-bit register. No `inbounds`: the base alone may
+            // point before the buffer.
+            if let Some(&(base, c)) = self.sums.get(&r) {
+                if c > 0 {
+                    let b64 = self.inst(format!("sext i32 {base} to i64"));
+                    let pb = self.inst(format!("getelementptr {mt}, ptr addrspace({gas}) %p{buffer}, i64 {b64}"));
+                    return Some(self.inst(format!("getelementptr {mt}, ptr addrspace({gas}) {pb}, i64 {c}")));
+                }
+            }
+        }
         let idx = match index_dtype {
             DType::I64 => index.op,
             DType::U32 => self.inst(format!("zext i32 {} to i64", index.op)),
             _ => self.inst(format!("sext i32 {} to i64", index.op)),
         };
-        let gas = self.hooks.global_addrspace();
-        Some(self.inst(format!("getelementptr inbounds {}, ptr addrspace({gas}) %p{buffer}, i64 {idx}", mem_ty(dtype))))
+        Some(self.inst(format!("getelementptr inbounds {mt}, ptr addrspace({gas}) %p{buffer}, i64 {idx}")))
     }
 
     fn shared_ptr(&mut self, dtype: DType, index: LlvmValue, what: &str) -> Option<Operand> {
@@ -1038,6 +1089,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
                 let t = reg_ty(d);
                 let signed = d.is_signed_int();
                 match op {
+                    BinaryOp::Add if d == DType::I32 => self.add_i32(a, b),
                     BinaryOp::Add => self.bin("add", t, a, b),
                     BinaryOp::Sub => self.bin("sub", t, a, b),
                     BinaryOp::Mul => self.bin("mul", t, a, b),

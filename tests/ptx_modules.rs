@@ -149,6 +149,24 @@ fn element_offsets_are_immediates() {
     assert!(ptx.matches("cvt.s64.s32").count() <= 1, "one sign extension, of the row's base\n{ptx}");
 }
 
+/// Softmax's masked stores after its two reductions branch on the predicates the loads used:
+/// LLVM's copy of each compare into its store's block had kept a 32-bit offset per vector live
+/// across both barriers, and 32 warps at two programs per multiprocessor (32 registers)
+/// spilled 20 bytes on 12800 columns.
+#[test]
+fn masked_stores_after_barriers_keep_their_predicates() {
+    let k = kernels::find("softmax").unwrap();
+    let config: Config = "num_warps=32,occupancy=2".parse().unwrap();
+    let plan = k.plan(&Problem::new(&[64, 12800], DType::F32), &config).unwrap();
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
+    let mut c = compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap();
+    let (spills, report) = {
+        let r = c.kernel.assemble().unwrap();
+        (r.spills(), r.to_string())
+    };
+    assert!(!spills, "{report}\n{}", c.kernel.ptx);
+}
+
 /// The NVPTX optimisation pipeline is LLVM's own `default<O3>` with only the SLP vectorizer
 /// taken out: `opt-19 -print-pipeline-passes` (Debian's llvm-19, which the test command
 /// installs with llvm-19-dev) writes the pipeline the text must equal once that pass is dropped.

@@ -9,7 +9,7 @@ softmax:
 	s_load_b32 s4, s[0:1], 0x10
 	s_load_b64 s[2:3], s[0:1], 0x0
 	s_waitcnt lgkmcnt(0)
-	v_mad_u64_u32 v[1:2], null, s15, s4, v[0:1]
+	v_mad_u64_u32 v[1:2], null, s4, s15, v[0:1]
 	v_cmp_gt_i32_e32 vcc_lo, s4, v0
 	v_lshrrev_b32_e32 v0, 3, v0
 	s_delay_alu instid0(VALU_DEP_1) | instskip(SKIP_1) | instid1(VALU_DEP_2)

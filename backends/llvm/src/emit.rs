@@ -196,6 +196,12 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     /// constant, and an address built from the split takes the constant as an immediate offset
     /// instead of a 64-bit register per element (see [`Self::element_ptr`]).
     sums: HashMap<u32, (Operand, i64)>,
+    /// Barriers and loop boundaries (openings and closings) emitted so far.
+    barriers: u32,
+    loop_marks: u32,
+    /// Where each compare (and each i1 combination of them) was made: `(barriers, loop_marks)`
+    /// then (see [`Emitter::begin_if`]).
+    cond_made: HashMap<u32, (u32, u32)>,
 }
 
 /// The label of the entry block.
@@ -278,6 +284,9 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             next_unroll: None,
             cse: HashMap::new(),
             sums: HashMap::new(),
+            barriers: 0,
+            loop_marks: 0,
+            cond_made: HashMap::new(),
             loop_metadata: Vec::new(),
         };
         e.lines.push("L0:".into());
@@ -531,6 +540,13 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             }
         }
         r
+    }
+
+    /// Remembers where condition `r` was made, for [`Emitter::begin_if`].
+    fn note_cond(&mut self, r: Operand) {
+        if let Operand::Reg(reg) = r {
+            self.cond_made.entry(reg).or_insert((self.barriers, self.loop_marks));
+        }
     }
 
     fn icmp(&mut self, pred: &str, ty: &str, a: Operand, b: Operand) -> Operand {
@@ -1115,6 +1131,9 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
                 }
             }
         };
+        if dtype == DType::I1 {
+            self.note_cond(r);
+        }
         self.val(r, dtype)
     }
 
@@ -1169,6 +1188,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
                 self.icmp(p, reg_ty(d), a, b)
             }
         };
+        self.note_cond(r);
         self.val(r, DType::I1)
     }
 
@@ -1427,6 +1447,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     }
 
     fn barrier(&mut self) {
+        self.barriers += 1;
         let h = self.hooks;
         h.barrier(&mut self.builder());
     }
@@ -1456,7 +1477,20 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     fn begin_if(&mut self, cond: LlvmValue, result_dtypes: &[DType]) {
         self.expect(cond, DType::I1, "if condition");
         let (merge, then_label, else_label) = (self.label(), self.label(), self.label());
-        self.stmt(format!("br i1 {}, label %L{then_label}, label %L{else_label}", cond.op));
+        // A condition made before a barrier, in the same loop region: branch on it frozen.
+        // LLVM's CodeGenPrepare copies a compare into the block of each branch it feeds, which
+        // keeps the compare's operands live across the barrier (for softmax's masked stores
+        // after its reductions, a 32-bit register per vector where a predicate would do: 32
+        // warps at occupancy 2 spilled). Across a loop the copy is the better trade (the loop
+        // needs the predicates more), so there the compare is left to LLVM. Freezing a
+        // condition that is never poison changes no value.
+        let cond = match cond.op {
+            Operand::Reg(r) if self.cond_made.get(&r).is_some_and(|&(b, l)| b < self.barriers && l == self.loop_marks) => {
+                self.builder().inst(format!("freeze i1 {}", cond.op))
+            }
+            c => c,
+        };
+        self.stmt(format!("br i1 {cond}, label %L{then_label}, label %L{else_label}"));
         self.begin_block(then_label);
         self.frames.push(Frame::If { merge, else_label, results: result_dtypes.to_vec(), then_out: None });
     }
@@ -1520,6 +1554,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         step: LlvmValue,
         carried: &[(DType, LlvmValue)],
     ) -> (LlvmValue, Vec<LlvmValue>) {
+        self.loop_marks += 1;
         self.expect(lower, iv_dtype, "loop lower bound");
         self.expect(upper, iv_dtype, "loop upper bound");
         self.expect(step, iv_dtype, "loop step");
@@ -1576,6 +1611,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     }
 
     fn end_loop(&mut self, next: &[LlvmValue]) -> Vec<LlvmValue> {
+        self.loop_marks += 1;
         if !matches!(self.frames.last(), Some(Frame::Loop { .. })) {
             self.fail_contract("end_loop without an open loop".into());
             return Vec::new();

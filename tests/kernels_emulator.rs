@@ -13,6 +13,15 @@ fn check_kernel(name: &str) {
     }
 }
 
+/// Every LayerNorm configuration on whole rows (the interpreter, lavapipe and the H200 run the
+/// same set): the lowering of each, thread by thread, for both warp widths.
+#[test]
+fn layernorm_every_configuration() {
+    for target in [Target::vulkan_baseline(), Target::lavapipe()] {
+        common::check_every_config("layernorm", &common::whole_row_layernorms(), &Device::Emulator(target));
+    }
+}
+
 kernel_tests!(
     vector_add,
     softmax,

@@ -9,6 +9,13 @@ fn tilekit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).output().expect("the tilekit binary runs")
 }
 
+/// A fresh directory of this process for test `tag`, and the results file inside it.
+fn results_file(tag: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    let path = dir.join("r.json").to_str().unwrap().to_string();
+    (dir, path)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -45,9 +52,8 @@ fn bad_bench_and_report_arguments_are_named() {
 
 #[test]
 fn problems_too_costly_to_check_are_skipped_never_timed() {
-    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-skip-{}", std::process::id()));
-    let results = dir.join("r.json");
-    let r = results.to_str().unwrap();
+    let (dir, path) = results_file("tilekit-bench-cli-skip");
+    let r = path.as_str();
     let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "softmax", "--max-check-gflop", "0", "--min-runs", "1", "-o", r]);
     // Skipping by design is no failure.
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -99,9 +105,8 @@ fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
 
 #[test]
 fn named_problems_replace_the_suite() {
-    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-problem-{}", std::process::id()));
-    let results = dir.join("r.json");
-    let r = results.to_str().unwrap();
+    let (dir, path) = results_file("tilekit-bench-cli-problem");
+    let r = path.as_str();
     let o = tilekit(&[
         "bench", "--problem", "layernorm:3x97:f32", "--problem", "vector_add:1031", "--device", "interp", "--no-tune",
         "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
@@ -121,9 +126,8 @@ fn named_problems_replace_the_suite() {
 
 #[test]
 fn named_configurations_replace_the_kernels_list() {
-    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-config-{}", std::process::id()));
-    let results = dir.join("r.json");
-    let r = results.to_str().unwrap();
+    let (dir, path) = results_file("tilekit-bench-cli-config");
+    let r = path.as_str();
     let o = tilekit(&[
         "bench", "--problem", "layernorm:5x1031:f16", "--device", "interp", "--config", "BLOCK=2048,num_warps=2",
         "--config", "BLOCK=1024", "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
@@ -144,9 +148,8 @@ fn named_configurations_replace_the_kernels_list() {
 #[test]
 fn untuned_runs_take_the_first_configuration_that_fits() {
     // Softmax's default (4 warps) does not fit 9001 columns; without tuning, 8 warps are timed.
-    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-fit-{}", std::process::id()));
-    let results = dir.join("r.json");
-    let r = results.to_str().unwrap();
+    let (dir, path) = results_file("tilekit-bench-cli-fit");
+    let r = path.as_str();
     let o = tilekit(&["bench", "--problem", "softmax:3x9001", "--device", "interp", "--no-tune", "--min-runs", "1", "--min-time-ms", "0", "--warmup", "1", "-o", r]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     let res = Results::read(r).unwrap();
@@ -161,9 +164,8 @@ fn untuned_runs_take_the_first_configuration_that_fits() {
 #[test]
 fn amdgcn_targets_are_compiled_not_run() {
     bad_input(&["bench", "--amdgcn", "gfx803"], &["unknown --amdgcn `gfx803`", "gfx942"]);
-    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-amdgcn-{}", std::process::id()));
-    let results = dir.join("r.json");
-    let r = results.to_str().unwrap();
+    let (dir, path) = results_file("tilekit-bench-cli-amdgcn");
+    let r = path.as_str();
     let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "vector_add", "--no-tune", "--min-runs", "1", "--amdgcn", "gfx1100", "-o", r]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("compiled, not run"), "{}", text(&o.stdout));

@@ -77,12 +77,18 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
     assert!(assembled > 200 || filter.is_some(), "only {assembled} kernels were assembled");
 }
 
-fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+/// The sm_90 PTX of `kernel`'s first launch for one problem, specialised on the launch's
+/// scalars as the CUDA runtime compiles it.
+fn compiled(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> tilekit_ptx::Compiled {
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
     let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
-    let mut c = compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap();
+    compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap()
+}
+
+fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+    let mut c = compiled(kernel, shape, dtype, config);
     c.kernel.assemble().unwrap();
     let text = c.kernel.ptx;
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.ptx"));
@@ -114,11 +120,7 @@ fn golden_softmax() {
 }
 
 fn ptx_of(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> String {
-    let k = kernels::find(kernel).unwrap();
-    let config: Config = config.parse().unwrap();
-    let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
-    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
-    compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap().kernel.ptx
+    compiled(kernel, shape, dtype, config).kernel.ptx
 }
 
 /// Contiguous global accesses are 16-byte vectors (read-only buffers through the non-coherent
@@ -155,11 +157,7 @@ fn element_offsets_are_immediates() {
 /// spilled 20 bytes on 12800 columns.
 #[test]
 fn masked_stores_after_barriers_keep_their_predicates() {
-    let k = kernels::find("softmax").unwrap();
-    let config: Config = "num_warps=32,occupancy=2".parse().unwrap();
-    let plan = k.plan(&Problem::new(&[64, 12800], DType::F32), &config).unwrap();
-    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
-    let mut c = compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap();
+    let mut c = compiled("softmax", &[64, 12800], DType::F32, "num_warps=32,occupancy=2");
     let (spills, report) = {
         let r = c.kernel.assemble().unwrap();
         (r.spills(), r.to_string())

@@ -52,7 +52,6 @@ pub fn check_kernel(name: &str, device: &Device) {
     assert!(failures.is_empty(), "{name}: {} of {} runs failed:\n{}", failures.len(), runs + failures.len(), failures.join("\n"));
 }
 
-
 /// Every configuration of the kernel's list that plans each problem, on one device; a
 /// configuration that does not fit a problem (`KernelError::Unfit`) is skipped, but each problem
 /// must run under at least two.

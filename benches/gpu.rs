@@ -84,10 +84,7 @@ fn main() -> ExitCode {
     let runs: usize = std::env::var("TILEKIT_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
     let warmup = 5;
     let filter = std::env::var("TILEKIT_BENCH_DEVICE").ok();
-    let devices: Vec<Device> = Device::gpus()
-        .into_iter()
-        .filter(|d| filter.as_deref().is_none_or(|f| d.name().contains(f)))
-        .collect();
+    let devices: Vec<Device> = Device::gpus().into_iter().filter(|d| filter.as_deref().is_none_or(|f| d.name().contains(f))).collect();
     if devices.is_empty() {
         eprintln!("no GPU device (is a Vulkan driver installed?)");
         return ExitCode::from(2);
@@ -162,13 +159,8 @@ fn main() -> ExitCode {
                 }
                 case.configs.push(s);
             }
-            case.best = case
-                .configs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.median_s.map(|m| (i, m)))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(i, _)| i);
+            case.best =
+                case.configs.iter().enumerate().filter_map(|(i, s)| s.median_s.map(|m| (i, m))).min_by(|a, b| a.1.total_cmp(&b.1)).map(|(i, _)| i);
             match case.best {
                 Some(b) => {
                     let s = &case.configs[b];
@@ -185,11 +177,8 @@ fn main() -> ExitCode {
                     );
                 }
                 None => {
-                    let why: Vec<String> = case
-                        .configs
-                        .iter()
-                        .map(|s| format!("[{}] {} {}", s.config, s.status, s.message.clone().unwrap_or_default()))
-                        .collect();
+                    let why: Vec<String> =
+                        case.configs.iter().map(|s| format!("[{}] {} {}", s.config, s.status, s.message.clone().unwrap_or_default())).collect();
                     println!("{:<34} {:<11} {:<18} FAILED: {}", case.device, case.kernel, case.problem, why.join("; "));
                 }
             }
@@ -198,7 +187,12 @@ fn main() -> ExitCode {
     }
     let host = Command::new("hostname").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let commit = option_env!("TILEKIT_COMMIT").map(str::to_string).unwrap_or_else(|| {
-        Command::new("git").args(["rev-parse", "HEAD"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+        Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
     });
     let report = Report {
         schema: 1,

@@ -27,11 +27,8 @@ const MAX_RUNS: usize = 200;
 const SEED: u64 = 0xBE7C;
 
 /// The cases: kernel name, shape, dtype.
-const CASES: &[(&str, &[usize], DType)] = &[
-    ("matmul", &[256, 256, 256], DType::F32),
-    ("softmax", &[1024, 1024], DType::F32),
-    ("vector_add", &[1 << 20], DType::F32),
-];
+const CASES: &[(&str, &[usize], DType)] =
+    &[("matmul", &[256, 256, 256], DType::F32), ("softmax", &[1024, 1024], DType::F32), ("vector_add", &[1 << 20], DType::F32)];
 
 #[derive(Serialize)]
 struct Host {
@@ -123,8 +120,7 @@ fn main() -> ExitCode {
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench").join("results");
     let path: PathBuf = dir.join(format!("interp-{}.json", file_safe(&report.host.name)));
-    let written = fs::create_dir_all(&dir)
-        .and_then(|_| fs::write(&path, serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"));
+    let written = fs::create_dir_all(&dir).and_then(|_| fs::write(&path, serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"));
     match written {
         Ok(()) => println!("\nwrote {}", path.display()),
         Err(e) => {
@@ -257,16 +253,7 @@ fn print_table(report: &Report) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
+    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
     println!("{}", line(&headers.map(String::from)));
     for row in &rows {
         println!("{}", line(row));

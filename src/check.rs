@@ -81,15 +81,7 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tolerance: f64) -> Ou
     }
     let rel = if ref2 > 0.0 { (diff2 / ref2).sqrt() } else { diff2.sqrt() };
     let pass = non_finite == 0 && out.len() == reference.len() && rel <= tolerance;
-    OutputCheck {
-        name: name.to_string(),
-        rel_err: rel,
-        max_abs_err: max_abs,
-        max_abs_index: max_i,
-        tolerance,
-        non_finite,
-        pass,
-    }
+    OutputCheck { name: name.to_string(), rel_err: rel, max_abs_err: max_abs, max_abs_index: max_i, tolerance, non_finite, pass }
 }
 
 /// Bits that read as NaN for floats and as an implausible value for integers.
@@ -103,13 +95,7 @@ fn poison_bits(dtype: tilekit_core::DType) -> u64 {
 }
 
 /// Plans, fills random inputs from `seed`, runs on `device` and compares.
-pub fn check(
-    kernel: &dyn Kernel,
-    problem: &Problem,
-    config: &Config,
-    device: &Device,
-    seed: u64,
-) -> Result<CheckReport, CheckError> {
+pub fn check(kernel: &dyn Kernel, problem: &Problem, config: &Config, device: &Device, seed: u64) -> Result<CheckReport, CheckError> {
     check_and_time(kernel, problem, config, device, seed, None).map(|(r, _)| r)
 }
 

@@ -275,10 +275,7 @@ pub fn execute(command: &Command, out: &mut dyn Write) -> Result<i32, CliError> 
 
 /// The kernel called `name`, or an error listing the library.
 pub fn find_kernel(name: &str) -> Result<Box<dyn Kernel>, CliError> {
-    kernels::find(name).ok_or_else(|| CliError::UnknownKernel {
-        name: name.to_string(),
-        available: kernel_names(),
-    })
+    kernels::find(name).ok_or_else(|| CliError::UnknownKernel { name: name.to_string(), available: kernel_names() })
 }
 
 fn kernel_names() -> String {
@@ -287,10 +284,8 @@ fn kernel_names() -> String {
 
 /// Parses a dtype name.
 pub fn parse_dtype(name: &str) -> Result<DType, CliError> {
-    DType::from_name(name.trim()).ok_or_else(|| CliError::UnknownDType {
-        name: name.to_string(),
-        known: DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
-    })
+    DType::from_name(name.trim())
+        .ok_or_else(|| CliError::UnknownDType { name: name.to_string(), known: DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ") })
 }
 
 /// Parses a `--shape` value.
@@ -406,12 +401,7 @@ fn fitting_plan(kernel: &dyn Kernel, problem: &Problem, config: &Config, overrid
 
 /// `kernel` could not plan `problem` under `config`.
 fn plan_error(kernel: &dyn Kernel, problem: &Problem, config: &Config, source: kernels::KernelError) -> CliError {
-    CliError::Plan {
-        kernel: kernel.name().to_string(),
-        problem: problem.to_string(),
-        config: config.to_string(),
-        source: Box::new(source),
-    }
+    CliError::Plan { kernel: kernel.name().to_string(), problem: problem.to_string(), config: config.to_string(), source: Box::new(source) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,14 +468,7 @@ fn list_kernels(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
                 Some((shape, note)) => (shape.to_string(), format!(" ({note}")),
                 None => (k.shape.clone(), String::new()),
             };
-            vec![
-                k.name.clone(),
-                k.dtypes.join(","),
-                shape,
-                k.configs.to_string(),
-                k.default_problem.text.clone(),
-                k.description.clone() + &note,
-            ]
+            vec![k.name.clone(), k.dtypes.join(","), shape, k.configs.to_string(), k.default_problem.text.clone(), k.description.clone() + &note]
         })
         .collect();
     out.write_all(table(&["KERNEL", "DTYPES", "SHAPE", "CONFIGS", "DEFAULT PROBLEM", "DESCRIPTION"], &rows).as_bytes())?;
@@ -536,7 +519,13 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// The PTX of one launch for `arch`, headed by ptxas's report when ptxas is found.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-fn ptx_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config, llvm: bool) -> Result<String, CliError> {
+fn ptx_text(
+    kernel: &str,
+    launch: &crate::kernels::Launch,
+    arch: Option<&str>,
+    config: &tilekit_core::Config,
+    llvm: bool,
+) -> Result<String, CliError> {
     use tilekit_ptx::Arch;
     let arch = match arch {
         None => Arch::Sm90,
@@ -573,7 +562,13 @@ fn ptx_text(_: &str, _: &crate::kernels::Launch, _: Option<&str>, _: &tilekit_co
 /// The AMDGCN assembly of one launch for `arch`, headed by the linked code object's resource
 /// report (or why it could not be linked and read).
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
-fn amdgcn_text(kernel: &str, launch: &crate::kernels::Launch, arch: Option<&str>, config: &tilekit_core::Config, llvm: bool) -> Result<String, CliError> {
+fn amdgcn_text(
+    kernel: &str,
+    launch: &crate::kernels::Launch,
+    arch: Option<&str>,
+    config: &tilekit_core::Config,
+    llvm: bool,
+) -> Result<String, CliError> {
     use tilekit_amdgcn::Arch;
     let arch = match arch {
         None => Arch::Gfx942,
@@ -627,9 +622,13 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
         Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
             name: name.to_string(),
-            known: [&tilekit_core::gpu::Target::PRESETS[..], &tilekit_core::gpu::Target::CUDA_PRESETS[..], &tilekit_core::gpu::Target::AMD_PRESETS[..]]
-                .concat()
-                .join(", "),
+            known: [
+                &tilekit_core::gpu::Target::PRESETS[..],
+                &tilekit_core::gpu::Target::CUDA_PRESETS[..],
+                &tilekit_core::gpu::Target::AMD_PRESETS[..],
+            ]
+            .concat()
+            .join(", "),
         })?,
     };
     let mut text = String::new();
@@ -734,11 +733,9 @@ struct Job {
 
 fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
     if args.all {
-        for (flag, set) in [
-            ("--shape", args.problem.shape.is_some()),
-            ("--opt", !args.problem.opts.is_empty()),
-            ("--config", !args.problem.configs.is_empty()),
-        ] {
+        for (flag, set) in
+            [("--shape", args.problem.shape.is_some()), ("--opt", !args.problem.opts.is_empty()), ("--config", !args.problem.configs.is_empty())]
+        {
             if set {
                 return Err(CliError::Usage(format!(
                     "{flag} cannot be used with --all: each kernel runs its own problems and default configuration"
@@ -839,8 +836,7 @@ fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         };
         let result = match &job.outputs {
             Err(e) => Err(e.clone()),
-            Ok(_) => check::check(job.kernel.as_ref(), &job.problem, &job.config, &device, args.seed)
-                .map_err(|e: CheckError| e.to_string()),
+            Ok(_) => check::check(job.kernel.as_ref(), &job.problem, &job.config, &device, args.seed).map_err(|e: CheckError| e.to_string()),
         };
         match result {
             Ok(report) => {
@@ -1023,9 +1019,7 @@ mod tests {
         let Command::Run(a) = parse(&["run", "--all", "--shape", "7"]).command else { panic!("run") };
         let e = jobs(&a).err().expect("--shape with --all is refused").to_string();
         assert!(e.contains("--shape"), "{e}");
-        let Command::Run(a) = parse(&["run", "vector_add", "--config", "BLOCK=64", "--config", "num_warps=2"]).command else {
-            panic!("run")
-        };
+        let Command::Run(a) = parse(&["run", "vector_add", "--config", "BLOCK=64", "--config", "num_warps=2"]).command else { panic!("run") };
         assert_eq!(a.problem.configs.len(), 2);
         assert_eq!(a.device, "interpreter");
     }

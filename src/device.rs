@@ -69,7 +69,11 @@ type PipelineCache<P> = Mutex<HashMap<PipelineKey, Arc<Mutex<P>>>>;
 /// arguments' divisibility marks, grid folding).
 type PipelineKey = (String, String, LowerOptions);
 
-fn cached<P>(cache: &'static OnceLock<PipelineCache<P>>, key: PipelineKey, make: impl FnOnce() -> Result<P, DeviceError>) -> Result<Arc<Mutex<P>>, DeviceError> {
+fn cached<P>(
+    cache: &'static OnceLock<PipelineCache<P>>,
+    key: PipelineKey,
+    make: impl FnOnce() -> Result<P, DeviceError>,
+) -> Result<Arc<Mutex<P>>, DeviceError> {
     let map = cache.get_or_init(Default::default);
     if let Some(p) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(p.clone());
@@ -151,10 +155,7 @@ impl Device {
             .find(|d| d.name() == name)
             .or_else(|| all.iter().find(|d| d.name().starts_with(name)))
             .cloned()
-            .ok_or_else(|| DeviceError::Unknown {
-                name: name.to_string(),
-                available: all.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
-            })
+            .ok_or_else(|| DeviceError::Unknown { name: name.to_string(), available: all.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ") })
     }
 
     pub fn name(&self) -> String {
@@ -211,8 +212,7 @@ impl Device {
                             .and_then(|l| l.run(&launch.program, launch.grid, &args))
                             .map_err(|source| DeviceError::Simt { launch: li, program, source })?;
                     } else {
-                        interp::run(&launch.program, launch.grid, &args)
-                            .map_err(|source| DeviceError::Interp { launch: li, program, source })?;
+                        interp::run(&launch.program, launch.grid, &args).map_err(|source| DeviceError::Interp { launch: li, program, source })?;
                     }
                 }
                 Ok(start.elapsed())
@@ -364,10 +364,7 @@ impl Device {
                 for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
                     let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g
-                        .rt
-                        .time_flushed(&pipeline, launch.grid, &bufs, scalars, warmup, runs, &flush)
-                        .map_err(|e| self.verr(e))?;
+                    let t = g.rt.time_flushed(&pipeline, launch.grid, &bufs, scalars, warmup, runs, &flush).map_err(|e| self.verr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 if read_back {
@@ -385,10 +382,7 @@ impl Device {
                 for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs = wgpu_args(&g.buffers, bufs);
                     let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g
-                        .rt
-                        .time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, &flush)
-                        .map_err(|e| self.werr(e))?;
+                    let t = g.rt.time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, &flush).map_err(|e| self.werr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 if read_back {
@@ -406,10 +400,7 @@ impl Device {
                 for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
                     let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
                     let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g
-                        .rt
-                        .time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, flush.as_mut())
-                        .map_err(|e| self.cerr(e))?;
+                    let t = g.rt.time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, flush.as_mut()).map_err(|e| self.cerr(e))?;
                     total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
                 }
                 if read_back {
@@ -471,7 +462,12 @@ impl Device {
     }
 
     /// Each launch's pipeline, compiled and created once per (device, program, options).
-    fn vulkan_pipelines(&self, rt: &VulkanRuntime, plan: &Plan, options: &LowerOptions) -> Result<Vec<Arc<Mutex<tilekit_spirv::Pipeline>>>, DeviceError> {
+    fn vulkan_pipelines(
+        &self,
+        rt: &VulkanRuntime,
+        plan: &Plan,
+        options: &LowerOptions,
+    ) -> Result<Vec<Arc<Mutex<tilekit_spirv::Pipeline>>>, DeviceError> {
         static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
         let Device::Vulkan { target, .. } = self else { unreachable!("called for Vulkan devices") };
         plan.launches
@@ -488,7 +484,12 @@ impl Device {
     }
 
     /// Reads every buffer back and fails on any message the validation layer reported.
-    fn vulkan_finish<P>(&self, plan: &Plan, buffers: &[HostBuffer], g: &Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, P>) -> Result<(), DeviceError> {
+    fn vulkan_finish<P>(
+        &self,
+        plan: &Plan,
+        buffers: &[HostBuffer],
+        g: &Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, P>,
+    ) -> Result<(), DeviceError> {
         for (host, d) in buffers.iter().zip(&g.buffers) {
             copy_into(host, &g.rt.download(d).map_err(|e| self.verr(e))?);
         }
@@ -578,7 +579,12 @@ impl Device {
     }
 
     /// Each launch's module, compiled and loaded once per (device, program, options).
-    fn cuda_kernels(&self, rt: &tilekit_ptx::CudaRuntime, plan: &Plan, options: &LowerOptions) -> Result<Vec<Arc<Mutex<tilekit_ptx::CudaKernel>>>, DeviceError> {
+    fn cuda_kernels(
+        &self,
+        rt: &tilekit_ptx::CudaRuntime,
+        plan: &Plan,
+        options: &LowerOptions,
+    ) -> Result<Vec<Arc<Mutex<tilekit_ptx::CudaKernel>>>, DeviceError> {
         // Loaded modules by (device, program, num_warps), like the Vulkan pipelines: LLVM's O3
         // and the driver's JIT cost far more than launching a small problem.
         static KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();

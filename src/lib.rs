@@ -11,8 +11,5 @@ pub mod cli;
 pub mod device;
 pub mod kernels;
 
-pub use tilekit_core::{
-    builder, gpu, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar,
-    Tile, Type,
-};
 pub use device::Device;
+pub use tilekit_core::{builder, gpu, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Type};

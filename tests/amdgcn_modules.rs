@@ -21,9 +21,8 @@ use rayon::prelude::*;
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
-use tilekit_amdgcn::{compile, AmdgcnKernel, Arch};
 use tilekit_amdgcn::KernelParam;
-
+use tilekit_amdgcn::{compile, AmdgcnKernel, Arch};
 
 /// Checks what the code object says against what the emitter decided for the kernel.
 fn check_metadata(k: &AmdgcnKernel) -> Result<(), String> {
@@ -124,7 +123,11 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
         let c = match compile(program, &arch.target(), &options, *arch) {
             Ok(c) => c,
             // A configuration too large for the target (threads, LDS) is an error, not a module.
-            Err(e) if e.to_string().contains("shared memory") || e.to_string().contains("exceed the target") || e.to_string().contains("does not fit target") => {
+            Err(e)
+                if e.to_string().contains("shared memory")
+                    || e.to_string().contains("exceed the target")
+                    || e.to_string().contains("does not fit target") =>
+            {
                 skipped.lock().unwrap().insert(format!("{what} on {arch}"));
                 return;
             }

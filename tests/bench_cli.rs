@@ -54,7 +54,8 @@ fn bad_bench_and_report_arguments_are_named() {
 fn problems_too_costly_to_check_are_skipped_never_timed() {
     let (dir, path) = results_file("tilekit-bench-cli-skip");
     let r = path.as_str();
-    let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "softmax", "--max-check-gflop", "0", "--min-runs", "1", "-o", r]);
+    let o =
+        tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "softmax", "--max-check-gflop", "0", "--min-runs", "1", "-o", r]);
     // Skipping by design is no failure.
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let res = Results::read(r).unwrap();
@@ -74,7 +75,23 @@ fn a_small_run_on_the_interpreter_writes_results_and_a_report() {
     let results = dir.join("r.json");
     let report = dir.join("report");
     let (r, rep) = (results.to_str().unwrap(), report.to_str().unwrap());
-    let o = tilekit(&["bench", "--suite", "quick", "--device", "interpreter", "--kernel", "vector_add", "--min-runs", "3", "--min-time-ms", "0", "--warmup", "1", "-o", r]);
+    let o = tilekit(&[
+        "bench",
+        "--suite",
+        "quick",
+        "--device",
+        "interpreter",
+        "--kernel",
+        "vector_add",
+        "--min-runs",
+        "3",
+        "--min-time-ms",
+        "0",
+        "--warmup",
+        "1",
+        "-o",
+        r,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     assert!(text(&o.stdout).contains("wrote"), "{}", text(&o.stdout));
     let res = Results::read(r).unwrap();
@@ -108,8 +125,22 @@ fn named_problems_replace_the_suite() {
     let (dir, path) = results_file("tilekit-bench-cli-problem");
     let r = path.as_str();
     let o = tilekit(&[
-        "bench", "--problem", "layernorm:3x97:f32", "--problem", "vector_add:1031", "--device", "interp", "--no-tune",
-        "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
+        "bench",
+        "--problem",
+        "layernorm:3x97:f32",
+        "--problem",
+        "vector_add:1031",
+        "--device",
+        "interp",
+        "--no-tune",
+        "--min-runs",
+        "2",
+        "--min-time-ms",
+        "0",
+        "--warmup",
+        "1",
+        "-o",
+        r,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     let res = Results::read(r).unwrap();
@@ -129,18 +160,29 @@ fn named_configurations_replace_the_kernels_list() {
     let (dir, path) = results_file("tilekit-bench-cli-config");
     let r = path.as_str();
     let o = tilekit(&[
-        "bench", "--problem", "layernorm:5x1031:f16", "--device", "interp", "--config", "BLOCK=2048,num_warps=2",
-        "--config", "BLOCK=1024", "--min-runs", "2", "--min-time-ms", "0", "--warmup", "1", "-o", r,
+        "bench",
+        "--problem",
+        "layernorm:5x1031:f16",
+        "--device",
+        "interp",
+        "--config",
+        "BLOCK=2048,num_warps=2",
+        "--config",
+        "BLOCK=1024",
+        "--min-runs",
+        "2",
+        "--min-time-ms",
+        "0",
+        "--warmup",
+        "1",
+        "-o",
+        r,
     ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     let res = Results::read(r).unwrap();
     // The second is the default configuration (BLOCK=1024 on 4 warps) and is marked so.
-    let timed: Vec<(String, bool)> = res
-        .entries
-        .iter()
-        .filter(|e| e.status == Status::Ok && e.kernel == "layernorm")
-        .map(|e| (e.config.clone(), e.default_config))
-        .collect();
+    let timed: Vec<(String, bool)> =
+        res.entries.iter().filter(|e| e.status == Status::Ok && e.kernel == "layernorm").map(|e| (e.config.clone(), e.default_config)).collect();
     assert_eq!(timed, [("BLOCK=2048,num_warps=2".to_string(), false), ("BLOCK=1024,num_warps=4".to_string(), true)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -150,7 +192,22 @@ fn untuned_runs_take_the_first_configuration_that_fits() {
     // Softmax's default (4 warps) does not fit 9001 columns; without tuning, 8 warps are timed.
     let (dir, path) = results_file("tilekit-bench-cli-fit");
     let r = path.as_str();
-    let o = tilekit(&["bench", "--problem", "softmax:3x9001", "--device", "interp", "--no-tune", "--min-runs", "1", "--min-time-ms", "0", "--warmup", "1", "-o", r]);
+    let o = tilekit(&[
+        "bench",
+        "--problem",
+        "softmax:3x9001",
+        "--device",
+        "interp",
+        "--no-tune",
+        "--min-runs",
+        "1",
+        "--min-time-ms",
+        "0",
+        "--warmup",
+        "1",
+        "-o",
+        r,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     let res = Results::read(r).unwrap();
     let timed: Vec<(String, Status)> = res.entries.iter().filter(|e| e.kernel == "softmax").map(|e| (e.config.clone(), e.status)).collect();
@@ -166,7 +223,22 @@ fn amdgcn_targets_are_compiled_not_run() {
     bad_input(&["bench", "--amdgcn", "gfx803"], &["unknown --amdgcn `gfx803`", "gfx942"]);
     let (dir, path) = results_file("tilekit-bench-cli-amdgcn");
     let r = path.as_str();
-    let o = tilekit(&["bench", "--suite", "quick", "--device", "interp", "--kernel", "vector_add", "--no-tune", "--min-runs", "1", "--amdgcn", "gfx1100", "-o", r]);
+    let o = tilekit(&[
+        "bench",
+        "--suite",
+        "quick",
+        "--device",
+        "interp",
+        "--kernel",
+        "vector_add",
+        "--no-tune",
+        "--min-runs",
+        "1",
+        "--amdgcn",
+        "gfx1100",
+        "-o",
+        r,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("compiled, not run"), "{}", text(&o.stdout));
     let res = Results::read(r).unwrap();

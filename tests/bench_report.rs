@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use tilekit::bench::report::{render, ReportOptions};
 use tilekit::bench::schema::{
-    Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo,
-    StaticResources, Status,
+    Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo, StaticResources, Status,
 };
 use tilekit::bench::stats::summarize;
 
@@ -47,7 +46,13 @@ fn entry(platform: &str, implementation: &str, config: &str, default_config: boo
         status,
         message: (status != Status::Ok).then(|| "an output failed its tolerance".into()),
         check: Some(CheckRecord {
-            outputs: vec![OutputRecord { name: "out".into(), rel_err: if status == Status::Wrong { 0.5 } else { 0.0 }, tolerance: 1e-5, non_finite: 0, pass: status != Status::Wrong }],
+            outputs: vec![OutputRecord {
+                name: "out".into(),
+                rel_err: if status == Status::Wrong { 0.5 } else { 0.0 },
+                tolerance: 1e-5,
+                non_finite: 0,
+                pass: status != Status::Wrong,
+            }],
         }),
         compile_s: Some(1e-3),
         first_run_s: Some(1e-3),
@@ -71,9 +76,18 @@ fn results() -> Results {
         tilekit_commit: "0123456789abcdef".into(),
         suite: "test".into(),
         command: "tilekit bench".into(),
-        protocol: Protocol { warmup: 1, min_runs: 3, min_time_s: 0.0, max_runs: 3, l2: L2Policy::Flush { bytes: 1 << 28 }, seed: 0, max_check_flops: 1e12 },
+        protocol: Protocol {
+            warmup: 1,
+            min_runs: 3,
+            min_time_s: 0.0,
+            max_runs: 3,
+            l2: L2Policy::Flush { bytes: 1 << 28 },
+            seed: 0,
+            max_check_flops: 1e12,
+        },
     });
-    r.platforms = vec![platform("vulkan:A", "A", 2000.0), platform("vulkan:B", "B", 1000.0), platform("wgpu:B", "B", 1000.0), platform("vulkan:C", "C", 100.0)];
+    r.platforms =
+        vec![platform("vulkan:A", "A", 2000.0), platform("vulkan:B", "B", 1000.0), platform("wgpu:B", "B", 1000.0), platform("vulkan:C", "C", 100.0)];
     r.entries = vec![
         entry("vulkan:A", "tilekit", "BLOCK=1024", true, Some(10e-6), Status::Ok),
         entry("vulkan:A", "tilekit", "BLOCK=256", false, Some(8e-6), Status::Ok),
@@ -128,7 +142,9 @@ fn csv_has_the_p3_columns_and_zero_for_unsupported() {
     assert_eq!(lines.next(), Some("problem,platform,application,fom,date,arch eff,app eff"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert!(rows.iter().all(|r| r.len() == 7), "{}", out.csv);
-    let find = |platform: &str, app: &str| rows.iter().find(|r| r[1] == platform && r[2] == app).unwrap_or_else(|| panic!("{platform} {app}:\n{}", out.csv)).clone();
+    let find = |platform: &str, app: &str| {
+        rows.iter().find(|r| r[1] == platform && r[2] == app).unwrap_or_else(|| panic!("{platform} {app}:\n{}", out.csv)).clone()
+    };
     let a = find("vulkan:A", "tilekit-tuned");
     assert_eq!((a[0], a[4], a[6]), ("vector_add 1048576 f32", "2026-01-01", "1.000000"));
     assert_eq!(a[3].parse::<f64>().unwrap(), 8e-6);
@@ -168,7 +184,8 @@ fn compile_only_targets_are_listed_not_timed() {
     let mut e = entry("amdgcn:gfx942", "tilekit", "BLOCK=1024", true, None, Status::CompiledNotRun);
     e.message = None;
     e.check = None;
-    e.static_resources = Some(StaticResources { registers: Some(24), shared_bytes: Some(0), spills: Some(0), occupancy: Some(8.0), note: Some("wave64".into()) });
+    e.static_resources =
+        Some(StaticResources { registers: Some(24), shared_bytes: Some(0), spills: Some(0), occupancy: Some(8.0), note: Some("wave64".into()) });
     r.entries.push(e);
     r.derive();
     let out = render(&r, &ReportOptions { platforms: vec!["vulkan:A".into(), "vulkan:B".into()], set_name: None }).unwrap();

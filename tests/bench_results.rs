@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tilekit::bench::schema::{
-    self, Backend, Ceilings, Entry, L2Policy, Platform, ProblemRecord, Protocol, Results, RunInfo, Status,
-};
+use tilekit::bench::schema::{self, Backend, Ceilings, Entry, L2Policy, Platform, ProblemRecord, Protocol, Results, RunInfo, Status};
 use tilekit::bench::stats::summarize;
 
 const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/schema/results.schema.json");

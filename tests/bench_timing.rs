@@ -19,11 +19,8 @@ fn flushed_timing_on_every_gpu_device() {
     let plan = k.plan(&problem, config).unwrap();
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1);
     let mut inputs = k.inputs(&problem, &mut rng).into_iter();
-    let buffers: Vec<HostBuffer> = plan
-        .buffers
-        .iter()
-        .map(|s| if s.role == Role::Input { inputs.next().unwrap() } else { HostBuffer::zeros(s.dtype, s.len) })
-        .collect();
+    let buffers: Vec<HostBuffer> =
+        plan.buffers.iter().map(|s| if s.role == Role::Input { inputs.next().unwrap() } else { HostBuffer::zeros(s.dtype, s.len) }).collect();
     for device in &gpus {
         // 200 MiB: more than one lavapipe storage buffer (128 MiB) holds, so two flush buffers.
         for flush_bytes in [0, 4 << 20, 200 << 20] {

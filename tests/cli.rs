@@ -7,11 +7,7 @@ use serde_json::Value;
 use tilekit::kernels;
 
 fn tilekit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tilekit"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("the tilekit binary runs")
+    Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).env("RUST_BACKTRACE", "1").output().expect("the tilekit binary runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -144,9 +140,9 @@ fn ir_of_one_launch_parses_back_to_the_planned_program() {
 #[test]
 fn ir_prints_every_launch_of_a_multi_launch_plan() {
     // Find a kernel that plans more than one launch by default, so the test follows the library.
-    let Some(k) = kernels::all().into_iter().find(|k| {
-        k.plan(&k.test_problems(k.dtypes()[0])[0], &k.configs()[0]).is_ok_and(|p| p.launches.len() > 1)
-    }) else {
+    let Some(k) =
+        kernels::all().into_iter().find(|k| k.plan(&k.test_problems(k.dtypes()[0])[0], &k.configs()[0]).is_ok_and(|p| p.launches.len() > 1))
+    else {
         return;
     };
     let p = &k.test_problems(k.dtypes()[0])[0];

@@ -287,10 +287,8 @@ fn folded_program_ids_match_the_interpreter_exactly() {
             // Room past the end for every idle workgroup, which must write nothing.
             let host = HostBuffer::zeros(DType::I32, 8 * (total + idle));
             host.fill_bits(0xA5A5_A5A5);
-            let program_plan = Plan {
-                buffers: Vec::new(),
-                launches: vec![kernels::Launch { program: program.clone(), grid, args: vec![LaunchArg::Buffer(0)] }],
-            };
+            let program_plan =
+                Plan { buffers: Vec::new(), launches: vec![kernels::Launch { program: program.clone(), grid, args: vec![LaunchArg::Buffer(0)] }] };
             let want = interpret(&program_plan, std::slice::from_ref(&host));
             let job = Job { kernel: kernel.clone(), grid, buffers: vec![0], scalars: Vec::new() };
             let got = rt.run(&[job], std::slice::from_ref(&host));
@@ -359,9 +357,7 @@ fn backends_that_cannot_fold_refuse_it() {
     // every program as program 0.
     let program = ids_program();
     let options = LowerOptions::new(2).with_fold_grid(true);
-    let Err(err) = tilekit::gpu::simt::compile(&program, &Target::lavapipe(), &options) else {
-        panic!("the emulator accepted a folded grid")
-    };
+    let Err(err) = tilekit::gpu::simt::compile(&program, &Target::lavapipe(), &options) else { panic!("the emulator accepted a folded grid") };
     assert!(matches!(err, LowerError::GridFold { asked: true, .. }), "{err}");
     assert!(err.to_string().contains("grid_ids") && err.to_string().contains("does not fold"), "{err}");
     // The folded grid needs 12 bytes of push constants past the scalars: 29 i32 scalars leave

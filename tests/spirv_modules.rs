@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
-use tilekit::gpu::lower::LowerOptions;
 use tilekit::device::launch_options;
+use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;
 use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
@@ -24,11 +24,18 @@ fn spirv_val(words: &[u32], what: &str) {
     let mut f = std::fs::File::create(&path).unwrap();
     f.write_all(&words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
     drop(f);
-    let out = Command::new("spirv-val").args(["--target-env", "vulkan1.3"]).arg(&path).output().unwrap_or_else(|e| {
-        panic!("cannot run spirv-val ({e}): install spirv-tools, or set TILEKIT_SKIP_SPIRV_VAL=1")
-    });
+    let out = Command::new("spirv-val")
+        .args(["--target-env", "vulkan1.3"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run spirv-val ({e}): install spirv-tools, or set TILEKIT_SKIP_SPIRV_VAL=1"));
     let _ = std::fs::remove_file(&path);
-    assert!(out.status.success(), "{what}: spirv-val rejects the module:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what}: spirv-val rejects the module:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -261,18 +261,13 @@ impl HostBuffer {
         // SAFETY: as in load_bits.
         unsafe {
             match self.dtype.size_bytes() {
-                1 => (*(p as *const AtomicU8))
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u8))
-                    .unwrap_or_else(|o| o) as u64,
-                2 => (*(p as *const AtomicU16))
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u16))
-                    .unwrap_or_else(|o| o) as u64,
-                4 => (*(p as *const AtomicU32))
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u32))
-                    .unwrap_or_else(|o| o) as u64,
-                _ => (*(p as *const AtomicU64))
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o)))
-                    .unwrap_or_else(|o| o),
+                1 => (*(p as *const AtomicU8)).fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u8)).unwrap_or_else(|o| o)
+                    as u64,
+                2 => (*(p as *const AtomicU16)).fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u16)).unwrap_or_else(|o| o)
+                    as u64,
+                4 => (*(p as *const AtomicU32)).fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o as u64) as u32)).unwrap_or_else(|o| o)
+                    as u64,
+                _ => (*(p as *const AtomicU64)).fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| Some(f(o))).unwrap_or_else(|o| o),
             }
         }
     }

@@ -171,13 +171,7 @@ impl Builder {
     /// [`Builder::program_id`] or [`Builder::num_programs`] plus one (at least 1).
     pub fn new(name: impl Into<String>) -> Builder {
         Builder {
-            state: RefCell::new(State {
-                name: name.into(),
-                params: Vec::new(),
-                values: Arena::new(),
-                stack: vec![Block::default()],
-                max_axis: 0,
-            }),
+            state: RefCell::new(State { name: name.into(), params: Vec::new(), values: Arena::new(), stack: vec![Block::default()], max_axis: 0 }),
         }
     }
 
@@ -199,13 +193,7 @@ impl Builder {
                 top.insts.extend(b.insts);
             }
         }
-        Program {
-            name: st.name,
-            params: st.params,
-            grid_rank: st.max_axis + 1,
-            values: st.values,
-            body: st.stack.pop().unwrap_or_default(),
-        }
+        Program { name: st.name, params: st.params, grid_rank: st.max_axis + 1, values: st.values, body: st.stack.pop().unwrap_or_default() }
     }
 
     // ----- parameters -----
@@ -359,31 +347,17 @@ impl Builder {
     pub fn load<'b>(&'b self, buffer: Buf, offsets: Tile<'b>) -> Tile<'b> {
         let loc = Loc::caller();
         let shape = offsets.shape();
-        self.emit1(
-            Op::Load { buffer: buffer.id, offsets: offsets.v, mask: None, other: None },
-            Type::tile(buffer.dtype, shape),
-            loc,
-        )
+        self.emit1(Op::Load { buffer: buffer.id, offsets: offsets.v, mask: None, other: None }, Type::tile(buffer.dtype, shape), loc)
     }
 
     /// `mask ? buffer[offsets] : other` per lane; masked-off lanes never touch memory.
     #[track_caller]
-    pub fn load_masked<'b>(
-        &'b self,
-        buffer: Buf,
-        offsets: Tile<'b>,
-        mask: Tile<'b>,
-        other: impl Into<Operand<'b>>,
-    ) -> Tile<'b> {
+    pub fn load_masked<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, mask: Tile<'b>, other: impl Into<Operand<'b>>) -> Tile<'b> {
         let loc = Loc::caller();
         let (offsets, mask) = self.broadcast_pair(offsets, mask, &loc);
         let shape = offsets.shape();
         let other = self.coerce(other.into(), buffer.dtype, &shape, &loc);
-        self.emit1(
-            Op::Load { buffer: buffer.id, offsets: offsets.v, mask: Some(mask.v), other: Some(other.v) },
-            Type::tile(buffer.dtype, shape),
-            loc,
-        )
+        self.emit1(Op::Load { buffer: buffer.id, offsets: offsets.v, mask: Some(mask.v), other: Some(other.v) }, Type::tile(buffer.dtype, shape), loc)
     }
 
     /// Writes `value` (cast to the buffer's dtype, broadcast to the offsets' shape).
@@ -397,33 +371,16 @@ impl Builder {
 
     /// Writes `value` where `mask` holds.
     #[track_caller]
-    pub fn store_masked<'b>(
-        &'b self,
-        buffer: Buf,
-        offsets: Tile<'b>,
-        value: impl Into<Operand<'b>>,
-        mask: Tile<'b>,
-    ) {
+    pub fn store_masked<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, value: impl Into<Operand<'b>>, mask: Tile<'b>) {
         let loc = Loc::caller();
         let (offsets, mask) = self.broadcast_pair(offsets, mask, &loc);
         let shape = offsets.shape();
         let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
-        self.emit0(
-            Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: Some(mask.v) },
-            loc,
-        );
+        self.emit0(Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: Some(mask.v) }, loc);
     }
 
     #[track_caller]
-    fn atomic<'b>(
-        &'b self,
-        op: AtomicOp,
-        buffer: Buf,
-        offsets: Tile<'b>,
-        value: Operand<'b>,
-        mask: Option<Tile<'b>>,
-        loc: Loc,
-    ) -> Tile<'b> {
+    fn atomic<'b>(&'b self, op: AtomicOp, buffer: Buf, offsets: Tile<'b>, value: Operand<'b>, mask: Option<Tile<'b>>, loc: Loc) -> Tile<'b> {
         let (offsets, mask) = match mask {
             Some(m) => {
                 let (o, m) = self.broadcast_pair(offsets, m, &loc);
@@ -433,11 +390,7 @@ impl Builder {
         };
         let shape = offsets.shape();
         let value = self.coerce(value, buffer.dtype, &shape, &loc);
-        self.emit1(
-            Op::Atomic { op, buffer: buffer.id, offsets: offsets.v, value: value.v, mask },
-            Type::tile(buffer.dtype, shape),
-            loc,
-        )
+        self.emit1(Op::Atomic { op, buffer: buffer.id, offsets: offsets.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
     /// Atomically adds `value` per lane; returns the old values.
@@ -486,23 +439,14 @@ impl Builder {
         let shape = offsets.shape();
         let cmp = self.coerce(cmp.into(), buffer.dtype, &shape, &loc);
         let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
-        self.emit1(
-            Op::AtomicCas { buffer: buffer.id, offsets: offsets.v, cmp: cmp.v, value: value.v, mask },
-            Type::tile(buffer.dtype, shape),
-            loc,
-        )
+        self.emit1(Op::AtomicCas { buffer: buffer.id, offsets: offsets.v, cmp: cmp.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
     // ----- elementwise -----
 
     /// `cond ? on_true : on_false` elementwise (Triton's `tl.where`), with broadcasting.
     #[track_caller]
-    pub fn select<'b>(
-        &'b self,
-        cond: impl Into<Operand<'b>>,
-        on_true: impl Into<Operand<'b>>,
-        on_false: impl Into<Operand<'b>>,
-    ) -> Tile<'b> {
+    pub fn select<'b>(&'b self, cond: impl Into<Operand<'b>>, on_true: impl Into<Operand<'b>>, on_false: impl Into<Operand<'b>>) -> Tile<'b> {
         let loc = Loc::caller();
         let (a, b) = self.resolve_pair(on_true.into(), on_false.into(), &loc);
         let cond = match cond.into() {
@@ -522,11 +466,8 @@ impl Builder {
     pub fn fma<'b>(&'b self, a: impl Into<Operand<'b>>, b: impl Into<Operand<'b>>, c: impl Into<Operand<'b>>) -> Tile<'b> {
         let loc = Loc::caller();
         let (a, b, c) = (a.into(), b.into(), c.into());
-        let dtype = [a, b, c]
-            .iter()
-            .filter_map(|o| if let Operand::Tile(t) = o { Some(t.dtype()) } else { None })
-            .reduce(promote)
-            .unwrap_or(DType::F32);
+        let dtype =
+            [a, b, c].iter().filter_map(|o| if let Operand::Tile(t) = o { Some(t.dtype()) } else { None }).reduce(promote).unwrap_or(DType::F32);
         let shape = [a, b, c]
             .iter()
             .filter_map(|o| if let Operand::Tile(t) = o { Some(t.shape()) } else { None })
@@ -575,13 +516,7 @@ impl Builder {
         );
         let result_types = self.yield_types(&block);
         let results = self.emit(
-            Op::For {
-                lower: lower.v,
-                upper: upper.v,
-                step: step.v,
-                init: init.iter().map(|t| t.v).collect(),
-                body: block,
-            },
+            Op::For { lower: lower.v, upper: upper.v, step: step.v, init: init.iter().map(|t| t.v).collect(), body: block },
             result_types,
             loc,
         );
@@ -608,10 +543,14 @@ impl Builder {
     #[track_caller]
     pub fn if_then<'b>(&'b self, cond: Tile<'b>, then_: impl FnOnce()) {
         let loc = Loc::caller();
-        let then_block = self.region(vec![], |_| {
-            then_();
-            vec![]
-        }, &loc);
+        let then_block = self.region(
+            vec![],
+            |_| {
+                then_();
+                vec![]
+            },
+            &loc,
+        );
         let else_block = self.region(vec![], |_| vec![], &loc);
         self.emit(Op::If { cond: cond.v, then_block, else_block }, vec![], loc);
     }
@@ -1085,10 +1024,7 @@ impl Config {
     }
 
     pub fn get(&self, key: &str) -> Result<i64, ConfigError> {
-        self.values
-            .get(key)
-            .copied()
-            .ok_or_else(|| ConfigError::Missing { key: key.to_string(), config: self.to_string() })
+        self.values.get(key).copied().ok_or_else(|| ConfigError::Missing { key: key.to_string(), config: self.to_string() })
     }
 
     /// A tile extent: present, positive and a power of two.
@@ -1151,17 +1087,11 @@ impl std::str::FromStr for Config {
     fn from_str(s: &str) -> Result<Config, ConfigError> {
         let mut c = Config::new();
         for part in s.split(|ch: char| ch == ',' || ch.is_whitespace()).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| ConfigError::Parse {
-                text: part.to_string(),
-                why: "expected key=value".into(),
-            })?;
-            let v: i64 = v.trim().parse().map_err(|_| ConfigError::Parse {
-                text: part.to_string(),
-                why: format!("`{}` is not an integer", v.trim()),
-            })?;
+            let (k, v) = part.split_once('=').ok_or_else(|| ConfigError::Parse { text: part.to_string(), why: "expected key=value".into() })?;
+            let v: i64 =
+                v.trim().parse().map_err(|_| ConfigError::Parse { text: part.to_string(), why: format!("`{}` is not an integer", v.trim()) })?;
             c.set(k.trim(), v);
         }
         Ok(c)
     }
 }
-

@@ -24,18 +24,8 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 10] = [
-        DType::I1,
-        DType::I8,
-        DType::U8,
-        DType::I16,
-        DType::I32,
-        DType::U32,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-    ];
+    pub const ALL: [DType; 10] =
+        [DType::I1, DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64, DType::F16, DType::BF16, DType::F32];
 
     /// The name used by the text form and the CLI (`f32`, `bf16`, `i1`, ...).
     pub const fn name(self) -> &'static str {

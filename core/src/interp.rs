@@ -61,11 +61,7 @@ pub fn run(program: &Program, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), In
         return Err(InterpError::GridTooLarge { grid, total });
     }
     (0..total).into_par_iter().try_for_each(|lin| {
-        let pid = [
-            (lin % grid[0] as u64) as u32,
-            ((lin / grid[0] as u64) % grid[1] as u64) as u32,
-            (lin / (grid[0] as u64 * grid[1] as u64)) as u32,
-        ];
+        let pid = [(lin % grid[0] as u64) as u32, ((lin / grid[0] as u64) % grid[1] as u64) as u32, (lin / (grid[0] as u64 * grid[1] as u64)) as u32];
         let mut inst = Instance { program, args, grid, pid, env: vec![None; program.values.len()] };
         inst.block(&program.body, &[]).map(|_| ())
     })
@@ -271,8 +267,7 @@ impl<'a> Instance<'a> {
             Op::Broadcast { x } => {
                 let src = &self.ty(*x).shape;
                 let out_shape = &self.ty(res(0)).shape;
-                let st: Vec<usize> =
-                    strides(src).iter().zip(src).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect();
+                let st: Vec<usize> = strides(src).iter().zip(src).map(|(&s, &d)| if d == 1 { 0 } else { s }).collect();
                 self.get(*x).gather(&strided_indices(out_shape, &st))
             }
             Op::ExpandDims { x, .. } | Op::Reshape { x } => self.get(*x).clone(),
@@ -294,9 +289,7 @@ impl<'a> Instance<'a> {
                     CmpPred::Ge => o.is_ge(),
                 };
                 match (self.get(*lhs), self.get(*rhs)) {
-                    (Data::Int(a), Data::Int(b)) => {
-                        Data::Int(a.iter().zip(b).map(|(x, y)| cmp(x.cmp(y)) as i64).collect())
-                    }
+                    (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| cmp(x.cmp(y)) as i64).collect()),
                     (Data::Float(a), Data::Float(b)) => Data::Int(
                         a.iter()
                             .zip(b)
@@ -330,12 +323,8 @@ impl<'a> Instance<'a> {
                 self.store(inst, *buffer, *offsets, *value, *mask)?;
                 return Ok(());
             }
-            Op::Atomic { op, buffer, offsets, value, mask } => {
-                self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?
-            }
-            Op::AtomicCas { buffer, offsets, cmp, value, mask } => {
-                self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?
-            }
+            Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
+            Op::AtomicCas { buffer, offsets, cmp, value, mask } => self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?,
             Op::Reduce { x, axis, combine } => self.reduce(*x, *axis as usize, combine, res(0))?,
             Op::Scan { x, axis, combine, reverse } => self.scan(*x, *axis as usize, combine, *reverse)?,
             Op::Dot { a, b, acc } => self.dot(*a, *b, *acc, res(0)),
@@ -396,20 +385,12 @@ impl<'a> Instance<'a> {
                 let mut out = Vec::with_capacity(a.len());
                 for (lane, (&x, &y)) in a.iter().zip(b).enumerate() {
                     let r = binary_int(op, dtype, x, y).map_err(|e| match e {
-                        IntFault::DivisionByZero => InterpError::DivisionByZero {
-                            op: inst.op.name().into(),
-                            loc: inst.loc.clone(),
-                            pid: self.pid,
-                            lane,
-                        },
-                        IntFault::Shift => InterpError::ShiftOutOfRange {
-                            op: inst.op.name().into(),
-                            loc: inst.loc.clone(),
-                            pid: self.pid,
-                            lane,
-                            amount: y,
-                            bits,
-                        },
+                        IntFault::DivisionByZero => {
+                            InterpError::DivisionByZero { op: inst.op.name().into(), loc: inst.loc.clone(), pid: self.pid, lane }
+                        }
+                        IntFault::Shift => {
+                            InterpError::ShiftOutOfRange { op: inst.op.name().into(), loc: inst.loc.clone(), pid: self.pid, lane, amount: y, bits }
+                        }
                     })?;
                     out.push(r);
                 }

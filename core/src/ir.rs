@@ -341,61 +341,152 @@ pub enum Combine {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// The value of scalar parameter `param` (an index into [`Program::params`]).
-    Arg { param: u32 },
+    Arg {
+        param: u32,
+    },
     /// Index of this program instance along `axis` of the grid (i32).
-    ProgramId { axis: u32 },
+    ProgramId {
+        axis: u32,
+    },
     /// Number of program instances along `axis` (i32).
-    NumPrograms { axis: u32 },
+    NumPrograms {
+        axis: u32,
+    },
     /// A scalar constant of the result dtype.
-    Const { value: Scalar },
+    Const {
+        value: Scalar,
+    },
     /// `[start, end)` as a 1-D i32 tile; `end - start` is a power of two.
-    Arange { start: i64, end: i64 },
+    Arange {
+        start: i64,
+        end: i64,
+    },
     /// A scalar repeated over the result shape.
-    Splat { x: Value },
+    Splat {
+        x: Value,
+    },
     /// Expands dimensions of extent 1 to the result shape (same rank).
-    Broadcast { x: Value },
+    Broadcast {
+        x: Value,
+    },
     /// Inserts a dimension of extent 1 before `axis` (`axis == rank` appends).
-    ExpandDims { x: Value, axis: u32 },
+    ExpandDims {
+        x: Value,
+        axis: u32,
+    },
     /// Same elements in row-major order, result shape from the result type.
-    Reshape { x: Value },
+    Reshape {
+        x: Value,
+    },
     /// Permutes dimensions: result dim `i` is operand dim `perm[i]`.
-    Trans { x: Value, perm: Vec<u32> },
-    Unary { op: UnaryOp, x: Value },
-    Binary { op: BinaryOp, lhs: Value, rhs: Value },
+    Trans {
+        x: Value,
+        perm: Vec<u32>,
+    },
+    Unary {
+        op: UnaryOp,
+        x: Value,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Value,
+        rhs: Value,
+    },
     /// Elementwise comparison; the result is `i1`.
-    Cmp { pred: CmpPred, lhs: Value, rhs: Value },
+    Cmp {
+        pred: CmpPred,
+        lhs: Value,
+        rhs: Value,
+    },
     /// `cond ? on_true : on_false` elementwise; `cond` is `i1`.
-    Select { cond: Value, on_true: Value, on_false: Value },
+    Select {
+        cond: Value,
+        on_true: Value,
+        on_false: Value,
+    },
     /// `a * b + c`, fused for floats.
-    Fma { a: Value, b: Value, c: Value },
+    Fma {
+        a: Value,
+        b: Value,
+        c: Value,
+    },
     /// Conversion to the result dtype: float rounding is round-to-nearest-even; float to integer
     /// truncates toward zero and saturates (NaN becomes 0); integer to integer wraps; anything to
     /// `i1` is `x != 0`.
-    Cast { x: Value },
+    Cast {
+        x: Value,
+    },
     /// Reads `buffer[offsets]` where `mask` holds; masked-off lanes take `other` (or are
     /// unspecified when `other` is absent). Offsets are i32, u32 or i64; the result has their shape.
-    Load { buffer: BufferId, offsets: Value, mask: Option<Value>, other: Option<Value> },
+    Load {
+        buffer: BufferId,
+        offsets: Value,
+        mask: Option<Value>,
+        other: Option<Value>,
+    },
     /// Writes `value` to `buffer[offsets]` where `mask` holds.
-    Store { buffer: BufferId, offsets: Value, value: Value, mask: Option<Value> },
+    Store {
+        buffer: BufferId,
+        offsets: Value,
+        value: Value,
+        mask: Option<Value>,
+    },
     /// Atomic read-modify-write per lane; the result is the old value.
-    Atomic { op: AtomicOp, buffer: BufferId, offsets: Value, value: Value, mask: Option<Value> },
+    Atomic {
+        op: AtomicOp,
+        buffer: BufferId,
+        offsets: Value,
+        value: Value,
+        mask: Option<Value>,
+    },
     /// Atomic compare-and-swap per lane; the result is the old value.
-    AtomicCas { buffer: BufferId, offsets: Value, cmp: Value, value: Value, mask: Option<Value> },
+    AtomicCas {
+        buffer: BufferId,
+        offsets: Value,
+        cmp: Value,
+        value: Value,
+        mask: Option<Value>,
+    },
     /// Reduces `axis` away.
-    Reduce { x: Value, axis: u32, combine: Combine },
+    Reduce {
+        x: Value,
+        axis: u32,
+        combine: Combine,
+    },
     /// Inclusive scan along `axis` (from the end when `reverse`).
-    Scan { x: Value, axis: u32, combine: Combine, reverse: bool },
+    Scan {
+        x: Value,
+        axis: u32,
+        combine: Combine,
+        reverse: bool,
+    },
     /// `a @ b + acc` for 2-D tiles `[M, K] x [K, N] + [M, N]`; the accumulator's dtype is the
     /// accumulation dtype and the result's.
-    Dot { a: Value, b: Value, acc: Value },
+    Dot {
+        a: Value,
+        b: Value,
+        acc: Value,
+    },
     /// `for iv in (lower..upper).step_by(step)` with loop-carried values. The body's arguments are
     /// the induction variable then one per carried value; its `yield` gives the next values; the
     /// results are the carried values after the last iteration.
-    For { lower: Value, upper: Value, step: Value, init: Vec<Value>, body: Block },
+    For {
+        lower: Value,
+        upper: Value,
+        step: Value,
+        init: Vec<Value>,
+        body: Block,
+    },
     /// Runs one branch; both yield values of the result types.
-    If { cond: Value, then_block: Block, else_block: Block },
+    If {
+        cond: Value,
+        then_block: Block,
+        else_block: Block,
+    },
     /// Ends a region block, handing values to the enclosing op.
-    Yield { values: Vec<Value> },
+    Yield {
+        values: Vec<Value>,
+    },
 }
 
 impl Op {
@@ -434,11 +525,7 @@ impl Op {
     /// Values this op reads directly (not those used inside its nested blocks).
     pub fn operands(&self) -> Vec<Value> {
         match self {
-            Op::Arg { .. }
-            | Op::ProgramId { .. }
-            | Op::NumPrograms { .. }
-            | Op::Const { .. }
-            | Op::Arange { .. } => vec![],
+            Op::Arg { .. } | Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Const { .. } | Op::Arange { .. } => vec![],
             Op::Splat { x }
             | Op::Broadcast { x }
             | Op::ExpandDims { x, .. }
@@ -483,8 +570,7 @@ impl Op {
         match self {
             Op::For { body, .. } => vec![body],
             Op::If { then_block, else_block, .. } => vec![then_block, else_block],
-            Op::Reduce { combine: Combine::Custom(b), .. }
-            | Op::Scan { combine: Combine::Custom(b), .. } => vec![b],
+            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => vec![b],
             _ => vec![],
         }
     }
@@ -577,8 +663,7 @@ impl BinaryOp {
 }
 
 impl CmpPred {
-    pub const ALL: [CmpPred; 6] =
-        [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge];
+    pub const ALL: [CmpPred; 6] = [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge];
     pub fn name(self) -> &'static str {
         match self {
             CmpPred::Eq => "eq",
@@ -653,9 +738,7 @@ impl Program {
     /// Buffer parameter `id`, if `id` names one.
     pub fn buffer(&self, id: BufferId) -> Option<(&str, DType, Access)> {
         match self.params.get(id as usize) {
-            Some(Param { name, kind: ParamKind::Buffer { dtype, access } }) => {
-                Some((name.as_str(), *dtype, *access))
-            }
+            Some(Param { name, kind: ParamKind::Buffer { dtype, access } }) => Some((name.as_str(), *dtype, *access)),
             _ => None,
         }
     }

@@ -134,8 +134,7 @@ fn buffer_refs(p: &Program) -> Vec<String> {
 
 fn is_ident(s: &str) -> bool {
     let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A name as an identifier when it is one, otherwise as a quoted string.
@@ -576,10 +575,12 @@ impl Lexer {
                                 None => return bad(format!("`\\u{{{hex}}}` is not a Unicode character")),
                             }
                         }
-                        Some(c) => return bad(format!(
-                            "unknown escape `\\{}` in a string (the escapes are \\\" \\\\ \\n \\t \\r \\0 \\u{{...}})",
-                            c.escape_debug()
-                        )),
+                        Some(c) => {
+                            return bad(format!(
+                                "unknown escape `\\{}` in a string (the escapes are \\\" \\\\ \\n \\t \\r \\0 \\u{{...}})",
+                                c.escape_debug()
+                            ))
+                        }
                         None => return tok(Tok::Error("unterminated string: the closing `\"` is missing".into())),
                     }
                 }
@@ -613,8 +614,7 @@ const MAX_NESTING: usize = 100;
 /// Parses the text form of one program. Checks syntax, names and value numbering, not the
 /// program's invariants: run [`crate::verify::verify`] on the result.
 pub fn parse(text: &str) -> Result<Program, ParseError> {
-    let mut p =
-        Parser { toks: lex(text), pos: 0, params: Vec::new(), defs: BTreeMap::new(), uses: Vec::new(), depth: 0 };
+    let mut p = Parser { toks: lex(text), pos: 0, params: Vec::new(), defs: BTreeMap::new(), uses: Vec::new(), depth: 0 };
     p.program()
 }
 
@@ -772,18 +772,14 @@ impl Parser {
                     self.bump();
                     Ok(v)
                 }
-                Err(_) => {
-                    Err(Self::error_at(tok.line, tok.col, format!("`{s}` does not fit {what} (a 64-bit integer)")))
-                }
+                Err(_) => Err(Self::error_at(tok.line, tok.col, format!("`{s}` does not fit {what} (a 64-bit integer)"))),
             },
             _ => Err(Self::unexpected(&tok, &format!("{what} (an integer)"))),
         }
     }
 
     fn dtype_named(tok: &Token, name: &str) -> Result<DType> {
-        DType::from_name(name).ok_or_else(|| {
-            Self::error_at(tok.line, tok.col, format!("unknown dtype `{name}` (the dtypes are {})", dtype_list()))
-        })
+        DType::from_name(name).ok_or_else(|| Self::error_at(tok.line, tok.col, format!("unknown dtype `{name}` (the dtypes are {})", dtype_list())))
     }
 
     fn dtype(&mut self) -> Result<DType> {
@@ -861,11 +857,7 @@ impl Parser {
 
     fn define(&mut self, i: u32, ty: Type, line: usize, col: usize) -> Result<Value> {
         if let Some((_, l, c)) = self.defs.get(&i) {
-            return Err(Self::error_at(
-                line,
-                col,
-                format!("value %{i} is defined twice (first at line {l}, column {c})"),
-            ));
+            return Err(Self::error_at(line, col, format!("value %{i} is defined twice (first at line {l}, column {c})")));
         }
         self.defs.insert(i, (ty, line, col));
         Ok(Value::from_index(i as usize))
@@ -913,11 +905,7 @@ impl Parser {
                 "write" => Access::Write,
                 "read_write" => Access::ReadWrite,
                 other => {
-                    return Err(Self::error_at(
-                        tok.line,
-                        tok.col,
-                        format!("unknown buffer access `{other}` (expected read, write or read_write)"),
-                    ))
+                    return Err(Self::error_at(tok.line, tok.col, format!("unknown buffer access `{other}` (expected read, write or read_write)")))
                 }
             };
             self.expect_punct('>', " to close `buffer<...>`")?;
@@ -1001,17 +989,12 @@ impl Parser {
             }
             Tok::Ident(name) | Tok::Str(name) => {
                 self.bump();
-                let matches: Vec<usize> =
-                    self.params.iter().enumerate().filter(|(_, p)| &p.name == name).map(|(i, _)| i).collect();
+                let matches: Vec<usize> = self.params.iter().enumerate().filter(|(_, p)| &p.name == name).map(|(i, _)| i).collect();
                 let err = |m: String| Err(Self::error_at(tok.line, tok.col, m));
                 match matches.as_slice() {
                     [] => {
-                        let buffers: Vec<String> = self
-                            .params
-                            .iter()
-                            .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
-                            .map(|p| format!("`{}`", p.name))
-                            .collect();
+                        let buffers: Vec<String> =
+                            self.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer { .. })).map(|p| format!("`{}`", p.name)).collect();
                         let known = if buffers.is_empty() {
                             "the program has no buffer parameters".to_string()
                         } else {
@@ -1063,9 +1046,7 @@ impl Parser {
                 return Err(Self::error_at(
                     tok.line,
                     tok.col,
-                    format!(
-                        "unknown combine function `{other}` (expected sum, prod, max, min, argmax, argmin or custom)"
-                    ),
+                    format!("unknown combine function `{other}` (expected sum, prod, max, min, argmax, argmin or custom)"),
                 ))
             }
         })
@@ -1093,12 +1074,7 @@ impl Parser {
                 let t = self.peek().clone();
                 let bits = match &t.tok {
                     Tok::Int(h) if h.starts_with("0x") => u64::from_str_radix(&h[2..], 16).ok(),
-                    _ => {
-                        return Err(Self::unexpected(
-                            &t,
-                            "the NaN's bits in hexadecimal, like `nan(0x7ff8000000000001)`",
-                        ))
-                    }
+                    _ => return Err(Self::unexpected(&t, "the NaN's bits in hexadecimal, like `nan(0x7ff8000000000001)`")),
                 };
                 let x = bits.map(f64::from_bits).filter(|x| x.is_nan());
                 let Some(x) = x else {

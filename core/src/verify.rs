@@ -174,9 +174,7 @@ fn broadcastable(a: &[usize], b: &[usize]) -> bool {
 
 fn operand_shapes(a_name: &str, a: &[usize], b_name: &str, b: &[usize]) -> String {
     if broadcastable(a, b) {
-        format!(
-            "operand shapes {a:?} and {b:?} differ (`{a_name}` and `{b_name}`); the IR needs identical shapes, with an explicit `broadcast`"
-        )
+        format!("operand shapes {a:?} and {b:?} differ (`{a_name}` and `{b_name}`); the IR needs identical shapes, with an explicit `broadcast`")
     } else {
         format!("operand shapes {a:?} and {b:?} do not broadcast (`{a_name}` and `{b_name}`)")
     }
@@ -355,11 +353,7 @@ impl<'p> Verifier<'p> {
                 return Err(program_error(VerifyErrorKind::EmptyParamName { index }));
             }
             if let Some(&first) = seen.get(param.name.as_str()) {
-                return Err(program_error(VerifyErrorKind::DuplicateParamName {
-                    name: param.name.clone(),
-                    first,
-                    second: index,
-                }));
+                return Err(program_error(VerifyErrorKind::DuplicateParamName { name: param.name.clone(), first, second: index }));
             }
             seen.insert(&param.name, index);
         }
@@ -398,10 +392,7 @@ impl<'p> Verifier<'p> {
     fn not_defined_yet(&self, v: Value) -> Check {
         self.handle(v)?;
         if self.defined[v.index()] {
-            return Err(VerifyErrorKind::Redefined {
-                value: v.index(),
-                first: find_def(self.p, v).unwrap_or_default(),
-            });
+            return Err(VerifyErrorKind::Redefined { value: v.index(), first: find_def(self.p, v).unwrap_or_default() });
         }
         Ok(())
     }
@@ -457,11 +448,7 @@ impl<'p> Verifier<'p> {
             return Err(err(VerifyErrorKind::TooDeep { limit: MAX_DEPTH }));
         }
         if block.args.len() != arg_types.len() {
-            return Err(err(VerifyErrorKind::BlockArgCount {
-                block: name,
-                expected: arg_types.len(),
-                found: block.args.len(),
-            }));
+            return Err(err(VerifyErrorKind::BlockArgCount { block: name, expected: arg_types.len(), found: block.args.len() }));
         }
         let saved = (self.barrier, self.combine_owner);
         self.scopes.push(Vec::new());
@@ -569,10 +556,7 @@ impl<'p> Verifier<'p> {
 
     fn buffer(&self, buffer: BufferId, needed: Access) -> Check<DType> {
         let p = self.p;
-        let param = p
-            .params
-            .get(buffer as usize)
-            .ok_or(VerifyErrorKind::NoSuchBuffer { buffer, count: p.params.len() })?;
+        let param = p.params.get(buffer as usize).ok_or(VerifyErrorKind::NoSuchBuffer { buffer, count: p.params.len() })?;
         let ParamKind::Buffer { dtype, access } = param.kind else {
             return Err(VerifyErrorKind::NotABuffer { buffer, name: param.name.clone() });
         };
@@ -762,30 +746,17 @@ impl<'p> Verifier<'p> {
             }
             &Op::Atomic { op, buffer, offsets, value, mask } => {
                 let (ok, supported): (fn(DType) -> bool, _) = match op {
-                    AtomicOp::Add => (
-                        |d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32 | DType::F16),
-                        "i32, u32, i64, f32 or f16",
-                    ),
-                    AtomicOp::Max | AtomicOp::Min => {
-                        (|d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32), "i32, u32, i64 or f32")
+                    AtomicOp::Add => (|d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32 | DType::F16), "i32, u32, i64, f32 or f16"),
+                    AtomicOp::Max | AtomicOp::Min => (|d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32), "i32, u32, i64 or f32"),
+                    AtomicOp::Xchg => {
+                        (|d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32), "a 32- or 64-bit dtype: i32, u32, i64 or f32")
                     }
-                    AtomicOp::Xchg => (
-                        |d| matches!(d, DType::I32 | DType::U32 | DType::I64 | DType::F32),
-                        "a 32- or 64-bit dtype: i32, u32, i64 or f32",
-                    ),
                 };
                 self.atomic(inst, buffer, offsets, None, value, mask, ok, supported)
             }
-            &Op::AtomicCas { buffer, offsets, cmp, value, mask } => self.atomic(
-                inst,
-                buffer,
-                offsets,
-                Some(cmp),
-                value,
-                mask,
-                |d| matches!(d, DType::I32 | DType::U32 | DType::I64),
-                "i32, u32 or i64",
-            ),
+            &Op::AtomicCas { buffer, offsets, cmp, value, mask } => {
+                self.atomic(inst, buffer, offsets, Some(cmp), value, mask, |d| matches!(d, DType::I32 | DType::U32 | DType::I64), "i32, u32 or i64")
+            }
             Op::Reduce { x, axis, combine } => {
                 let (t, r) = (self.ty(*x)?, self.result(inst)?);
                 self.axis(*axis, t)?;
@@ -823,10 +794,8 @@ impl<'p> Verifier<'p> {
                     return Err(K::DotTooSmall { m, n, k });
                 }
                 use DType::*;
-                let supported = matches!(
-                    (ta.dtype, tb.dtype, tc.dtype),
-                    (F16, F16, F32) | (F16, F16, F16) | (BF16, BF16, F32) | (F32, F32, F32) | (I8, I8, I32)
-                );
+                let supported =
+                    matches!((ta.dtype, tb.dtype, tc.dtype), (F16, F16, F32) | (F16, F16, F16) | (BF16, BF16, F32) | (F32, F32, F32) | (I8, I8, I32));
                 if !supported {
                     return Err(K::DotDTypes { a: ta.dtype, b: tb.dtype, acc: tc.dtype });
                 }

@@ -111,8 +111,7 @@ fn directives(header: &str) -> Result<Directives, String> {
                 i += 1;
             }
             let (word, index) = lhs.trim().split_once(' ').ok_or_else(|| format!("expected an index in `{lhs}`"))?;
-            let index: usize =
-                index.trim().parse().map_err(|_| format!("`{}` is not a parameter index", index.trim()))?;
+            let index: usize = index.trim().parse().map_err(|_| format!("`{}` is not a parameter index", index.trim()))?;
             let (vals, list) = values(&rhs)?;
             if word == "arg" {
                 d.args.push((index, vals, list));
@@ -148,9 +147,7 @@ fn roundtrip(path: &Path, header: &str, body: &str, program: &Program) -> Result
         .find(|(_, (a, b))| a != b)
         .map(|(i, (a, b))| format!("first difference at program line {}:\n  file:    {a}\n  printed: {b}", i + 1))
         .unwrap_or_else(|| "the texts differ in length or trailing lines".into());
-    Err(format!(
-        "the printed program differs from the file (TILEKIT_BLESS=1 rewrites it)\n{diff}\n--- printed:\n{printed}"
-    ))
+    Err(format!("the printed program differs from the file (TILEKIT_BLESS=1 rewrites it)\n{diff}\n--- printed:\n{printed}"))
 }
 
 fn verify_kind(d: &Directives, program: &Program) -> Result<(), String> {
@@ -279,13 +276,7 @@ fn filetests() {
             Err(e) => failures.push(format!("{}: {e}", f.file_name().unwrap_or_default().to_string_lossy())),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} filetests failed:\n\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {} filetests failed:\n\n{}", failures.len(), files.len(), failures.join("\n\n"));
     eprintln!("filetests passed: {counts:?}");
     assert!(files.len() >= 8, "expected at least 8 filetests, found {}", files.len());
 }
@@ -301,7 +292,8 @@ fn the_harness_catches_mismatches() {
     }
     assert!(roundtrip(Path::new("/nonexistent"), "", body, &p).is_ok());
     // Directive parsing.
-    let d = directives("; test: interp\n; grid = [2, 3]\n; arg 0 = [1.5, nan,\n;   -inf]\n; arg 1 = [0; 4]\n; expect 0 = []\n; tolerance = 1e-6\n").unwrap();
+    let d = directives("; test: interp\n; grid = [2, 3]\n; arg 0 = [1.5, nan,\n;   -inf]\n; arg 1 = [0; 4]\n; expect 0 = []\n; tolerance = 1e-6\n")
+        .unwrap();
     assert_eq!(d.grid, Some([2, 3, 1]));
     assert_eq!(d.args[0].1.len(), 3);
     assert!(d.args[0].1[1].is_nan() && d.args[0].1[2] == f64::NEG_INFINITY);

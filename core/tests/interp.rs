@@ -34,8 +34,7 @@ fn vector_add_with_masked_tail() {
         // One element past the end is a sentinel the masked tail must not touch.
         let o = HostBuffer::from_slice(&vec![-7.5f32; len + 1]);
         let grid = len.div_ceil(BLOCK) as u32;
-        run(&p, [grid, 1, 1], &[Arg::Buffer(&xa), Arg::Buffer(&yb), Arg::Buffer(&o), Arg::Scalar(Scalar::Int(len as i64))])
-            .unwrap();
+        run(&p, [grid, 1, 1], &[Arg::Buffer(&xa), Arg::Buffer(&yb), Arg::Buffer(&o), Arg::Scalar(Scalar::Int(len as i64))]).unwrap();
         let got = o.to_vec::<f32>().unwrap();
         for i in 0..len {
             assert_eq!(got[i], a[i] + b[i], "element {i} of {len}");
@@ -150,14 +149,9 @@ fn casts_round_to_nearest_even_and_saturate() {
     // 1 + 2^-11 is a tie between two f16 values: it rounds to even (1.0); 1 + 3*2^-11 rounds up.
     let vals = [1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), 300.7, -300.7, -1.9, f32::NAN, 1e30, 2.5];
     let ab = HostBuffer::from_slice(&vals);
-    let outs = [
-        HostBuffer::zeros(DType::F16, 8),
-        HostBuffer::zeros(DType::BF16, 8),
-        HostBuffer::zeros(DType::I8, 8),
-        HostBuffer::zeros(DType::U8, 8),
-    ];
-    run(&p, [1, 1, 1], &[Arg::Buffer(&ab), Arg::Buffer(&outs[0]), Arg::Buffer(&outs[1]), Arg::Buffer(&outs[2]), Arg::Buffer(&outs[3])])
-        .unwrap();
+    let outs =
+        [HostBuffer::zeros(DType::F16, 8), HostBuffer::zeros(DType::BF16, 8), HostBuffer::zeros(DType::I8, 8), HostBuffer::zeros(DType::U8, 8)];
+    run(&p, [1, 1, 1], &[Arg::Buffer(&ab), Arg::Buffer(&outs[0]), Arg::Buffer(&outs[1]), Arg::Buffer(&outs[2]), Arg::Buffer(&outs[3])]).unwrap();
     let hv = outs[0].to_vec::<f16>().unwrap();
     for (j, &v) in vals.iter().enumerate() {
         assert_eq!(hv[j].to_bits(), f16::from_f32(v).to_bits(), "f16 {j}");
@@ -374,7 +368,7 @@ fn trans_broadcast_and_reshape_move_elements() {
     let rows = k.arange(0, 4);
     let cols = k.arange(0, 8);
     let x = k.load(a, rows.expand_dims(1) * 8 + cols.expand_dims(0)); // [4, 8]
-    // t = x^T stored row-major as [8, 4]
+                                                                      // t = x^T stored row-major as [8, 4]
     k.store(t, cols.expand_dims(1) * 4 + rows.expand_dims(0), x.trans());
     // r = row sums broadcast back over the row, through a reshape to [32]
     let rs = x.sum(1).expand_dims(1).broadcast_to(&[4, 8]).reshape(&[32]);
@@ -452,20 +446,8 @@ fn math_functions_match_f64_within_f32_rounding() {
         ("floor", f64::floor),
         ("ceil", f64::ceil),
     ];
-    let results = [
-        x.exp(),
-        x.exp2(),
-        x.abs().log(),
-        x.abs().log2(),
-        x.abs().sqrt(),
-        x.abs().rsqrt(),
-        x.sin(),
-        x.cos(),
-        x.tanh(),
-        x.erf(),
-        x.floor(),
-        x.ceil(),
-    ];
+    let results =
+        [x.exp(), x.exp2(), x.abs().log(), x.abs().log2(), x.abs().sqrt(), x.abs().rsqrt(), x.sin(), x.cos(), x.tanh(), x.erf(), x.floor(), x.ceil()];
     for (j, r) in results.iter().enumerate() {
         k.store(o, i + (j * 64) as i32, *r);
     }

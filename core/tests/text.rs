@@ -166,13 +166,7 @@ fn everything_program() -> Program {
     for y in [mf.sum(0), mf.prod(1), mf.max(0), mf.min(1), mf.argmax(1), mf.argmin(0), mf.reduce(1, |a, b| a * b + a)] {
         let _ = y;
     }
-    for y in [
-        mf.cumsum(0),
-        mf.cumprod(1),
-        mf.cummax(0),
-        mf.scan(1, true, |a, b| a.maximum(b)),
-        mf.scan(0, false, |a, b| a + b),
-    ] {
+    for y in [mf.cumsum(0), mf.cumprod(1), mf.cummax(0), mf.scan(1, true, |a, b| a.maximum(b)), mf.scan(0, false, |a, b| a + b)] {
         let _ = y;
     }
     let _ = t;
@@ -210,12 +204,7 @@ fn every_op_and_variant_round_trips() {
             names.insert(combine.name());
         }
     });
-    for op in UnaryOp::ALL
-        .map(|u| u.name())
-        .iter()
-        .chain(BinaryOp::ALL.map(|b| b.name()).iter())
-        .chain(AtomicOp::ALL.map(|a| a.name()).iter())
-    {
+    for op in UnaryOp::ALL.map(|u| u.name()).iter().chain(BinaryOp::ALL.map(|b| b.name()).iter()).chain(AtomicOp::ALL.map(|a| a.name()).iter()) {
         assert!(names.contains(op), "{op} missing");
     }
     for op in [
@@ -271,15 +260,7 @@ struct Raw {
 
 impl Raw {
     fn new(name: &str) -> Raw {
-        Raw {
-            p: Program {
-                name: name.into(),
-                params: vec![],
-                grid_rank: 1,
-                values: Arena::new(),
-                body: Block::default(),
-            },
-        }
+        Raw { p: Program { name: name.into(), params: vec![], grid_rank: 1, values: Arena::new(), body: Block::default() } }
     }
     fn val(&mut self, ty: Type) -> Value {
         self.p.values.append(ty)
@@ -409,10 +390,7 @@ fn arena_order_unused_values_and_block_arguments_round_trip() {
                 args: vec![then_arg],
                 insts: vec![Inst { op: Op::Yield { values: vec![then_arg] }, results: vec![], loc: Loc::default() }],
             },
-            else_block: Block {
-                args: vec![],
-                insts: vec![Inst { op: Op::Yield { values: vec![y_early] }, results: vec![], loc: Loc::default() }],
-            },
+            else_block: Block { args: vec![], insts: vec![Inst { op: Op::Yield { values: vec![y_early] }, results: vec![], loc: Loc::default() }] },
         },
         vec![res],
     );
@@ -474,9 +452,7 @@ fn without_locations_parses_to_unknown_locations() {
                     strip(then_block);
                     strip(else_block)
                 }
-                Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => {
-                    strip(b)
-                }
+                Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => strip(b),
                 _ => {}
             }
         }
@@ -510,9 +486,7 @@ fn hand_written_text_is_whitespace_and_comment_insensitive() {
     assert_eq!(p.body.insts[1].loc, Loc::new("a.rs", 3, 4));
     assert_eq!(p.body.insts[0].loc, Loc::default());
     assert_eq!(p.ty(Value::from_index(2)), &Type::tile(DType::F32, [4]));
-    assert!(
-        matches!(p.body.insts[3].op, Op::Load { buffer: 0, mask: Some(m), other: Some(o), .. } if m.index() == 5 && o.index() == 4)
-    );
+    assert!(matches!(p.body.insts[3].op, Op::Load { buffer: 0, mask: Some(m), other: Some(o), .. } if m.index() == 5 && o.index() == 4));
     assert!(matches!(p.body.insts[6].op, Op::Store { buffer: 1, .. }));
     assert_round_trip(&p);
 }
@@ -547,68 +521,28 @@ const BAD: &[(&str, usize, usize, &str)] = &[
     ("program k() grid 1 {\n  %0 = const 1 : f64\n}", 2, 18, "unknown dtype `f64` (the dtypes are i1, i8, u8"),
     ("program k() grid 1 {\n  %0 = frobnicate 1 : i32\n}", 2, 8, "unknown operation `frobnicate`"),
     ("program k() grid 1 {\n  %0 = const 1 : i32\n  %1 = add %0, %7 : i32\n}", 3, 16, "use of undefined value %7"),
-    (
-        "program k() grid 1 {\n  %0 = const 1 : i32\n  %0 = const 2 : i32\n}",
-        3,
-        3,
-        "value %0 is defined twice (first at line 2, column 3)",
-    ),
-    (
-        "program k() grid 1 {\n  %0 = const 1 : i32\n  %2 = const 2 : i32\n}",
-        3,
-        3,
-        "value %2 leaves a gap: %1 is never defined",
-    ),
+    ("program k() grid 1 {\n  %0 = const 1 : i32\n  %0 = const 2 : i32\n}", 3, 3, "value %0 is defined twice (first at line 2, column 3)"),
+    ("program k() grid 1 {\n  %0 = const 1 : i32\n  %2 = const 2 : i32\n}", 3, 3, "value %2 leaves a gap: %1 is never defined"),
     (
         "program k(x: buffer<f32, read>) grid 1 {\n  %0 = arange 0, 4 : [4]xi32\n  %1 = load y[%0] : [4]xf32\n}",
         3,
         13,
         "unknown buffer `y` (the buffers are `x`)",
     ),
-    (
-        "program k() grid 1 {\n  %0 = const 1 : i32\n",
-        3,
-        1,
-        "expected an instruction or `}`, found the end of the input",
-    ),
+    ("program k() grid 1 {\n  %0 = const 1 : i32\n", 3, 1, "expected an instruction or `}`, found the end of the input"),
     ("program k() grid 1 {\n  %0 = program_id 0\n}", 3, 1, "expected `:` and the result types, found `}`"),
     ("program k() grid 1 {\n  %0 = const 1 : i32 loc(\"a.rs:3:4)\n}", 2, 26, "unterminated string"),
-    (
-        "program k() grid 1 {\n  %0 = const 1 : i32\n  %1 = cmp less %0, %0 : i1\n}",
-        3,
-        12,
-        "unknown comparison predicate `less`",
-    ),
+    ("program k() grid 1 {\n  %0 = const 1 : i32\n  %1 = cmp less %0, %0 : i1\n}", 3, 12, "unknown comparison predicate `less`"),
     ("program k() grid 1 {\n  %0, %1 = const 1 : i32\n}", 2, 20, "`const` has 2 result(s) but 1 result type(s)"),
-    (
-        "program k() grid 1 {\n  %0 = program_id 99999999999 : i32\n}",
-        2,
-        19,
-        "`99999999999` is too large for a grid axis",
-    ),
+    ("program k() grid 1 {\n  %0 = program_id 99999999999 : i32\n}", 2, 19, "`99999999999` is too large for a grid axis"),
     ("kernel k() grid 1 {}", 1, 1, "expected `program` at the start of a program, found `kernel`"),
-    (
-        "program k(n: i32) grid 1 {\n  %0 = const 1 : i32\n  store n[%0], %0\n}",
-        3,
-        9,
-        "`n` is a scalar parameter, not a buffer",
-    ),
+    ("program k(n: i32) grid 1 {\n  %0 = const 1 : i32\n  store n[%0], %0\n}", 3, 9, "`n` is a scalar parameter, not a buffer"),
     ("program k(x: buffer<f32, rw>) grid 1 {}", 1, 26, "unknown buffer access `rw`"),
     ("program k() grid 1 {\n  %0 = const 1 : i32\n  yield %0 $\n}", 3, 12, "unexpected character `$`"),
-    (
-        "program k() grid 1 {}\nprogram j() grid 1 {}",
-        2,
-        1,
-        "expected the end of the input after the program's closing `}`, found `program`",
-    ),
+    ("program k() grid 1 {}\nprogram j() grid 1 {}", 2, 1, "expected the end of the input after the program's closing `}`, found `program`"),
     ("program k() grid 1 {\n  %0 = const 1 : [4]f32\n}", 2, 21, "expected `x` and a dtype after a tile shape"),
     ("program k() grid 1 {\n  %0 = const 1 : [4]xf8\n}", 2, 22, "unknown dtype `f8`"),
-    (
-        "program k() grid 1 {\n  %0 = const 0 : i32\n  %2 = for %0 to %0 step %0 iter(%0) : i32 {\n  }\n}",
-        3,
-        44,
-        "expected `body` and the loop body",
-    ),
+    ("program k() grid 1 {\n  %0 = const 0 : i32\n  %2 = for %0 to %0 step %0 iter(%0) : i32 {\n  }\n}", 3, 44, "expected `body` and the loop body"),
 ];
 
 #[test]
@@ -808,8 +742,8 @@ fn random_mutations_never_panic() {
             Ok(Ok(p)) => {
                 parsed += 1;
                 // Whatever parses must print and parse back to itself.
-                let again = std::panic::catch_unwind(|| print(&p))
-                    .unwrap_or_else(|_| panic!("printing panicked on a parsed program from\n{mutated}"));
+                let again =
+                    std::panic::catch_unwind(|| print(&p)).unwrap_or_else(|_| panic!("printing panicked on a parsed program from\n{mutated}"));
                 assert_eq!(parse(&again).as_ref(), Ok(&p), "re-parse changed the program from\n{mutated}");
             }
             Ok(Err(e)) => {

@@ -67,13 +67,7 @@ impl Raw {
         self.params.len() as BufferId - 1
     }
     fn program(self, insts: Vec<Inst>) -> Program {
-        Program {
-            name: "raw".into(),
-            params: self.params,
-            grid_rank: 1,
-            values: self.values,
-            body: Block { args: vec![], insts },
-        }
+        Program { name: "raw".into(), params: self.params, grid_rank: 1, values: self.values, body: Block { args: vec![], insts } }
     }
 }
 
@@ -228,15 +222,9 @@ fn display_names_op_location_and_problem() {
     let mut r = Raw::new();
     let x = r.val(t(I32, &[4]));
     let y = r.val(t(I32, &[4]));
-    let p = r.program(vec![
-        inst(Op::Arange { start: 0, end: 4 }, vec![x], 1),
-        inst(Op::Unary { op: UnaryOp::Exp, x }, vec![y], 3),
-    ]);
+    let p = r.program(vec![inst(Op::Arange { start: 0, end: 4 }, vec![x], 1), inst(Op::Unary { op: UnaryOp::Exp, x }, vec![y], 3)]);
     let e = verify(&p).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "`exp` at raw.rs:3:1: the operand has dtype i32, expected a float dtype (`exp` is defined on floats only)"
-    );
+    assert_eq!(e.to_string(), "`exp` at raw.rs:3:1: the operand has dtype i32, expected a float dtype (`exp` is defined on floats only)");
     assert!(matches!(e.kind, K::WrongDType { found: I32, .. }));
 }
 
@@ -352,10 +340,7 @@ fn handles_outside_the_arena_raw() {
 fn values_are_defined_once() {
     let mut r = Raw::new();
     let v = r.val(s(I32));
-    let p = r.program(vec![
-        inst(Op::Const { value: Scalar::Int(1) }, vec![v], 1),
-        inst(Op::Const { value: Scalar::Int(2) }, vec![v], 2),
-    ]);
+    let p = r.program(vec![inst(Op::Const { value: Scalar::Int(1) }, vec![v], 1), inst(Op::Const { value: Scalar::Int(2) }, vec![v], 2)]);
     let kind = raw_rejected(&p, "const", 2, "value %0 is defined more than once (first by `const` at raw.rs:1:1)");
     assert!(matches!(kind, K::Redefined { value: 0, .. }));
 
@@ -374,11 +359,7 @@ fn values_are_defined_once() {
     let iv = r.val(s(I32));
     let carried = r.val(s(I32));
     let body = Block { args: vec![iv, carried], insts: vec![yield_(vec![carried], 4)] };
-    let p = r.program(vec![
-        c0,
-        c1,
-        inst(Op::For { lower: lo, upper: lo, step: init, init: vec![init, init], body }, vec![out, out], 3),
-    ]);
+    let p = r.program(vec![c0, c1, inst(Op::For { lower: lo, upper: lo, step: init, init: vec![init, init], body }, vec![out, out], 3)]);
     let kind = raw_rejected(&p, "for", 3, "value %2 is listed twice among the results");
     assert_eq!(kind, K::DuplicateResult { value: 2 });
 }
@@ -388,10 +369,7 @@ fn values_are_used_after_their_definition() {
     let mut r = Raw::new();
     let a = r.val(s(F32));
     let b = r.val(s(F32));
-    let p = r.program(vec![
-        inst(Op::Unary { op: UnaryOp::Neg, x: a }, vec![b], 1),
-        inst(Op::Const { value: Scalar::Float(1.0) }, vec![a], 2),
-    ]);
+    let p = r.program(vec![inst(Op::Unary { op: UnaryOp::Neg, x: a }, vec![b], 1), inst(Op::Const { value: Scalar::Float(1.0) }, vec![a], 2)]);
     let kind = raw_rejected(&p, "neg", 1, "value %0 is used before its definition by `const` at raw.rs:2:1");
     assert!(matches!(kind, K::UseBeforeDef { value: 0, .. }));
 
@@ -433,10 +411,7 @@ fn values_of_a_closed_block_are_invisible_raw() {
     let (c, ci) = constant(&mut r, Scalar::Bool(false), I1, 1);
     let inner = r.val(s(F32));
     let after = r.val(s(F32));
-    let then_block = Block {
-        args: vec![],
-        insts: vec![inst(Op::Const { value: Scalar::Float(2.0) }, vec![inner], 3), yield_(vec![], 4)],
-    };
+    let then_block = Block { args: vec![], insts: vec![inst(Op::Const { value: Scalar::Float(2.0) }, vec![inner], 3), yield_(vec![], 4)] };
     let else_block = Block { args: vec![], insts: vec![yield_(vec![], 6)] };
     let p = r.program(vec![
         ci,
@@ -491,7 +466,13 @@ fn combine_functions_are_pure() {
 
     let k = Builder::new("k");
     let x = k.zeros(&[8], I32);
-    let (_, l) = (x.reduce(0, |a, b| { k.if_then(a.lt(b), || {}); a }), line!());
+    let (_, l) = (
+        x.reduce(0, |a, b| {
+            k.if_then(a.lt(b), || {});
+            a
+        }),
+        line!(),
+    );
     rejected_at(k.finish(), l, "if", "not allowed in the combine function");
 }
 
@@ -583,10 +564,7 @@ fn yield_is_the_last_instruction() {
     let mut r = Raw::new();
     let (c, ci) = constant(&mut r, Scalar::Bool(true), I1, 1);
     let one = r.val(s(I32));
-    let then_block = Block {
-        args: vec![],
-        insts: vec![yield_(vec![], 3), inst(Op::Const { value: Scalar::Int(1) }, vec![one], 4)],
-    };
+    let then_block = Block { args: vec![], insts: vec![yield_(vec![], 3), inst(Op::Const { value: Scalar::Int(1) }, vec![one], 4)] };
     let else_block = Block { args: vec![], insts: vec![yield_(vec![], 6)] };
     let p = r.program(vec![ci, inst(Op::If { cond: c, then_block, else_block }, vec![], 2)]);
     let kind = raw_rejected(&p, "yield", 3, "`yield` is followed by 1 instructions");
@@ -1164,12 +1142,7 @@ fn fma_rules() {
     let a = r.val(t(F32, &[4]));
     let c = r.val(t(F32, &[8]));
     let y = r.val(t(F32, &[4]));
-    let p = r.program(vec![
-        zi,
-        inst(Op::Splat { x: z }, vec![a], 2),
-        inst(Op::Splat { x: z }, vec![c], 3),
-        inst(Op::Fma { a, b: a, c }, vec![y], 4),
-    ]);
+    let p = r.program(vec![zi, inst(Op::Splat { x: z }, vec![a], 2), inst(Op::Splat { x: z }, vec![c], 3), inst(Op::Fma { a, b: a, c }, vec![y], 4)]);
     raw_rejected(&p, "fma", 4, "operand shapes [4] and [8] do not broadcast (`a` and `c`)");
 }
 
@@ -1331,7 +1304,12 @@ fn atomics_need_read_write_buffers() {
     let out = k.output("out", I32);
     let offs = k.arange(0, 4);
     let (_, l) = (k.atomic_add(out, offs, 1, None), line!());
-    let kind = rejected_at(k.finish(), l, "atomic_add", "buffer `out` is declared write, but this op needs read_write access (an atomic reads the old value back)");
+    let kind = rejected_at(
+        k.finish(),
+        l,
+        "atomic_add",
+        "buffer `out` is declared write, but this op needs read_write access (an atomic reads the old value back)",
+    );
     assert_eq!(kind, K::BufferAccess { name: "out".into(), declared: Access::Write, needed: Access::ReadWrite });
 
     let k = Builder::new("k");
@@ -1613,9 +1591,7 @@ fn if_condition() {
 /// Mutable references to every value handle an op reads, and to its nested blocks.
 fn parts(op: &mut Op) -> (Vec<&mut Value>, Vec<&mut Block>) {
     match op {
-        Op::Arg { .. } | Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Const { .. } | Op::Arange { .. } => {
-            (vec![], vec![])
-        }
+        Op::Arg { .. } | Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Const { .. } | Op::Arange { .. } => (vec![], vec![]),
         Op::Splat { x }
         | Op::Broadcast { x }
         | Op::ExpandDims { x, .. }
@@ -1786,8 +1762,7 @@ fn mutate(p: &mut Program, rng: &mut StdRng) {
                 return;
             }
             let target = rng.gen_range(0..p.values.len());
-            let values: Vec<Type> =
-                p.values.iter().map(|(h, ty)| if h.index() == target { mutate_type(ty, rng) } else { ty.clone() }).collect();
+            let values: Vec<Type> = p.values.iter().map(|(h, ty)| if h.index() == target { mutate_type(ty, rng) } else { ty.clone() }).collect();
             p.values = values.into_iter().collect();
         }
         // Swap two handles.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::report::{self, ReportOptions};
-use super::runner::{self, BenchOptions, Bars};
+use super::runner::{self, Bars, BenchOptions};
 use super::schema::{Results, Status};
 use super::suite;
 use crate::cli::{CliError, EXIT_FAIL};
@@ -128,8 +128,8 @@ fn parse_problem(text: &str) -> Result<suite::Case, CliError> {
 }
 
 pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
-    let mut suite = suite::find(&args.suite)
-        .ok_or_else(|| CliError::Usage(format!("unknown suite `{}`; suites: {}", args.suite, suite::NAMES.join(", "))))?;
+    let mut suite =
+        suite::find(&args.suite).ok_or_else(|| CliError::Usage(format!("unknown suite `{}`; suites: {}", args.suite, suite::NAMES.join(", "))))?;
     if !args.problems.is_empty() {
         suite.cases = args.problems.iter().map(|p| parse_problem(p)).collect::<Result<_, _>>()?;
         suite.name = "problems";
@@ -150,7 +150,8 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     }
     // Every --config must mean something to every kernel it will be applied to: checked here,
     // before any device time is spent.
-    let mut named: Vec<&str> = suite.cases.iter().map(|c| c.kernel).filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k)).collect();
+    let mut named: Vec<&str> =
+        suite.cases.iter().map(|c| c.kernel).filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k)).collect();
     named.sort_unstable();
     named.dedup();
     for name in named {
@@ -166,9 +167,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         d => d.target().is_some_and(|t| t.name.contains("llvmpipe")),
     });
     let flush_mib = args.flush_mib.unwrap_or(if all_cpu { 64 } else { 256 });
-    let output = args.output.clone().unwrap_or_else(|| {
-        PathBuf::from(format!("bench/results/bench-{}-{}.json", runner::host_name(), suite.name))
-    });
+    let output = args.output.clone().unwrap_or_else(|| PathBuf::from(format!("bench/results/bench-{}-{}.json", runner::host_name(), suite.name)));
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("cannot create {}: {e}", dir.display())))?;
     }

@@ -100,7 +100,13 @@ pub fn baseline(
         e.first_run_s = Some(start.elapsed().as_secs_f64());
         let cmp = compare("c", &out.to_f64(), &reference[0], kernel.tolerance(problem));
         e.check = Some(CheckRecord {
-            outputs: vec![OutputRecord { name: cmp.name, rel_err: cmp.rel_err, tolerance: cmp.tolerance, non_finite: cmp.non_finite, pass: cmp.pass }],
+            outputs: vec![OutputRecord {
+                name: cmp.name,
+                rel_err: cmp.rel_err,
+                tolerance: cmp.tolerance,
+                non_finite: cmp.non_finite,
+                pass: cmp.pass,
+            }],
         });
         if !cmp.pass {
             e.status = Status::Wrong;

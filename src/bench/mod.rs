@@ -13,12 +13,12 @@ pub mod cmd;
 pub mod copy;
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
 pub mod cublas;
-pub mod report;
 pub mod pp;
+pub mod report;
 pub mod runner;
-pub mod suite;
-pub mod wgsl;
 pub mod schema;
 pub mod stats;
+pub mod suite;
+pub mod wgsl;
 
 pub use schema::{Entry, Platform, Results, ResultsError, Status, SCHEMA_VERSION};

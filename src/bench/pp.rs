@@ -110,12 +110,7 @@ mod tests {
 
     #[test]
     fn cascade_sorts_and_accumulates() {
-        let c = cascade(&[
-            ("b".into(), Some(0.4)),
-            ("x".into(), None),
-            ("a".into(), Some(0.8)),
-            ("c".into(), Some(0.2)),
-        ]);
+        let c = cascade(&[("b".into(), Some(0.4)), ("x".into(), None), ("a".into(), Some(0.8)), ("c".into(), Some(0.2))]);
         let names: Vec<&str> = c.iter().map(|s| s.platform.as_str()).collect();
         assert_eq!(names, ["a", "b", "c", "x"]);
         assert!(close(c[0].pp, 0.8));

@@ -213,7 +213,15 @@ fn rate(e: &Entry) -> (f64, &'static str) {
 /// A rate with three significant figures, in TFLOP/s or TB/s from 1000 G up.
 pub fn fmt_rate(x: f64, unit: &str) -> String {
     let (x, unit) = if x >= 1000.0 { (x / 1000.0, unit.replacen('G', "T", 1)) } else { (x, unit.to_string()) };
-    let digits = if x >= 100.0 { 0 } else if x >= 10.0 { 1 } else if x >= 1.0 { 2 } else { 3 };
+    let digits = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else if x >= 1.0 {
+        2
+    } else {
+        3
+    };
     format!("{x:.digits$} {unit}")
 }
 
@@ -285,15 +293,13 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
         }
     }
     // Problems in order of size, whichever file they came from.
-    let sizes: BTreeMap<&str, (u128, usize)> = r
-        .entries
-        .iter()
-        .map(|e| (e.problem_text.as_str(), (e.problem.shape.iter().map(|&d| d as u128).product(), e.problem.shape.len())))
-        .collect();
+    let sizes: BTreeMap<&str, (u128, usize)> =
+        r.entries.iter().map(|e| (e.problem_text.as_str(), (e.problem.shape.iter().map(|&d| d as u128).product(), e.problem.shape.len()))).collect();
     for ps in problems.values_mut() {
         ps.sort_by(|a, b| sizes[a.as_str()].cmp(&sizes[b.as_str()]).then(a.cmp(b)));
     }
-    let set_name = o.set_name.clone().unwrap_or_else(|| if o.platforms.is_empty() { "every platform measured".into() } else { "the named platforms".into() });
+    let set_name =
+        o.set_name.clone().unwrap_or_else(|| if o.platforms.is_empty() { "every platform measured".into() } else { "the named platforms".into() });
     let v = View { r, set, set_name, kernels, problems };
     let mut blocks = Vec::new();
     let mut charts = Vec::new();
@@ -322,52 +328,47 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
 
 fn runs_section(v: &View, blocks: &mut Vec<Block>) {
     blocks.push(Block::Heading(2, "Runs".into()));
-    let rows = v
-        .r
-        .runs
-        .iter()
-        .map(|run| {
-            let p = &run.protocol;
-            let l2 = match &p.l2 {
-                super::schema::L2Policy::Flush { bytes } => format!("flush {} MiB before each run", bytes >> 20),
-                super::schema::L2Policy::None => "none (warm caches)".into(),
-            };
-            vec![
-                run.host.clone(),
-                date(run.started_unix),
-                run.suite.clone(),
-                run.tilekit_commit.chars().take(12).collect(),
-                format!("{} warm-up, ≥{} runs and ≥{} ms, ≤{} runs", p.warmup, p.min_runs, p.min_time_s * 1e3, p.max_runs),
-                l2,
-            ]
-        })
-        .collect();
-    blocks.push(Block::Table(
-        ["host", "date", "suite", "commit", "timing", "L2 policy"].map(String::from).to_vec(),
-        rows,
-    ));
+    let rows =
+        v.r.runs
+            .iter()
+            .map(|run| {
+                let p = &run.protocol;
+                let l2 = match &p.l2 {
+                    super::schema::L2Policy::Flush { bytes } => format!("flush {} MiB before each run", bytes >> 20),
+                    super::schema::L2Policy::None => "none (warm caches)".into(),
+                };
+                vec![
+                    run.host.clone(),
+                    date(run.started_unix),
+                    run.suite.clone(),
+                    run.tilekit_commit.chars().take(12).collect(),
+                    format!("{} warm-up, ≥{} runs and ≥{} ms, ≤{} runs", p.warmup, p.min_runs, p.min_time_s * 1e3, p.max_runs),
+                    l2,
+                ]
+            })
+            .collect();
+    blocks.push(Block::Table(["host", "date", "suite", "commit", "timing", "L2 policy"].map(String::from).to_vec(), rows));
 }
 
 fn platforms_section(v: &View, blocks: &mut Vec<Block>) {
     blocks.push(Block::Heading(2, "Platforms".into()));
-    let rows = v
-        .r
-        .platforms
-        .iter()
-        .map(|p| {
-            vec![
-                p.id.clone(),
-                p.backend.name().into(),
-                p.device_type.clone(),
-                format!("{} {}", p.driver.clone().unwrap_or_default(), p.driver_info.clone().unwrap_or_default()).trim().to_string(),
-                p.api_version.clone().unwrap_or_default(),
-                p.ceilings.copy_gbps.map_or("n/a".into(), |g| format!("{g:.1}")),
-                p.ceilings.matrix_tflops.map_or("n/a".into(), |t| format!("{t:.1}")),
-                if p.executes { p.timer.clone() } else { "compiled, not run".into() },
-                if v.set.iter().any(|q| q.id == p.id) { "yes".into() } else { String::new() },
-            ]
-        })
-        .collect();
+    let rows =
+        v.r.platforms
+            .iter()
+            .map(|p| {
+                vec![
+                    p.id.clone(),
+                    p.backend.name().into(),
+                    p.device_type.clone(),
+                    format!("{} {}", p.driver.clone().unwrap_or_default(), p.driver_info.clone().unwrap_or_default()).trim().to_string(),
+                    p.api_version.clone().unwrap_or_default(),
+                    p.ceilings.copy_gbps.map_or("n/a".into(), |g| format!("{g:.1}")),
+                    p.ceilings.matrix_tflops.map_or("n/a".into(), |t| format!("{t:.1}")),
+                    if p.executes { p.timer.clone() } else { "compiled, not run".into() },
+                    if v.set.iter().any(|q| q.id == p.id) { "yes".into() } else { String::new() },
+                ]
+            })
+            .collect();
     blocks.push(Block::Table(
         ["platform", "backend", "type", "driver", "API", "copy GB/s", "matrix TFLOP/s", "timer", "in PP set"].map(String::from).to_vec(),
         rows,
@@ -412,11 +413,8 @@ fn pp_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, Strin
         (Policy::Same, Kind::App, "cascade-app-same.svg", "Cascade: application efficiency, same configuration everywhere"),
         (Policy::Tuned, Kind::Arch, "cascade-arch-tuned.svg", "Cascade: architectural efficiency, tuned per platform"),
     ] {
-        let cascades: Vec<(String, Vec<CascadeStep>)> = v
-            .kernels
-            .iter()
-            .filter_map(|k| v.kernel_effs(k, policy, kind).ok().map(|effs| (k.clone(), pp::cascade(&effs))))
-            .collect();
+        let cascades: Vec<(String, Vec<CascadeStep>)> =
+            v.kernels.iter().filter_map(|k| v.kernel_effs(k, policy, kind).ok().map(|effs| (k.clone(), pp::cascade(&effs)))).collect();
         if cascades.is_empty() {
             continue;
         }
@@ -428,7 +426,11 @@ fn pp_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, Strin
             .map(|(k, steps)| {
                 format!(
                     "{k}: {}",
-                    steps.iter().map(|s| format!("{} ({})", s.platform, s.efficiency.map_or("unsupported".into(), |e| format!("{:.0}%", e * 100.0)))).collect::<Vec<_>>().join(" → ")
+                    steps
+                        .iter()
+                        .map(|s| format!("{} ({})", s.platform, s.efficiency.map_or("unsupported".into(), |e| format!("{:.0}%", e * 100.0))))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
                 )
             })
             .collect();
@@ -482,7 +484,9 @@ fn kernels_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, 
                         }
                         None => {
                             let eff = v.eff(k, pr, &p.id, Policy::Tuned, Kind::App);
-                            let any = v.entries(k, pr, &p.id).any(|e| imp.starts_with("tilekit") && e.implementation == "tilekit" || e.implementation == *imp);
+                            let any = v
+                                .entries(k, pr, &p.id)
+                                .any(|e| imp.starts_with("tilekit") && e.implementation == "tilekit" || e.implementation == *imp);
                             if !any {
                                 "—".into()
                             } else if eff == Eff::Skipped {
@@ -493,7 +497,11 @@ fn kernels_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, 
                         }
                     });
                 }
-                row.push(if ii == 0 { v.pp_problem(k, pr, Policy::Tuned, Kind::App).map_or("n/a".into(), |x| format!("{x:.2}")) } else { String::new() });
+                row.push(if ii == 0 {
+                    v.pp_problem(k, pr, Policy::Tuned, Kind::App).map_or("n/a".into(), |x| format!("{x:.2}"))
+                } else {
+                    String::new()
+                });
                 rows.push(row);
             }
         }
@@ -546,27 +554,26 @@ fn roofline_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String,
 }
 
 fn compiled_section(v: &View, blocks: &mut Vec<Block>) {
-    let rows: Vec<Vec<String>> = v
-        .r
-        .entries
-        .iter()
-        .filter(|e| e.status == Status::CompiledNotRun)
-        .map(|e| {
-            let s = e.static_resources.as_ref();
-            let n = |x: Option<u32>| x.map_or("n/a".into(), |x| x.to_string());
-            vec![
-                e.platform.clone(),
-                e.kernel.clone(),
-                e.problem_text.clone(),
-                e.config.clone(),
-                n(s.and_then(|s| s.registers)),
-                n(s.and_then(|s| s.shared_bytes)),
-                n(s.and_then(|s| s.spills)),
-                s.and_then(|s| s.occupancy).map_or("n/a".into(), |o| format!("{o:.1}")),
-                s.and_then(|s| s.note.clone()).unwrap_or_default(),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> =
+        v.r.entries
+            .iter()
+            .filter(|e| e.status == Status::CompiledNotRun)
+            .map(|e| {
+                let s = e.static_resources.as_ref();
+                let n = |x: Option<u32>| x.map_or("n/a".into(), |x| x.to_string());
+                vec![
+                    e.platform.clone(),
+                    e.kernel.clone(),
+                    e.problem_text.clone(),
+                    e.config.clone(),
+                    n(s.and_then(|s| s.registers)),
+                    n(s.and_then(|s| s.shared_bytes)),
+                    n(s.and_then(|s| s.spills)),
+                    s.and_then(|s| s.occupancy).map_or("n/a".into(), |o| format!("{o:.1}")),
+                    s.and_then(|s| s.note.clone()).unwrap_or_default(),
+                ]
+            })
+            .collect();
     if rows.is_empty() {
         return;
     }
@@ -579,33 +586,29 @@ fn compiled_section(v: &View, blocks: &mut Vec<Block>) {
 }
 
 fn untimed_section(v: &View, blocks: &mut Vec<Block>) {
-    let rows: Vec<Vec<String>> = v
-        .r
-        .entries
-        .iter()
-        .filter(|e| matches!(e.status, Status::Wrong | Status::Error | Status::Skipped))
-        .map(|e| {
-            let err = e.check.as_ref().and_then(|c| c.outputs.iter().map(|o| o.rel_err).reduce(f64::max));
-            vec![
-                e.platform.clone(),
-                e.kernel.clone(),
-                e.problem_text.clone(),
-                format!("{} {}", e.implementation, e.config),
-                e.status.name().into(),
-                err.map_or(String::new(), |x| format!("{x:.2e}")),
-                e.message.clone().unwrap_or_default().lines().next().unwrap_or("").chars().take(200).collect(),
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> =
+        v.r.entries
+            .iter()
+            .filter(|e| matches!(e.status, Status::Wrong | Status::Error | Status::Skipped))
+            .map(|e| {
+                let err = e.check.as_ref().and_then(|c| c.outputs.iter().map(|o| o.rel_err).reduce(f64::max));
+                vec![
+                    e.platform.clone(),
+                    e.kernel.clone(),
+                    e.problem_text.clone(),
+                    format!("{} {}", e.implementation, e.config),
+                    e.status.name().into(),
+                    err.map_or(String::new(), |x| format!("{x:.2e}")),
+                    e.message.clone().unwrap_or_default().lines().next().unwrap_or("").chars().take(200).collect(),
+                ]
+            })
+            .collect();
     blocks.push(Block::Heading(2, "Not timed".into()));
     if rows.is_empty() {
         blocks.push(Block::Para("Every case was checked and timed.".into()));
         return;
     }
-    blocks.push(Block::Table(
-        ["platform", "kernel", "problem", "implementation", "status", "max rel err", "why"].map(String::from).to_vec(),
-        rows,
-    ));
+    blocks.push(Block::Table(["platform", "kernel", "problem", "implementation", "status", "max rel err", "why"].map(String::from).to_vec(), rows));
 }
 
 // ---- charts ----
@@ -664,7 +667,12 @@ fn cascade_chart(title: &str, cascades: &[(String, Vec<CascadeStep>)]) -> Result
             let pts: Vec<(f64, f64)> = steps.iter().enumerate().map(|(j, s)| ((j + 1) as f64, s.efficiency.unwrap_or(0.0))).collect();
             c.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, col.filled()))).map_err(chart_err)?;
         }
-        c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperRight).draw().map_err(chart_err)?;
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(chart_err)?;
         root.present().map_err(chart_err)?;
     }
     Ok(s)
@@ -693,7 +701,11 @@ fn throughput_chart(title: &str, problems: &[String], unit: &str, series: &BTree
             .x_labels(n)
             .x_label_formatter(&|x| {
                 let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 { labels.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
             })
             .y_label_formatter(&|y| format!("{y:.3}"))
             .draw()
@@ -707,7 +719,12 @@ fn throughput_chart(title: &str, problems: &[String], unit: &str, series: &BTree
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
             c.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled()))).map_err(chart_err)?;
         }
-        c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::LowerRight).draw().map_err(chart_err)?;
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(chart_err)?;
         root.present().map_err(chart_err)?;
     }
     Ok(s)
@@ -751,7 +768,12 @@ fn roofline_chart(title: &str, bw_gbps: f64, peak_tflops: Option<f64>, points: &
                 .label(k.as_str())
                 .legend(move |(x, y)| Circle::new((x + 9, y), 4, col.filled()));
         }
-        c.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw().map_err(chart_err)?;
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(chart_err)?;
         root.present().map_err(chart_err)?;
     }
     Ok(s)

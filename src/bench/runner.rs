@@ -23,10 +23,7 @@ use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_spirv::VulkanDeviceInfo;
 
 use super::copy::Copy;
-use super::schema::{
-    Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo,
-    Status,
-};
+use super::schema::{Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo, Status};
 use super::stats::{runs_needed, summarize};
 use super::suite::{Case, Suite};
 use super::wgsl;
@@ -200,7 +197,17 @@ fn problem_record(p: &Problem) -> ProblemRecord {
 
 /// An entry with nothing measured yet.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn blank(run: &str, platform: &str, kernel: &str, implementation: &str, problem: &Problem, config: String, default_config: bool, bytes: u64, flops: u64) -> Entry {
+pub(super) fn blank(
+    run: &str,
+    platform: &str,
+    kernel: &str,
+    implementation: &str,
+    problem: &Problem,
+    config: String,
+    default_config: bool,
+    bytes: u64,
+    flops: u64,
+) -> Entry {
     Entry {
         run: run.into(),
         platform: platform.into(),
@@ -275,7 +282,17 @@ fn compile_time(device: &Device, plan: &Plan, config: &Config) -> Result<Option<
 
 /// Checks one configuration on one device and, when right, times it.
 #[allow(clippy::too_many_arguments)]
-fn measure(kernel: &dyn Kernel, problem: &Problem, config: &Config, default_config: bool, device: &Device, prepared: &Prepared, o: &BenchOptions, run: &str, floor_s: Option<f64>) -> Entry {
+fn measure(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    default_config: bool,
+    device: &Device,
+    prepared: &Prepared,
+    o: &BenchOptions,
+    run: &str,
+    floor_s: Option<f64>,
+) -> Entry {
     let cost = kernel.cost(problem);
     let mut e = blank(run, &device.name(), kernel.name(), "tilekit", problem, config.to_string(), default_config, cost.bytes, cost.flops);
     let reference = match &prepared.reference {
@@ -376,10 +393,7 @@ fn static_resources(device: &Device, plan: &crate::kernels::Plan, config: &Confi
         return None;
     }
     let max = |f: &dyn Fn(&crate::device::KernelResources) -> Option<u32>| launches.iter().filter_map(f).max();
-    let stats: Vec<String> = launches
-        .iter()
-        .flat_map(|l| l.statistics.iter().map(|(k, v)| format!("{k}={v}")))
-        .collect();
+    let stats: Vec<String> = launches.iter().flat_map(|l| l.statistics.iter().map(|(k, v)| format!("{k}={v}"))).collect();
     Some(super::schema::StaticResources {
         registers: max(&|l| l.registers),
         shared_bytes: max(&|l| l.shared_bytes),
@@ -503,11 +517,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
     let host = host_name();
     let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let run_id = format!("{host}-{started}");
-    let infos = if o.devices.iter().any(|d| !is_cpu_device(d)) {
-        tilekit_spirv::VulkanRuntime::devices().unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+    let infos = if o.devices.iter().any(|d| !is_cpu_device(d)) { tilekit_spirv::VulkanRuntime::devices().unwrap_or_default() } else { Vec::new() };
     let mut results = Results::new();
     results.runs.push(RunInfo {
         id: run_id.clone(),
@@ -528,12 +538,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         },
     });
     results.platforms = o.devices.iter().map(|d| describe(d, &infos, &host, &run_id)).collect();
-    let cases: Vec<&Case> = o
-        .suite
-        .cases
-        .iter()
-        .filter(|c| o.kernels.is_empty() || o.kernels.iter().any(|k| k == c.kernel))
-        .collect();
+    let cases: Vec<&Case> = o.suite.cases.iter().filter(|c| o.kernels.is_empty() || o.kernels.iter().any(|k| k == c.kernel)).collect();
     compile_only(o, &cases, &host, &run_id, &mut results, progress);
     progress.start(((cases.len() + 1) * o.devices.len()) as u64);
 
@@ -591,9 +596,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         .map(|case| {
             let (tx, rx) = mpsc::channel();
             let cost = crate::kernels::find(case.kernel).map(|k| k.cost(&case.problem)).unwrap_or_default();
-            let needed = results.platforms.iter().any(|p| {
-                !on_cpu(p) || (cost.bytes <= o.suite.cpu_max_bytes && cost.flops <= o.suite.cpu_max_flops)
-            });
+            let needed = results.platforms.iter().any(|p| !on_cpu(p) || (cost.bytes <= o.suite.cpu_max_bytes && cost.flops <= o.suite.cpu_max_flops));
             let (name, problem, seed, cap) = (case.kernel, case.problem.clone(), o.seed, o.max_check_flops);
             rayon::spawn_fifo(move || {
                 let prepared = crate::kernels::find(name).filter(|_| needed).map(|k| prepare(k.as_ref(), &problem, seed, cap));
@@ -634,28 +637,40 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                 entries.push(e);
             } else if let Some(prepared) = &prepared {
                 // Memory-bound kernels run no faster than the device copies their bytes.
-                let floor_s = results.platforms[di]
-                    .ceilings
-                    .copy_gbps
-                    .filter(|_| cost.flops <= 16 * cost.bytes)
-                    .map(|gbps| cost.bytes as f64 / (gbps * 1e9));
+                let floor_s =
+                    results.platforms[di].ceilings.copy_gbps.filter(|_| cost.flops <= 16 * cost.bytes).map(|gbps| cost.bytes as f64 / (gbps * 1e9));
                 for c in &configs {
                     let fallback = |m: String| {
-                        let mut e = blank(&run_id, &device.name(), case.kernel, "tilekit", problem, c.to_string(), *c == default_config, cost.bytes, cost.flops);
+                        let mut e = blank(
+                            &run_id,
+                            &device.name(),
+                            case.kernel,
+                            "tilekit",
+                            problem,
+                            c.to_string(),
+                            *c == default_config,
+                            cost.bytes,
+                            cost.flops,
+                        );
                         e.status = Status::Error;
                         e.message = Some(m);
                         e
                     };
-                    entries.push(guarded(fallback, || measure(kernel.as_ref(), problem, c, *c == default_config, device, prepared, o, &run_id, floor_s)));
+                    entries.push(guarded(fallback, || {
+                        measure(kernel.as_ref(), problem, c, *c == default_config, device, prepared, o, &run_id, floor_s)
+                    }));
                 }
                 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
                 if o.baselines {
-                    if let Some(e) = super::cublas::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id) {
+                    if let Some(e) =
+                        super::cublas::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id)
+                    {
                         entries.push(e);
                     }
                 }
                 if o.baselines && matches!(device, Device::Wgpu { .. }) {
-                    if let Some(e) = wgsl::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id) {
+                    if let Some(e) = wgsl::baseline(device, kernel.as_ref(), problem, prepared.reference.as_ref().ok(), &prepared.inputs, o, &run_id)
+                    {
                         entries.push(e);
                     }
                 }
@@ -726,7 +741,11 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
                 let threads = config.num_warps() as u64 * arch.wave_size() as u64;
                 let max = arch.target().max_threads_per_program as u64;
                 if threads > max {
-                    e.message = Some(format!("{threads} threads per program ({} warps of {} lanes); {arch} allows {max}", config.num_warps(), arch.wave_size()));
+                    e.message = Some(format!(
+                        "{threads} threads per program ({} warps of {} lanes); {arch} allows {max}",
+                        config.num_warps(),
+                        arch.wave_size()
+                    ));
                     entries.push(e);
                     continue;
                 }
@@ -753,7 +772,12 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
 /// Every launch of the plan compiled for `arch`: the plan's hash, the compile time and the
 /// resources of its most demanding launch (most registers, LDS; spills summed; least occupancy).
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
-fn compile_amdgcn(kernel: &dyn Kernel, problem: &Problem, config: &Config, arch: tilekit_amdgcn::Arch) -> Result<(String, f64, super::schema::StaticResources), String> {
+fn compile_amdgcn(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    arch: tilekit_amdgcn::Arch,
+) -> Result<(String, f64, super::schema::StaticResources), String> {
     let plan = kernel.plan(problem, config).map_err(|e| e.to_string())?;
     let target = arch.target();
     let t0 = std::time::Instant::now();

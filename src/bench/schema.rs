@@ -294,15 +294,13 @@ impl Results {
     /// Parses a results file, checking its version first so that an old file gets a clear
     /// message rather than a missing-field error.
     pub fn from_json(path: &str, text: &str) -> Result<Results, ResultsError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
         match value.get("schema_version").and_then(|v| v.as_u64()) {
             Some(v) if v == SCHEMA_VERSION as u64 => {}
             Some(found) => return Err(ResultsError::Version { path: path.into(), found }),
             None => return Err(ResultsError::Parse { path: path.into(), message: "no `schema_version`".into() }),
         }
-        let r: Results =
-            serde_json::from_value(value).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
+        let r: Results = serde_json::from_value(value).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
         for (index, e) in r.entries.iter().enumerate() {
             if !r.platforms.iter().any(|p| p.id == e.platform) {
                 return Err(ResultsError::UnknownPlatform { path: path.into(), index, platform: e.platform.clone() });
@@ -373,9 +371,7 @@ impl Results {
             }
             let started: HashMap<String, u64> = out.runs.iter().map(|r| (r.id.clone(), r.started_unix)).collect();
             for e in file.entries {
-                let key = |x: &Entry| {
-                    (x.platform.clone(), x.kernel.clone(), x.implementation.clone(), x.problem_text.clone(), x.config.clone())
-                };
+                let key = |x: &Entry| (x.platform.clone(), x.kernel.clone(), x.implementation.clone(), x.problem_text.clone(), x.config.clone());
                 match out.entries.iter_mut().find(|x| key(x) == key(&e)) {
                     Some(x) => {
                         if started.get(&e.run) >= started.get(&x.run) {
@@ -393,8 +389,7 @@ impl Results {
     /// (Re)computes every timed entry's derived figures from its samples, its cost, its
     /// platform's ceilings and the best implementation on the same hardware.
     pub fn derive(&mut self) {
-        let hw: HashMap<String, (String, String)> =
-            self.platforms.iter().map(|p| (p.id.clone(), (p.hardware.clone(), p.host.clone()))).collect();
+        let hw: HashMap<String, (String, String)> = self.platforms.iter().map(|p| (p.id.clone(), (p.hardware.clone(), p.host.clone()))).collect();
         let mut best: HashMap<(String, String, String, String), f64> = HashMap::new();
         for e in &self.entries {
             if let (Some(m), Some((h, host))) = (e.median(), hw.get(&e.platform)) {
@@ -453,13 +448,7 @@ pub fn derive_figures(bytes: u64, flops: u64, median_s: f64, c: &Ceilings, best_
         (None, Some(f)) if flops > 0 => Some(f),
         _ => None,
     };
-    Derived {
-        gbps,
-        tflops,
-        intensity,
-        efficiency_ceiling: attainable_s.map(|a| a / median_s),
-        efficiency_best: best_s.map(|b| b / median_s),
-    }
+    Derived { gbps, tflops, intensity, efficiency_ceiling: attainable_s.map(|a| a / median_s), efficiency_best: best_s.map(|b| b / median_s) }
 }
 
 /// The JSON Schema of [`Results`], as committed in `bench/schema/results.schema.json`.

@@ -49,11 +49,27 @@ fn job(kernel: &str, p: &Problem) -> Option<Job> {
     match (kernel, p.dtype, &p.shape[..]) {
         ("vector_add", DType::F32, &[n]) => {
             let g = grid_2d(n.div_ceil(256));
-            Some(Job { file: "vector_add.wgsl", source: VECTOR_ADD, params: vec![n as u32, g[0]], groups: g, out_dtype: DType::F32, out_len: n, needs_f16: false })
+            Some(Job {
+                file: "vector_add.wgsl",
+                source: VECTOR_ADD,
+                params: vec![n as u32, g[0]],
+                groups: g,
+                out_dtype: DType::F32,
+                out_len: n,
+                needs_f16: false,
+            })
         }
         ("softmax", DType::F32, &[rows, cols]) => {
             let g = grid_2d(rows);
-            Some(Job { file: "softmax.wgsl", source: SOFTMAX, params: vec![rows as u32, cols as u32, g[0]], groups: g, out_dtype: DType::F32, out_len: rows * cols, needs_f16: false })
+            Some(Job {
+                file: "softmax.wgsl",
+                source: SOFTMAX,
+                params: vec![rows as u32, cols as u32, g[0]],
+                groups: g,
+                out_dtype: DType::F32,
+                out_len: rows * cols,
+                needs_f16: false,
+            })
         }
         ("matmul", DType::F16, &[m, n, k]) => Some(Job {
             file: "matmul.wgsl",
@@ -94,10 +110,7 @@ fn scoped<T>(device: &wgpu::Device, op: &str, f: impl FnOnce() -> T) -> Result<T
 }
 
 fn wait(device: &wgpu::Device, index: wgpu::SubmissionIndex) -> Result<(), String> {
-    device
-        .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
-        .map(|_| ())
-        .map_err(|e| format!("waiting for the device: {e}"))
+    device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map(|_| ()).map_err(|e| format!("waiting for the device: {e}"))
 }
 
 /// A loaded baseline: pipeline, buffers and bind group.
@@ -173,7 +186,9 @@ fn time(rt: &WgpuRuntime, l: &Loaded, groups: [u32; 3], warmup: usize, runs: usi
         }
         wait(device, queue.submit([enc.finish()]))?;
     }
-    let query = scoped(device, op, || device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("baseline timestamps"), ty: wgpu::QueryType::Timestamp, count: 2 }))?;
+    let query = scoped(device, op, || {
+        device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("baseline timestamps"), ty: wgpu::QueryType::Timestamp, count: 2 })
+    })?;
     let resolve = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("baseline resolve"),
         size: 16,

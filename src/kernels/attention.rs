@@ -33,13 +33,7 @@ pub struct Attention;
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 
 /// The tile program. Parameters: `q`, `k`, `v`, `o`, then `S` (i32) and `sm_scale` (f32).
-pub fn build(
-    dtype: DType,
-    block_m: usize,
-    block_n: usize,
-    head_dim: usize,
-    causal: bool,
-) -> Result<Program, KernelError> {
+pub fn build(dtype: DType, block_m: usize, block_n: usize, head_dim: usize, causal: bool) -> Result<Program, KernelError> {
     let (bm, bn, d) = (block_m, block_n, head_dim);
     let k = Builder::new("attention");
     let q_buf = k.input("q", dtype);
@@ -61,8 +55,7 @@ pub fn build(
     let qk_scale = sm_scale * LOG2_E;
 
     let ctx = Ctx { k: &k, dtype, bm, bn, d, k_buf, v_buf, s_len, base, q, qk_scale, offs_m, offs_n, offs_d };
-    let state =
-        [k.zeros(&[bm, d], DType::F32), k.full(&[bm], f64::NEG_INFINITY, DType::F32), k.zeros(&[bm], DType::F32)];
+    let state = [k.zeros(&[bm, d], DType::F32), k.full(&[bm], f64::NEG_INFINITY, DType::F32), k.zeros(&[bm], DType::F32)];
     let [acc, _m_i, l_i] = if causal {
         // Stage 1: key blocks that end at or before this program's first query row.
         let diag_lo = start_m * bm as i32 / bn as i32 * bn as i32;
@@ -100,13 +93,7 @@ struct Ctx<'b> {
 impl<'b> Ctx<'b> {
     /// Key blocks starting at `lo, lo + BLOCK_N, ..` below `hi`, carrying `[acc, m_i, l_i]`.
     /// Keys at or past S are always masked; `causal` also masks keys after the query.
-    fn key_loop(
-        &self,
-        lo: impl Into<tilekit_core::Operand<'b>>,
-        hi: Tile<'b>,
-        causal: bool,
-        state: [Tile<'b>; 3],
-    ) -> [Tile<'b>; 3] {
+    fn key_loop(&self, lo: impl Into<tilekit_core::Operand<'b>>, hi: Tile<'b>, causal: bool, state: [Tile<'b>; 3]) -> [Tile<'b>; 3] {
         let k = self.k;
         let (bm, bn, d) = (self.bm, self.bn, self.d);
         k.for_range(lo, hi, bn as i32, state, |start_n, [acc, m_i, l_i]| {
@@ -148,11 +135,9 @@ fn dims(problem: &Problem) -> Result<(usize, usize, usize, usize), KernelError> 
 fn sm_scale(problem: &Problem, d: usize) -> Result<f64, KernelError> {
     match problem.opt("sm_scale") {
         None => Ok(1.0 / (d as f64).sqrt()),
-        Some(t) => t
-            .parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| KernelError::Parse(format!("sm_scale=`{t}` is not a finite number"))),
+        Some(t) => {
+            t.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| KernelError::Parse(format!("sm_scale=`{t}` is not a finite number")))
+        }
     }
 }
 
@@ -187,17 +172,10 @@ impl Kernel for Attention {
             (1, 1, 200, 64, true),
             (2, 2, 129, 16, false),
         ];
-        cases
-            .iter()
-            .map(|&(b, h, s, d, causal)| {
-                Problem::new(&[b, h, s, d], dtype).with("causal", if causal { "1" } else { "0" })
-            })
-            .collect()
+        cases.iter().map(|&(b, h, s, d, causal)| Problem::new(&[b, h, s, d], dtype).with("causal", if causal { "1" } else { "0" })).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        let c = |bm: i64, bn: i64, w: i64, s: i64| {
-            Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("num_warps", w).with("num_stages", s)
-        };
+        let c = |bm: i64, bn: i64, w: i64, s: i64| Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("num_warps", w).with("num_stages", s);
         // The first two differ in which block is larger, so the diagonal stage starts inside
         // a key block in one and spans several in the other. All are sized for the FMA `dot`
         // every backend lowers to today: a thread holds about (BLOCK_M * BLOCK_N + 2 * BLOCK_M *
@@ -219,9 +197,7 @@ impl Kernel for Attention {
         let bm = config.block("BLOCK_M")?;
         let bn = config.block("BLOCK_N")?;
         if bm < 16 || bn < 16 {
-            return Err(KernelError::BadConfig(format!(
-                "BLOCK_M = {bm}, BLOCK_N = {bn}: `dot` needs tile extents of at least 16"
-            )));
+            return Err(KernelError::BadConfig(format!("BLOCK_M = {bm}, BLOCK_N = {bn}: `dot` needs tile extents of at least 16")));
         }
         for key in ["num_warps", "num_stages"] {
             if config.get(key).is_ok() {
@@ -231,19 +207,12 @@ impl Kernel for Attention {
         // Masked-off rows still compute offsets: bound them over S padded to either block.
         let padded = (cdiv(s, bm) * bm).max(cdiv(s, bn) * bn);
         let span = b.saturating_mul(h).saturating_mul(padded).saturating_mul(d);
-        i32::try_from(span).map_err(|_| {
-            KernelError::BadConfig(format!("B*H*S*D = {span} (S padded to the blocks) exceeds i32 offsets"))
-        })?;
+        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("B*H*S*D = {span} (S padded to the blocks) exceeds i32 offsets")))?;
         let len = b * h * s * d;
         let dtype = problem.dtype;
         let buf = |name: &str, role| BufferSpec { name: name.into(), dtype, len, role };
         Ok(Plan {
-            buffers: vec![
-                buf("q", Role::Input),
-                buf("k", Role::Input),
-                buf("v", Role::Input),
-                buf("o", Role::Output { zeroed: false }),
-            ],
+            buffers: vec![buf("q", Role::Input), buf("k", Role::Input), buf("v", Role::Input), buf("o", Role::Output { zeroed: false })],
             launches: vec![Launch {
                 program: build(dtype, bm, bn, d, problem.flag("causal"))?,
                 grid: [grid_dim(cdiv(s, bm))?, grid_dim(b * h)?, 1],
@@ -334,10 +303,7 @@ mod tests {
     fn bad_problems_and_configs_are_errors() {
         let config = Attention.configs()[0].clone();
         for shape in [&[1, 1, 16, 24][..], &[1, 1, 16, 8], &[1, 0, 16, 64], &[1, 16, 64]] {
-            assert!(
-                matches!(Attention.plan(&Problem::new(shape, DType::F16), &config), Err(KernelError::Shape { .. })),
-                "{shape:?}"
-            );
+            assert!(matches!(Attention.plan(&Problem::new(shape, DType::F16), &config), Err(KernelError::Shape { .. })), "{shape:?}");
         }
         let p = Problem::new(&[1, 1, 16, 64], DType::F16);
         assert!(matches!(Attention.plan(&p.clone().with("sm_scale", "x"), &config), Err(KernelError::Parse(_))));

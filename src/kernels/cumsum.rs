@@ -54,10 +54,7 @@ impl Kernel for Cumsum {
         shapes.iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        [(1024, 4), (64, 1), (256, 2), (4096, 8)]
-            .iter()
-            .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect()
+        [(1024, 4), (64, 1), (256, 2), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;

@@ -59,16 +59,10 @@ impl Kernel for Histogram {
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
         // Few bins make many lanes of one tile hit the same counter.
-        [[1, 1], [7, 3], [97, 1], [1031, 17], [4099, 100], [2053, 1000]]
-            .iter()
-            .map(|s| Problem::new(s, dtype))
-            .collect()
+        [[1, 1], [7, 3], [97, 1], [1031, 17], [4099, 100], [2053, 1000]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        [(1024, 4), (128, 1), (4096, 8)]
-            .iter()
-            .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect()
+        [(1024, 4), (128, 1), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
@@ -97,15 +91,8 @@ impl Kernel for Histogram {
         // About one value in sixteen lies outside [0, BINS), from just outside to the extremes,
         // so a kernel that does not mask them writes out of bounds or miscounts.
         let outside = [-1, bins, bins.saturating_add(1), -bins.saturating_add(7), i32::MIN, i32::MAX];
-        let vals: Vec<i32> = (0..n)
-            .map(|_| {
-                if rng.gen_ratio(1, 16) {
-                    outside[rng.gen_range(0..outside.len())]
-                } else {
-                    rng.gen_range(0..bins)
-                }
-            })
-            .collect();
+        let vals: Vec<i32> =
+            (0..n).map(|_| if rng.gen_ratio(1, 16) { outside[rng.gen_range(0..outside.len())] } else { rng.gen_range(0..bins) }).collect();
         vec![HostBuffer::from_slice(&vals)]
     }
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {

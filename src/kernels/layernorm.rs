@@ -158,10 +158,8 @@ impl Kernel for LayerNorm {
         // multiprocessor: an f16 row of 8192 is 16 KiB, and on the H200 more rows in flight per
         // multiprocessor keep memory busier (2.54 -> 2.96 TB/s from two to three). Four fit in
         // 64 registers since addresses take their per-element offsets as immediates.
-        let mut configs: Vec<Config> = [(1024, 4), (64, 1), (256, 2), (4096, 8), (8192, 8)]
-            .iter()
-            .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect();
+        let mut configs: Vec<Config> =
+            [(1024, 4), (64, 1), (256, 2), (4096, 8), (8192, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect();
         for occupancy in [3, 4] {
             configs.push(Config::new().with("BLOCK", 8192).with("num_warps", 8).with("PRELOAD", 0).with("occupancy", occupancy));
         }
@@ -204,14 +202,7 @@ impl Kernel for LayerNorm {
         // The program's buffer parameters are declared in plan order.
         let mut args: Vec<LaunchArg> = (0..buffers.len()).map(LaunchArg::Buffer).collect();
         args.push(LaunchArg::Scalar(Scalar::Int(cols as i64)));
-        Ok(Plan {
-            buffers,
-            launches: vec![Launch {
-                program: build(dtype, block, residual, row_plan)?,
-                grid: [grid_dim(rows)?, 1, 1],
-                args,
-            }],
-        })
+        Ok(Plan { buffers, launches: vec![Launch { program: build(dtype, block, residual, row_plan)?, grid: [grid_dim(rows)?, 1, 1], args }] })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let dtype = problem.dtype;
@@ -229,11 +220,7 @@ impl Kernel for LayerNorm {
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let residual = problem.flag("residual");
         let cols = problem.shape.last().copied().unwrap_or(1);
-        let a: Vec<f64> = if residual {
-            inputs[0].iter().zip(&inputs[1]).map(|(x, r)| x + r).collect()
-        } else {
-            inputs[0].clone()
-        };
+        let a: Vec<f64> = if residual { inputs[0].iter().zip(&inputs[1]).map(|(x, r)| x + r).collect() } else { inputs[0].clone() };
         let (w, b) = if residual { (&inputs[2], &inputs[3]) } else { (&inputs[1], &inputs[2]) };
         let (mut y, mut means, mut rstds) = (Vec::new(), Vec::new(), Vec::new());
         for row in a.chunks(cols) {
@@ -263,10 +250,7 @@ impl Kernel for LayerNorm {
         let residual = problem.flag("residual") as u64;
         let size = problem.dtype.size_bytes() as u64;
         let matrices = 2 + 2 * residual; // x and y, plus r and x + r
-        Cost {
-            bytes: matrices * rows * cols * size + 2 * cols * size + 2 * rows * 4,
-            flops: (7 + residual) * rows * cols + 4 * rows,
-        }
+        Cost { bytes: matrices * rows * cols * size + 2 * cols * size + 2 * rows * 4, flops: (7 + residual) * rows * cols + 4 * rows }
     }
 }
 

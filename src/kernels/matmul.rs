@@ -56,9 +56,10 @@ impl Activation {
     pub fn parse(text: Option<&str>) -> Result<Activation, KernelError> {
         match text {
             None => Ok(Activation::None),
-            Some(t) => Activation::ALL.into_iter().find(|a| a.name() == t).ok_or_else(|| {
-                KernelError::Parse(format!("act=`{t}` is not an activation (expected none, relu, gelu or silu)"))
-            }),
+            Some(t) => Activation::ALL
+                .into_iter()
+                .find(|a| a.name() == t)
+                .ok_or_else(|| KernelError::Parse(format!("act=`{t}` is not an activation (expected none, relu, gelu or silu)"))),
         }
     }
 
@@ -236,13 +237,7 @@ impl Kernel for Matmul {
     }
     fn configs(&self) -> Vec<Config> {
         let c = |bm: i64, bn: i64, bk: i64, g: i64, w: i64, s: i64| {
-            Config::new()
-                .with("BLOCK_M", bm)
-                .with("BLOCK_N", bn)
-                .with("BLOCK_K", bk)
-                .with("GROUP_M", g)
-                .with("num_warps", w)
-                .with("num_stages", s)
+            Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("BLOCK_K", bk).with("GROUP_M", g).with("num_warps", w).with("num_stages", s)
         };
         // Sized for the FMA `dot` every backend lowers to today: at most 64 accumulator
         // elements per thread (BLOCK_M * BLOCK_N / threads) on at most 8 warps. Triton's
@@ -266,11 +261,7 @@ impl Kernel for Matmul {
         let act = Activation::parse(problem.opt("act"))?;
         let meta = MatmulMeta::from_config(config)?;
         // Masked-off lanes still compute offsets, so bound them over the padded extents.
-        let (pm, pn, pk) = (
-            cdiv(m, meta.block_m) * meta.block_m,
-            cdiv(n, meta.block_n) * meta.block_n,
-            cdiv(kd, meta.block_k) * meta.block_k,
-        );
+        let (pm, pn, pk) = (cdiv(m, meta.block_m) * meta.block_m, cdiv(n, meta.block_n) * meta.block_n, cdiv(kd, meta.block_k) * meta.block_k);
         offset_bound("padded M * K", pm.saturating_mul(pk))?;
         offset_bound("padded K * N", pk.saturating_mul(pn))?;
         offset_bound("padded M * N", pm.saturating_mul(pn))?;
@@ -287,10 +278,7 @@ impl Kernel for Matmul {
         for d in [m, n, kd] {
             args.push(LaunchArg::Scalar(Scalar::Int(d as i64)));
         }
-        Ok(Plan {
-            buffers,
-            launches: vec![Launch { program: build(dtype, meta, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }],
-        })
+        Ok(Plan { buffers, launches: vec![Launch { program: build(dtype, meta, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }] })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
@@ -353,21 +341,12 @@ mod tests {
         let config = Matmul.configs()[0].clone();
         let p = Problem::new(&[16, 16, 16], DType::F16);
         assert!(matches!(Matmul.plan(&p.clone().with("act", "tanh"), &config), Err(KernelError::Parse(_))));
-        assert!(matches!(
-            Matmul.plan(&Problem::new(&[16, 0, 16], DType::F16), &config),
-            Err(KernelError::Shape { .. })
-        ));
+        assert!(matches!(Matmul.plan(&Problem::new(&[16, 0, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
         assert!(matches!(Matmul.plan(&Problem::new(&[16, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
         assert!(matches!(Matmul.plan(&p, &config.clone().with("BLOCK_K", 8)), Err(KernelError::BadConfig(_))));
         assert!(matches!(Matmul.plan(&p, &config.clone().with("GROUP_M", 0)), Err(KernelError::Config(_))));
-        assert!(matches!(
-            Matmul.plan(&Problem::new(&[1 << 16, 1 << 16, 64], DType::F16), &config),
-            Err(KernelError::BadConfig(_))
-        ));
-        assert!(matches!(
-            Matmul.plan(&Problem::new(&[16, 16, 16], DType::I32), &config),
-            Err(KernelError::DType { .. })
-        ));
+        assert!(matches!(Matmul.plan(&Problem::new(&[1 << 16, 1 << 16, 64], DType::F16), &config), Err(KernelError::BadConfig(_))));
+        assert!(matches!(Matmul.plan(&Problem::new(&[16, 16, 16], DType::I32), &config), Err(KernelError::DType { .. })));
     }
 
     #[test]

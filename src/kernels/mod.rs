@@ -55,10 +55,7 @@ impl Problem {
 
     /// `shape[i]`, or an error naming the kernel's expected shape.
     pub fn dim(&self, i: usize, expected: &str) -> Result<usize, KernelError> {
-        self.shape.get(i).copied().ok_or_else(|| KernelError::Shape {
-            shape: self.shape.clone(),
-            expected: expected.to_string(),
-        })
+        self.shape.get(i).copied().ok_or_else(|| KernelError::Shape { shape: self.shape.clone(), expected: expected.to_string() })
     }
 
     /// Parses `4096x1024` (or `4096,1024`) into a shape.
@@ -230,10 +227,7 @@ pub trait Kernel: Send + Sync {
         if self.dtypes().contains(&problem.dtype) {
             Ok(())
         } else {
-            Err(KernelError::DType {
-                dtype: problem.dtype,
-                supported: self.dtypes().iter().map(|d| d.name()).collect::<Vec<_>>().join(", "),
-            })
+            Err(KernelError::DType { dtype: problem.dtype, supported: self.dtypes().iter().map(|d| d.name()).collect::<Vec<_>>().join(", ") })
         }
     }
 }

@@ -60,10 +60,7 @@ impl Kernel for RmsNorm {
         [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 2053]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        [(1024, 4), (64, 1), (256, 2), (4096, 8)]
-            .iter()
-            .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect()
+        [(1024, 4), (64, 1), (256, 2), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
@@ -79,21 +76,13 @@ impl Kernel for RmsNorm {
             launches: vec![Launch {
                 program: build(dtype, block)?,
                 grid: [grid_dim(rows)?, 1, 1],
-                args: vec![
-                    LaunchArg::Buffer(0),
-                    LaunchArg::Buffer(1),
-                    LaunchArg::Buffer(2),
-                    LaunchArg::Scalar(Scalar::Int(cols as i64)),
-                ],
+                args: vec![LaunchArg::Buffer(0), LaunchArg::Buffer(1), LaunchArg::Buffer(2), LaunchArg::Scalar(Scalar::Int(cols as i64))],
             }],
         })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let dtype = problem.dtype;
-        vec![
-            random_buffer(rng, dtype, numel(problem), -3.0, 5.0),
-            random_buffer(rng, dtype, last_dim(problem), -2.0, 2.0),
-        ]
+        vec![random_buffer(rng, dtype, numel(problem), -3.0, 5.0), random_buffer(rng, dtype, last_dim(problem), -2.0, 2.0)]
     }
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let cols = last_dim(problem);

@@ -50,10 +50,7 @@ pub fn build(dtype: DType, block_h: usize, block_d: usize) -> Result<Program, Ke
 fn dims(problem: &Problem) -> Result<(usize, usize, usize), KernelError> {
     match problem.shape[..] {
         [s, h, d] if s > 0 && h > 0 && d > 0 && d % 2 == 0 => Ok((s, h, d)),
-        _ => Err(KernelError::Shape {
-            shape: problem.shape.clone(),
-            expected: "S x H x D, each at least 1, D even".into(),
-        }),
+        _ => Err(KernelError::Shape { shape: problem.shape.clone(), expected: "S x H x D, each at least 1, D even".into() }),
     }
 }
 
@@ -91,10 +88,7 @@ impl Kernel for Rotary {
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
         // D/2 of 1, 3, 17 and 40 are not powers of two; head counts 3, 5, 7 leave partial head
         // blocks.
-        [[1, 1, 2], [7, 2, 6], [17, 3, 64], [31, 5, 80], [67, 1, 128], [5, 7, 34]]
-            .iter()
-            .map(|s| Problem::new(s, dtype))
-            .collect()
+        [[1, 1, 2], [7, 2, 6], [17, 3, 64], [31, 5, 80], [67, 1, 128], [5, 7, 34]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
         let c = |h: i64, w: i64| Config::new().with("BLOCK_H", h).with("num_warps", w);
@@ -107,8 +101,7 @@ impl Kernel for Rotary {
         let bd = (d / 2).next_power_of_two();
         // Masked-off heads still compute offsets: bound them over the padded head count.
         let span = s.saturating_mul(cdiv(h, bh) * bh).saturating_mul(d);
-        i32::try_from(span)
-            .map_err(|_| KernelError::BadConfig(format!("S*H*D = {span} (H padded to BLOCK_H) exceeds i32 offsets")))?;
+        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("S*H*D = {span} (H padded to BLOCK_H) exceeds i32 offsets")))?;
         let dtype = problem.dtype;
         let spec = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };
         Ok(Plan {
@@ -135,11 +128,7 @@ impl Kernel for Rotary {
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let Ok((s, h, d)) = dims(problem) else { return Vec::new() };
         let (cos, sin) = tables(s, d);
-        vec![
-            random_buffer(rng, problem.dtype, s * h * d, -1.0, 1.0),
-            HostBuffer::from_f64(DType::F32, &cos),
-            HostBuffer::from_f64(DType::F32, &sin),
-        ]
+        vec![random_buffer(rng, problem.dtype, s * h * d, -1.0, 1.0), HostBuffer::from_f64(DType::F32, &cos), HostBuffer::from_f64(DType::F32, &sin)]
     }
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let Ok((s, h, d)) = dims(problem) else { return Vec::new() };
@@ -186,10 +175,7 @@ mod tests {
     fn odd_head_dim_is_an_error() {
         let config = Rotary.configs()[0].clone();
         for shape in [&[4, 2, 7][..], &[4, 0, 8], &[4, 8]] {
-            assert!(
-                matches!(Rotary.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
-                "{shape:?}"
-            );
+            assert!(matches!(Rotary.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })), "{shape:?}");
         }
     }
 }

@@ -137,12 +137,7 @@ pub(crate) fn softmax_rows(x: &[f64], cols: usize) -> Vec<f64> {
 /// `(ROWS, COLS)` of a `ROWS x COLS` problem (or `N` as one row when `allow_1d`), both at least
 /// 1, and small enough that every i32 element offset the kernel forms, up to `slack` past the end
 /// (padding lanes of the last block), stays below 2^31.
-pub(crate) fn rows_cols(
-    problem: &Problem,
-    expected: &str,
-    allow_1d: bool,
-    slack: usize,
-) -> Result<(usize, usize), KernelError> {
+pub(crate) fn rows_cols(problem: &Problem, expected: &str, allow_1d: bool, slack: usize) -> Result<(usize, usize), KernelError> {
     let bad = |why: &str| KernelError::Shape { shape: problem.shape.clone(), expected: format!("{expected}{why}") };
     let (rows, cols) = match problem.shape[..] {
         [n] if allow_1d => (1, n),

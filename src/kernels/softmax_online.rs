@@ -66,10 +66,7 @@ impl Kernel for SoftmaxOnline {
         [[1, 1], [1, 7], [64, 1], [3, 97], [33, 255], [17, 1031], [2, 3001], [3, 8193]].iter().map(|s| Problem::new(s, dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        [(1024, 4), (64, 1), (256, 2)]
-            .iter()
-            .map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w))
-            .collect()
+        [(1024, 4), (64, 1), (256, 2)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
@@ -94,8 +91,7 @@ impl Kernel for SoftmaxOnline {
         // Noise on a rising ramp along each row: the running max grows in nearly every block, so
         // a kernel that forgot to rescale the running sum fails clearly.
         let cols = last_dim(problem);
-        let vals: Vec<f64> =
-            (0..numel(problem)).map(|i| rng.gen_range(-4.0..4.0) + 8.0 * (i % cols) as f64 / cols as f64).collect();
+        let vals: Vec<f64> = (0..numel(problem)).map(|i| rng.gen_range(-4.0..4.0) + 8.0 * (i % cols) as f64 / cols as f64).collect();
         vec![HostBuffer::from_f64(problem.dtype, &vals)]
     }
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {

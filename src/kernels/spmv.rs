@@ -156,8 +156,7 @@ impl Kernel for Spmv {
         let block = config.block("BLOCK")?;
         let nnz = rows.saturating_mul(avg);
         // The last chunk's lanes run up to BLOCK past NNZ before the mask.
-        i32::try_from(nnz.saturating_add(block))
-            .map_err(|_| KernelError::BadConfig(format!("NNZ = {nnz} exceeds i32 offsets")))?;
+        i32::try_from(nnz.saturating_add(block)).map_err(|_| KernelError::BadConfig(format!("NNZ = {nnz} exceeds i32 offsets")))?;
         i32::try_from(cols).map_err(|_| KernelError::BadConfig(format!("COLS = {cols} exceeds i32 offsets")))?;
         let dtype = problem.dtype;
         let spec = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };
@@ -169,11 +168,7 @@ impl Kernel for Spmv {
                 spec("x", dtype, cols, Role::Input),
                 spec("y", dtype, rows, Role::Output { zeroed: false }),
             ],
-            launches: vec![Launch {
-                program: build(dtype, block)?,
-                grid: [grid_dim(rows)?, 1, 1],
-                args: (0..5).map(LaunchArg::Buffer).collect(),
-            }],
+            launches: vec![Launch { program: build(dtype, block)?, grid: [grid_dim(rows)?, 1, 1], args: (0..5).map(LaunchArg::Buffer).collect() }],
         })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
@@ -246,10 +241,7 @@ mod tests {
     fn bad_problems_are_errors() {
         let config = Spmv.configs()[0].clone();
         for shape in [&[10, 5, 6][..], &[0, 5, 1], &[10, 5]] {
-            assert!(
-                matches!(Spmv.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
-                "{shape:?}"
-            );
+            assert!(matches!(Spmv.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })), "{shape:?}");
         }
     }
 }

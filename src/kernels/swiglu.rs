@@ -67,9 +67,7 @@ impl Kernel for Swiglu {
         let bc = config.block("BLOCK_C")?;
         // Masked-off lanes still compute offsets: bound them over the padded extents.
         let span = (cdiv(rows, br) * br).saturating_mul(cdiv(cols, bc) * bc);
-        i32::try_from(span).map_err(|_| {
-            KernelError::BadConfig(format!("ROWS*COLS = {span} (padded to the blocks) exceeds i32 offsets"))
-        })?;
+        i32::try_from(span).map_err(|_| KernelError::BadConfig(format!("ROWS*COLS = {span} (padded to the blocks) exceeds i32 offsets")))?;
         let dtype = problem.dtype;
         let buf = |name: &str, role| BufferSpec { name: name.into(), dtype, len: rows * cols, role };
         Ok(Plan {
@@ -90,10 +88,7 @@ impl Kernel for Swiglu {
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let Ok((rows, cols)) = dims(problem) else { return Vec::new() };
         // gate over [-6, 6] reaches both silu tails and its curved middle.
-        vec![
-            random_buffer(rng, problem.dtype, rows * cols, -6.0, 6.0),
-            random_buffer(rng, problem.dtype, rows * cols, -1.0, 1.0),
-        ]
+        vec![random_buffer(rng, problem.dtype, rows * cols, -6.0, 6.0), random_buffer(rng, problem.dtype, rows * cols, -1.0, 1.0)]
     }
     fn reference(&self, _problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         vec![inputs[0].iter().zip(&inputs[1]).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect()]
@@ -125,10 +120,7 @@ mod tests {
     fn bad_shapes_are_errors() {
         let config = Swiglu.configs()[0].clone();
         for shape in [&[4][..], &[4, 0], &[2, 3, 4]] {
-            assert!(
-                matches!(Swiglu.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })),
-                "{shape:?}"
-            );
+            assert!(matches!(Swiglu.plan(&Problem::new(shape, DType::F32), &config), Err(KernelError::Shape { .. })), "{shape:?}");
         }
     }
 }

@@ -42,10 +42,7 @@ impl Kernel for VectorAdd {
         [1, 7, 1000, 1024, 4099].iter().map(|&n| Problem::new(&[n], dtype)).collect()
     }
     fn configs(&self) -> Vec<Config> {
-        [1024, 256, 4096]
-            .iter()
-            .map(|&b| Config::new().with("BLOCK", b).with("num_warps", 4))
-            .collect()
+        [1024, 256, 4096].iter().map(|&b| Config::new().with("BLOCK", b).with("num_warps", 4)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_dtype(problem)?;
@@ -59,22 +56,14 @@ impl Kernel for VectorAdd {
             launches: vec![Launch {
                 program: build(dtype, block)?,
                 grid: [grid_dim(cdiv(n, block))?, 1, 1],
-                args: vec![
-                    LaunchArg::Buffer(0),
-                    LaunchArg::Buffer(1),
-                    LaunchArg::Buffer(2),
-                    LaunchArg::Scalar(Scalar::Int(n_i32 as i64)),
-                ],
+                args: vec![LaunchArg::Buffer(0), LaunchArg::Buffer(1), LaunchArg::Buffer(2), LaunchArg::Scalar(Scalar::Int(n_i32 as i64))],
             }],
         })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let n = problem.shape.first().copied().unwrap_or(0);
         let (lo, hi) = if problem.dtype.is_float() { (-4.0, 4.0) } else { (-1000.0, 1000.0) };
-        vec![
-            random_buffer(rng, problem.dtype, n, lo, hi),
-            random_buffer(rng, problem.dtype, n, lo, hi),
-        ]
+        vec![random_buffer(rng, problem.dtype, n, lo, hi), random_buffer(rng, problem.dtype, n, lo, hi)]
     }
     fn reference(&self, _problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         vec![inputs[0].iter().zip(&inputs[1]).map(|(a, b)| a + b).collect()]

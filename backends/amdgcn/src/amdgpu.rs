@@ -172,7 +172,7 @@ impl Hooks for AmdgpuHooks {
         Some(1)
     }
 
-        fn function_attributes(&self, threads: u32) -> String {
+    fn function_attributes(&self, threads: u32) -> String {
         // Every launch uses exactly `threads` threads: the register allocator may use the
         // whole budget that size allows, and the grid is a whole number of workgroups.
         format!("\"amdgpu-flat-work-group-size\"=\"{threads},{threads}\" \"uniform-work-group-size\"=\"true\"")

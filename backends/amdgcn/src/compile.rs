@@ -117,6 +117,10 @@ pub fn assembly(program: &Program, target: &Target, options: &LowerOptions, arch
 impl AmdgcnKernel {
     /// `llvm-objdump -d --mcpu=ARCH` of the code object.
     pub fn disassemble(&self) -> Result<String, AmdgcnError> {
-        tools::disassemble(&self.hsaco, self.arch.name(), &self.entry).map_err(|source| AmdgcnError::Tool { kernel: self.name.clone(), arch: self.arch, source })
+        tools::disassemble(&self.hsaco, self.arch.name(), &self.entry).map_err(|source| AmdgcnError::Tool {
+            kernel: self.name.clone(),
+            arch: self.arch,
+            source,
+        })
     }
 }

@@ -21,8 +21,8 @@ pub mod tools;
 pub use amdgpu::{AmdgpuHooks, Arch};
 pub use compile::{assembly, compile, llvm_ir, AmdgcnError, AmdgcnKernel, Compiled};
 pub use metadata::{ArgInfo, CodeObjectReport, MetadataError, Occupancy};
-pub use tools::ToolError;
 pub use tilekit_llvm::KernelParam;
+pub use tools::ToolError;
 
 /// What every AMD result says about itself: the code is checked offline, not executed.
 pub const NOT_RUN: &str = "compiled, not run";

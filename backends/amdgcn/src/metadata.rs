@@ -131,24 +131,14 @@ fn limits(arch: Arch) -> Limits {
     match arch {
         // CDNA2/3: 512 unified VGPRs+AGPRs per lane, granule 8; 800 SGPRs, granule 16; 8 waves
         // per SIMD; 4 SIMDs per CU sharing 64 KiB of LDS.
-        Arch::Gfx90a | Arch::Gfx942 => Limits {
-            max_waves_per_simd: 8,
-            vgpr_file: 512,
-            vgpr_granule: 8,
-            sgpr_file: Some((800, 16)),
-            simds_per_lds: 4,
-            lds_bytes: 64 * 1024,
-        },
+        Arch::Gfx90a | Arch::Gfx942 => {
+            Limits { max_waves_per_simd: 8, vgpr_file: 512, vgpr_granule: 8, sgpr_file: Some((800, 16)), simds_per_lds: 4, lds_bytes: 64 * 1024 }
+        }
         // RDNA3 (Navi 31) in wave32: 1536 VGPRs per lane, granule 24; 16 waves per SIMD; 4 SIMDs
         // per WGP sharing 128 KiB of LDS.
-        Arch::Gfx1100 => Limits {
-            max_waves_per_simd: 16,
-            vgpr_file: 1536,
-            vgpr_granule: 24,
-            sgpr_file: None,
-            simds_per_lds: 4,
-            lds_bytes: 128 * 1024,
-        },
+        Arch::Gfx1100 => {
+            Limits { max_waves_per_simd: 16, vgpr_file: 1536, vgpr_granule: 24, sgpr_file: None, simds_per_lds: 4, lds_bytes: 128 * 1024 }
+        }
     }
 }
 
@@ -235,26 +225,28 @@ pub fn read(code_object: &[u8], symbol: &str, arch: Arch) -> Result<CodeObjectRe
         .map(|v| (v.first().and_then(Value::as_int).unwrap_or(0) as u32, v.get(1).and_then(Value::as_int).unwrap_or(0) as u32))
         .unwrap_or((0, 0));
     let kernels = meta.get("amdhsa.kernels").and_then(Value::as_array).ok_or_else(|| MetadataError::Decode("no `amdhsa.kernels` list".into()))?;
-    let k = kernels
-        .iter()
-        .find(|k| k.get(".name").and_then(Value::as_str) == Some(symbol))
-        .ok_or_else(|| MetadataError::NoKernel(symbol.to_string()))?;
+    let k =
+        kernels.iter().find(|k| k.get(".name").and_then(Value::as_str) == Some(symbol)).ok_or_else(|| MetadataError::NoKernel(symbol.to_string()))?;
     let num = |field: &'static str| -> Result<u32, MetadataError> {
-        k.get(field)
-            .and_then(Value::as_int)
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or(MetadataError::Missing { kernel: symbol.to_string(), field })
+        k.get(field).and_then(Value::as_int).and_then(|v| u32::try_from(v).ok()).ok_or(MetadataError::Missing { kernel: symbol.to_string(), field })
     };
     let opt = |field: &'static str| num(field).unwrap_or(0);
     let mut args = Vec::new();
     for a in k.get(".args").and_then(Value::as_array).unwrap_or(&[]) {
         let field = |f: &'static str| {
-            a.get(f).and_then(Value::as_int).and_then(|v| u32::try_from(v).ok()).ok_or(MetadataError::Missing { kernel: symbol.to_string(), field: f })
+            a.get(f)
+                .and_then(Value::as_int)
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or(MetadataError::Missing { kernel: symbol.to_string(), field: f })
         };
         args.push(ArgInfo {
             offset: field(".offset")?,
             size: field(".size")?,
-            value_kind: a.get(".value_kind").and_then(Value::as_str).ok_or(MetadataError::Missing { kernel: symbol.to_string(), field: ".value_kind" })?.to_string(),
+            value_kind: a
+                .get(".value_kind")
+                .and_then(Value::as_str)
+                .ok_or(MetadataError::Missing { kernel: symbol.to_string(), field: ".value_kind" })?
+                .to_string(),
             address_space: a.get(".address_space").and_then(Value::as_str).map(str::to_string),
         });
     }

@@ -58,7 +58,8 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| format!("MessagePack ends inside a value at byte {}", self.at))?;
+        let end =
+            self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| format!("MessagePack ends inside a value at byte {}", self.at))?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
@@ -149,9 +150,7 @@ mod tests {
     #[test]
     fn decodes_the_formats_the_metadata_uses() {
         // {"a": [1, -3, 300, "xy"], "b": true, "c": -200}
-        let bytes = [
-            0x83, 0xa1, b'a', 0x94, 0x01, 0xfd, 0xcd, 0x01, 0x2c, 0xa2, b'x', b'y', 0xa1, b'b', 0xc3, 0xa1, b'c', 0xd1, 0xff, 0x38,
-        ];
+        let bytes = [0x83, 0xa1, b'a', 0x94, 0x01, 0xfd, 0xcd, 0x01, 0x2c, 0xa2, b'x', b'y', 0xa1, b'b', 0xc3, 0xa1, b'c', 0xd1, 0xff, 0x38];
         let v = decode(&bytes).unwrap();
         let a = v.get("a").unwrap().as_array().unwrap();
         assert_eq!(a[0], Value::Int(1));

@@ -52,10 +52,7 @@ fn scratch(stem: &str, ext: &str) -> Result<PathBuf, ToolError> {
 }
 
 fn run(path: &Path, args: &[&std::ffi::OsStr]) -> Result<String, ToolError> {
-    let out = Command::new(path)
-        .args(args)
-        .output()
-        .map_err(|e| ToolError::Run { path: path.display().to_string(), message: e.to_string() })?;
+    let out = Command::new(path).args(args).output().map_err(|e| ToolError::Run { path: path.display().to_string(), message: e.to_string() })?;
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if !out.status.success() {
         return Err(ToolError::Failed { path: path.display().to_string(), output: text });

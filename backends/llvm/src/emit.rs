@@ -349,13 +349,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         let _ = writeln!(m, "target triple = \"{}\"\n", h.triple());
         let sas = h.shared_addrspace();
         for (d, len) in &self.shared {
-            let _ = writeln!(
-                m,
-                "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align 16",
-                d.name(),
-                len.max(&1),
-                mem_ty(*d)
-            );
+            let _ = writeln!(m, "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align 16", d.name(), len.max(&1), mem_ty(*d));
         }
         if !self.shared.is_empty() {
             m.push('\n');
@@ -668,7 +662,16 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     // ---- memory ----
 
     /// Pointer to `buffer[index]`, after checking the buffer and recording the access.
-    fn element_ptr(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType, read: bool, write: bool, what: &str) -> Option<Operand> {
+    fn element_ptr(
+        &mut self,
+        buffer: u32,
+        dtype: DType,
+        index: LlvmValue,
+        index_dtype: DType,
+        read: bool,
+        write: bool,
+        what: &str,
+    ) -> Option<Operand> {
         self.expect(index, index_dtype, what);
         if !matches!(index_dtype, DType::I32 | DType::U32 | DType::I64) {
             self.fail_contract(format!("{what}: index dtype {index_dtype} (i32, u32 or i64 expected)"));
@@ -722,12 +725,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             return None;
         }
         let sas = self.hooks.shared_addrspace();
-        Some(self.inst(format!(
-            "getelementptr inbounds {}, ptr addrspace({sas}) @shared_{}, i32 {}",
-            mem_ty(dtype),
-            dtype.name(),
-            index.op
-        )))
+        Some(self.inst(format!("getelementptr inbounds {}, ptr addrspace({sas}) @shared_{}, i32 {}", mem_ty(dtype), dtype.name(), index.op)))
     }
 
     /// A loaded memory value as a register value.
@@ -858,9 +856,44 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
 /// without side effects or memory: the same text later in a block gives the same value.
 fn is_pure(text: &str) -> bool {
     const PURE: &[&str] = &[
-        "add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "and", "or", "xor", "shl", "ashr", "lshr", "icmp", "fcmp", "select", "sext", "zext", "trunc",
-        "getelementptr", "fpext", "fptrunc", "bitcast", "sitofp", "uitofp", "fptosi", "fptoui", "fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "extractelement",
-        "insertelement", "shufflevector", "extractvalue", "insertvalue",
+        "add",
+        "sub",
+        "mul",
+        "udiv",
+        "sdiv",
+        "urem",
+        "srem",
+        "and",
+        "or",
+        "xor",
+        "shl",
+        "ashr",
+        "lshr",
+        "icmp",
+        "fcmp",
+        "select",
+        "sext",
+        "zext",
+        "trunc",
+        "getelementptr",
+        "fpext",
+        "fptrunc",
+        "bitcast",
+        "sitofp",
+        "uitofp",
+        "fptosi",
+        "fptoui",
+        "fadd",
+        "fsub",
+        "fmul",
+        "fdiv",
+        "frem",
+        "fneg",
+        "extractelement",
+        "insertelement",
+        "shufflevector",
+        "extractvalue",
+        "insertvalue",
     ];
     let op = text.split(' ').next().unwrap_or("");
     PURE.contains(&op)
@@ -1356,7 +1389,8 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
                 } else {
                     (t, c.op, v)
                 };
-                let pair = self.inst(format!("cmpxchg ptr addrspace({gas}) {p}, {it} {cv}, {it} {nv}{scope} monotonic monotonic, align {}", dtype.size_bytes()));
+                let pair = self
+                    .inst(format!("cmpxchg ptr addrspace({gas}) {p}, {it} {cv}, {it} {nv}{scope} monotonic monotonic, align {}", dtype.size_bytes()));
                 let old = self.inst(format!("extractvalue {{ {it}, i1 }} {pair}, 0"));
                 if dtype == DType::F32 {
                     self.inst(format!("bitcast i32 {old} to float"))
@@ -1641,7 +1675,11 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             // clear of the few the hooks' module metadata uses.
             Some(count) => {
                 let id = LOOP_MD + self.loop_metadata.len() as u32;
-                let hint = if count <= 1 { "!{!\"llvm.loop.unroll.disable\"}".to_string() } else { format!("!{{!\"llvm.loop.unroll.count\", i32 {count}}}") };
+                let hint = if count <= 1 {
+                    "!{!\"llvm.loop.unroll.disable\"}".to_string()
+                } else {
+                    format!("!{{!\"llvm.loop.unroll.count\", i32 {count}}}")
+                };
                 self.loop_metadata.push(format!("!{id} = distinct !{{!{id}, !{}}}", id + 1));
                 self.loop_metadata.push(format!("!{} = {hint}", id + 1));
                 self.stmt(format!("br label %L{header}, !llvm.loop !{id}"));

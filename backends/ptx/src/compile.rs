@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use tilekit_llvm::inkwell::targets::FileType;
 use tilekit_core::gpu::lower::{LowerInfo, LowerOptions};
 use tilekit_core::gpu::Target;
 use tilekit_core::Program;
+use tilekit_llvm::inkwell::targets::FileType;
 use tilekit_llvm::{KernelParam, LlvmError};
 
 use crate::nvptx::{Arch, NvptxHooks};

@@ -201,10 +201,7 @@ impl CudaRuntime {
         if kernel.threads > self.info.max_threads_per_block {
             return Err(lerr(format!("{} threads per block, the device allows {}", kernel.threads, self.info.max_threads_per_block)));
         }
-        let module = self
-            .ctx
-            .load_module(Ptx::from_src(kernel.ptx.clone()))
-            .map_err(|e| lerr(format!("the driver cannot load the PTX ({e})")))?;
+        let module = self.ctx.load_module(Ptx::from_src(kernel.ptx.clone())).map_err(|e| lerr(format!("the driver cannot load the PTX ({e})")))?;
         let func = module.load_function(&kernel.entry).map_err(|e| lerr(format!("no entry point `{}` ({e})", kernel.entry)))?;
         let registers = func.num_regs().unwrap_or(0).max(0) as u32;
         Ok(CudaKernel { _module: module, func, kernel: kernel.clone(), registers })
@@ -236,7 +233,11 @@ impl CudaRuntime {
                     next_buffer += 1;
                 }
                 KernelParam::Scalar { dtype } => {
-                    let s = scalars.iter().find(|(pi, _)| *pi as usize == i).map(|(_, s)| *s).ok_or_else(|| lerr(format!("no value for scalar parameter {i}")))?;
+                    let s = scalars
+                        .iter()
+                        .find(|(pi, _)| *pi as usize == i)
+                        .map(|(_, s)| *s)
+                        .ok_or_else(|| lerr(format!("no value for scalar parameter {i}")))?;
                     args.push(pack_scalar(dtype, s));
                 }
             }
@@ -291,7 +292,15 @@ impl CudaRuntime {
 
     /// Device time of `runs` launches after `warmup`, seconds each, from CUDA events around
     /// every launch.
-    pub fn time(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], scalars: &[(u32, Scalar)], warmup: usize, runs: usize) -> Result<Vec<f64>, CudaError> {
+    pub fn time(
+        &self,
+        k: &CudaKernel,
+        grid: [u32; 3],
+        buffers: &[&CudaBuffer],
+        scalars: &[(u32, Scalar)],
+        warmup: usize,
+        runs: usize,
+    ) -> Result<Vec<f64>, CudaError> {
         self.time_flushed(k, grid, buffers, scalars, warmup, runs, None)
     }
 
@@ -323,7 +332,8 @@ impl CudaRuntime {
         mut flush: Option<&mut CudaBuffer>,
         mut enqueue: impl FnMut() -> Result<(), CudaError>,
     ) -> Result<Vec<f64>, CudaError> {
-        let failed = |e: DriverError| CudaError::Launch { kernel: what.to_string(), device: self.info.name.clone(), what: format!("the kernel failed ({e})") };
+        let failed =
+            |e: DriverError| CudaError::Launch { kernel: what.to_string(), device: self.info.name.clone(), what: format!("the kernel failed ({e})") };
         tilekit_core::gpu::warmup::warm_up(warmup, |batch| {
             for _ in 0..batch {
                 enqueue()?;

@@ -4,13 +4,13 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use tilekit_llvm::emit::{Builder, Operand};
 use tilekit_llvm::inkwell::context::Context;
 use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
 use tilekit_llvm::inkwell::module::{Linkage, Module};
 use tilekit_llvm::inkwell::passes::PassBuilderOptions;
 use tilekit_llvm::inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple};
 use tilekit_llvm::inkwell::OptimizationLevel;
-use tilekit_llvm::emit::{Builder, Operand};
 use tilekit_llvm::{Hooks, MathFn};
 
 use crate::toolkit;

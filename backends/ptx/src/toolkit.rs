@@ -94,7 +94,11 @@ pub fn libdevice() -> Result<&'static [u8], NotFound> {
     BYTES
         .get_or_init(|| {
             let p = find("libdevice.10.bc", "TILEKIT_LIBDEVICE", &["nvvm/libdevice/libdevice.10.bc", "libdevice.10.bc"], None)?;
-            std::fs::read(&p).map_err(|e| NotFound { what: "libdevice.10.bc", env: "TILEKIT_LIBDEVICE", looked: vec![format!("{} ({e})", p.display())] })
+            std::fs::read(&p).map_err(|e| NotFound {
+                what: "libdevice.10.bc",
+                env: "TILEKIT_LIBDEVICE",
+                looked: vec![format!("{} ({e})", p.display())],
+            })
         })
         .as_ref()
         .map(|v| v.as_slice())

@@ -592,11 +592,7 @@ impl SpirvEmitter {
             missing.push(format!("{shared_bytes} bytes of shared memory (the target has {})", t.shared_memory_bytes));
         }
         if !missing.is_empty() {
-            return Err(SpirvError::Target {
-                kernel: self.kernel.clone(),
-                target: t.name.clone(),
-                what: format!("it needs {}", missing.join(", ")),
-            });
+            return Err(SpirvError::Target { kernel: self.kernel.clone(), target: t.name.clone(), what: format!("it needs {}", missing.join(", ")) });
         }
         if let Some(err) = self.error.take() {
             return Err(err);
@@ -901,23 +897,13 @@ impl SpirvEmitter {
 
     fn extract(&mut self, ty: Word, composite: Word, index: u32) -> Word {
         let id = self.b.id();
-        self.push_inst(Instruction::new(
-            Op::CompositeExtract,
-            Some(ty),
-            Some(id),
-            vec![Operand::IdRef(composite), Operand::LiteralBit32(index)],
-        ));
+        self.push_inst(Instruction::new(Op::CompositeExtract, Some(ty), Some(id), vec![Operand::IdRef(composite), Operand::LiteralBit32(index)]));
         id
     }
 
     fn global_var(&mut self, ptr_ty: Word, class: spirv::StorageClass) -> Word {
         let id = self.b.id();
-        self.b.module_mut().types_global_values.push(Instruction::new(
-            Op::Variable,
-            Some(ptr_ty),
-            Some(id),
-            vec![Operand::StorageClass(class)],
-        ));
+        self.b.module_mut().types_global_values.push(Instruction::new(Op::Variable, Some(ptr_ty), Some(id), vec![Operand::StorageClass(class)]));
         id
     }
 
@@ -1382,14 +1368,10 @@ impl SpirvEmitter {
         let a = self.ext(Gl::FAbs, f, &[x]);
         // |x| < 0.84375
         let z = self.f_op(Op::FMul, x, x);
-        let pp: Vec<Word> = [1.2837916613e-01f32, -3.2504209876e-01, -2.8481749818e-02, -5.7702702470e-03, -2.3763017452e-05]
-            .iter()
-            .map(|&v| k(self, v))
-            .collect();
-        let qq: Vec<Word> = [1.0f32, 3.9791721106e-01, 6.5022252500e-02, 5.0813062117e-03, 1.3249473704e-04, -3.9602282413e-06]
-            .iter()
-            .map(|&v| k(self, v))
-            .collect();
+        let pp: Vec<Word> =
+            [1.2837916613e-01f32, -3.2504209876e-01, -2.8481749818e-02, -5.7702702470e-03, -2.3763017452e-05].iter().map(|&v| k(self, v)).collect();
+        let qq: Vec<Word> =
+            [1.0f32, 3.9791721106e-01, 6.5022252500e-02, 5.0813062117e-03, 1.3249473704e-04, -3.9602282413e-06].iter().map(|&v| k(self, v)).collect();
         let r = self.horner(z, &pp);
         let s = self.horner(z, &qq);
         let y = self.f_op(Op::FDiv, r, s);
@@ -1398,18 +1380,11 @@ impl SpirvEmitter {
         // 0.84375 <= |x| < 1.25
         let one = k(self, 1.0);
         let s1 = self.f_op(Op::FSub, a, one);
-        let pa: Vec<Word> = [
-            -2.3621185683e-03f32,
-            4.1485610604e-01,
-            -3.7220788002e-01,
-            3.1834661961e-01,
-            -1.1089469492e-01,
-            3.5478305072e-02,
-            -2.1663755178e-03,
-        ]
-        .iter()
-        .map(|&v| k(self, v))
-        .collect();
+        let pa: Vec<Word> =
+            [-2.3621185683e-03f32, 4.1485610604e-01, -3.7220788002e-01, 3.1834661961e-01, -1.1089469492e-01, 3.5478305072e-02, -2.1663755178e-03]
+                .iter()
+                .map(|&v| k(self, v))
+                .collect();
         let qa: Vec<Word> = [1.0f32, 1.0642088205e-01, 5.4039794207e-01, 7.1828655899e-02, 1.2617121637e-01, 1.3637083583e-02, 1.1984500103e-02]
             .iter()
             .map(|&v| k(self, v))
@@ -2021,9 +1996,7 @@ impl Emitter for SpirvEmitter {
         // 8-bit and boolean buffers stay scalar (no library kernel streams them).
         let widest = self.target.max_vector_bytes.min(16);
         match dtype {
-            DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::F16 | DType::BF16 | DType::I16 => {
-                (widest / dtype.size_bytes() as u32).max(1)
-            }
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::F16 | DType::BF16 | DType::I16 => (widest / dtype.size_bytes() as u32).max(1),
             _ => 1,
         }
     }

@@ -164,13 +164,7 @@ impl SpirvKernel {
             let bytes: Vec<u8> = grid.iter().flat_map(|g| g.to_le_bytes()).collect();
             match block.get_mut(offset as usize..offset as usize + bytes.len()) {
                 Some(dst) => dst.copy_from_slice(&bytes),
-                None => {
-                    return Err(PushConstantError::GridOutside {
-                        kernel: self.name.clone(),
-                        offset,
-                        size: self.push_constant_size,
-                    })
-                }
+                None => return Err(PushConstantError::GridOutside { kernel: self.name.clone(), offset, size: self.push_constant_size }),
             }
         }
         Ok(block)

@@ -17,6 +17,8 @@ pub use compile::{compile, CompileError, Compiled};
 pub use disasm::disassemble;
 pub use emit::{SpirvEmitter, SpirvError, SpirvValue};
 pub use kernel::{Binding, DispatchError, PushConstant, PushConstantError, Requirements, SpirvKernel, MAX_WORKGROUPS_ENV};
-pub use vulkan::{DeviceBuffer, ExecutableStatistic, Pipeline, StatisticValue, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime};
+pub use vulkan::{
+    DeviceBuffer, ExecutableStatistic, Pipeline, StatisticValue, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime,
+};
 #[cfg(feature = "wgpu")]
 pub use wgpu_rt::{WgpuBuffer, WgpuError, WgpuKernel, WgpuRuntime};

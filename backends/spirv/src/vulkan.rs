@@ -135,10 +135,7 @@ impl VulkanDeviceInfo {
             subgroup_size: self.subgroup_size,
             max_threads_per_program: self.max_workgroup_invocations.min(self.max_workgroup_size[0]),
             shared_memory_bytes: self.shared_memory_bytes,
-            subgroup_ops: SubgroupOps {
-                shuffle: self.has_subgroup_op("shuffle"),
-                arithmetic: self.has_subgroup_op("arithmetic"),
-            },
+            subgroup_ops: SubgroupOps { shuffle: self.has_subgroup_op("shuffle"), arithmetic: self.has_subgroup_op("arithmetic") },
             f16: self.shader_float16 && self.storage_buffer_16bit,
             bf16: false,
             i8: self.shader_int8 && self.storage_buffer_8bit,
@@ -169,11 +166,8 @@ impl VulkanDeviceInfo {
         let info = self;
         let device = self.display_name();
         let req = &kernel.requirements;
-        let missing = |feature: &str| VulkanError::MissingFeature {
-            kernel: kernel.name.clone(),
-            feature: feature.to_string(),
-            device: device.clone(),
-        };
+        let missing =
+            |feature: &str| VulkanError::MissingFeature { kernel: kernel.name.clone(), feature: feature.to_string(), device: device.clone() };
         for (need, have, feature) in [
             (req.float16, info.shader_float16, "shaderFloat16"),
             (req.int8, info.shader_int8, "shaderInt8"),
@@ -192,27 +186,17 @@ impl VulkanDeviceInfo {
             }
         }
         let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: device.clone(), what };
-        if kernel.threads == 0
-            || kernel.threads > info.max_workgroup_invocations
-            || kernel.threads > info.max_workgroup_size[0]
-        {
+        if kernel.threads == 0 || kernel.threads > info.max_workgroup_invocations || kernel.threads > info.max_workgroup_size[0] {
             return Err(limit(format!(
                 "{} threads per program (maxComputeWorkGroupInvocations = {}, maxComputeWorkGroupSize.x = {})",
                 kernel.threads, info.max_workgroup_invocations, info.max_workgroup_size[0]
             )));
         }
         if req.shared_bytes > info.shared_memory_bytes {
-            return Err(limit(format!(
-                "{} bytes of shared memory (maxComputeSharedMemorySize = {})",
-                req.shared_bytes, info.shared_memory_bytes
-            )));
+            return Err(limit(format!("{} bytes of shared memory (maxComputeSharedMemorySize = {})", req.shared_bytes, info.shared_memory_bytes)));
         }
         if kernel.bindings.len() as u64 > info.max_storage_buffers as u64 {
-            return Err(limit(format!(
-                "{} buffers (maxPerStageDescriptorStorageBuffers = {})",
-                kernel.bindings.len(),
-                info.max_storage_buffers
-            )));
+            return Err(limit(format!("{} buffers (maxPerStageDescriptorStorageBuffers = {})", kernel.bindings.len(), info.max_storage_buffers)));
         }
         if kernel.push_constant_size > info.max_push_constant_bytes {
             return Err(limit(format!(
@@ -228,10 +212,7 @@ impl VulkanDeviceInfo {
         let fixed = info.min_subgroup_size == info.max_subgroup_size;
         if fixed && sg == info.subgroup_size {
             Ok(None)
-        } else if info.subgroup_size_control
-            && sg.is_power_of_two()
-            && (info.min_subgroup_size..=info.max_subgroup_size).contains(&sg)
-        {
+        } else if info.subgroup_size_control && sg.is_power_of_two() && (info.min_subgroup_size..=info.max_subgroup_size).contains(&sg) {
             Ok(Some(sg))
         } else if sg == info.subgroup_size {
             // Without control the default size is the best promise the device makes.
@@ -378,10 +359,7 @@ fn create_instance(validation: bool) -> Result<InstanceOwner, VulkanError> {
                 vk::api_version_minor(api)
             )));
         }
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"tilekit")
-            .engine_name(c"tilekit")
-            .api_version(api);
+        let app = vk::ApplicationInfo::default().application_name(c"tilekit").engine_name(c"tilekit").api_version(api);
         let mut layers: Vec<*const i8> = Vec::new();
         let mut exts: Vec<*const i8> = Vec::new();
         let mut sync_validation = false;
@@ -393,15 +371,13 @@ fn create_instance(validation: bool) -> Result<InstanceOwner, VulkanError> {
                 ));
             }
             layers.push(VALIDATION_LAYER.as_ptr());
-            let instance_exts =
-                entry.enumerate_instance_extension_properties(None).map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
+            let instance_exts = entry.enumerate_instance_extension_properties(None).map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
             if !instance_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::debug_utils::NAME)) {
                 return Err(VulkanError::Validation("the loader lacks VK_EXT_debug_utils".into()));
             }
             exts.push(ash::ext::debug_utils::NAME.as_ptr());
-            let layer_exts = entry
-                .enumerate_instance_extension_properties(Some(VALIDATION_LAYER))
-                .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
+            let layer_exts =
+                entry.enumerate_instance_extension_properties(Some(VALIDATION_LAYER)).map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
             if layer_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(ash::ext::validation_features::NAME)) {
                 exts.push(ash::ext::validation_features::NAME.as_ptr());
                 sync_validation = true;
@@ -419,10 +395,7 @@ fn create_instance(validation: bool) -> Result<InstanceOwner, VulkanError> {
             .user_data(user);
         let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
-        let mut info = vk::InstanceCreateInfo::default()
-            .application_info(&app)
-            .enabled_layer_names(&layers)
-            .enabled_extension_names(&exts);
+        let mut info = vk::InstanceCreateInfo::default().application_info(&app).enabled_layer_names(&layers).enabled_extension_names(&exts);
         if validation {
             // Chained, the messenger also sees vkCreateInstance and vkDestroyInstance.
             info = info.push_next(&mut messenger_info);
@@ -474,8 +447,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0)
             .map(|(i, f)| (i as u32, f))
             .collect();
-        let Some(&(queue_family, family)) = compute.iter().find(|(_, f)| f.timestamp_valid_bits > 0).or(compute.first())
-        else {
+        let Some(&(queue_family, family)) = compute.iter().find(|(_, f)| f.timestamp_valid_bits > 0).or(compute.first()) else {
             return Ok(None);
         };
         let exts = instance.enumerate_device_extension_properties(pdev).map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
@@ -617,9 +589,7 @@ impl Drop for Inner {
 
 impl Inner {
     fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
-        (0..self.memory.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0 && self.memory.memory_types[i as usize].property_flags.contains(flags)
-        })
+        (0..self.memory.memory_type_count).find(|&i| bits & (1 << i) != 0 && self.memory.memory_types[i as usize].property_flags.contains(flags))
     }
 
     fn device_name(&self) -> String {
@@ -816,20 +786,10 @@ fn full_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
 
 /// Makes device writes visible to host reads of mapped memory.
 fn host_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
-    let b = vk::MemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
-        .dst_access_mask(vk::AccessFlags::HOST_READ);
+    let b = vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::MEMORY_WRITE).dst_access_mask(vk::AccessFlags::HOST_READ);
     // SAFETY: recording into a command buffer in the recording state.
     unsafe {
-        d.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            vk::PipelineStageFlags::HOST,
-            vk::DependencyFlags::empty(),
-            &[b],
-            &[],
-            &[],
-        )
+        d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::ALL_COMMANDS, vk::PipelineStageFlags::HOST, vk::DependencyFlags::empty(), &[b], &[], &[])
     };
 }
 
@@ -898,10 +858,8 @@ impl VulkanRuntime {
                 compute_full_subgroups: on(info.compute_full_subgroups),
                 ..Default::default()
             };
-            let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT {
-                shader_buffer_float32_atomic_add: on(info.atomic_float_add),
-                ..Default::default()
-            };
+            let mut fa =
+                vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT { shader_buffer_float32_atomic_add: on(info.atomic_float_add), ..Default::default() };
             let mut f2 = vk::PhysicalDeviceFeatures2::default().features(base);
             if v12 {
                 f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -921,8 +879,7 @@ impl VulkanRuntime {
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];
-            let device_info =
-                vk::DeviceCreateInfo::default().queue_create_infos(&queues).enabled_extension_names(&exts).push_next(&mut f2);
+            let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queues).enabled_extension_names(&exts).push_next(&mut f2);
             let device = owner.instance.create_device(pdev, &device_info, None).map_err(vk_err("vkCreateDevice"))?;
             let memory = owner.instance.get_physical_device_memory_properties(pdev);
             let host_visible = info.host_visible_buffers() && !options.force_staging;
@@ -949,10 +906,7 @@ impl VulkanRuntime {
                 .map_err(vk_err("vkCreateCommandPool"))?;
             s.cmd = d
                 .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(s.pool)
-                        .level(vk::CommandBufferLevel::PRIMARY)
-                        .command_buffer_count(1),
+                    &vk::CommandBufferAllocateInfo::default().command_pool(s.pool).level(vk::CommandBufferLevel::PRIMARY).command_buffer_count(1),
                 )
                 .map_err(vk_err("vkAllocateCommandBuffers"))?[0];
             s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vk_err("vkCreateFence"))?;
@@ -1053,20 +1007,15 @@ impl VulkanRuntime {
                 vk::MemoryPropertyFlags::DEVICE_LOCAL
             };
             // Every device has device-local memory for buffers; the fallback is for odd drivers.
-            let found = self.inner.memory_type(req.memory_type_bits, flags).or_else(|| {
-                (!host).then(|| self.inner.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty())).flatten()
-            });
+            let found = self
+                .inner
+                .memory_type(req.memory_type_bits, flags)
+                .or_else(|| (!host).then(|| self.inner.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty())).flatten());
             let Some(type_index) = found else {
                 d.destroy_buffer(buffer, None);
-                return Err(VulkanError::Device {
-                    device: self.device_name(),
-                    what: format!("no memory type with {flags:?} for a buffer"),
-                });
+                return Err(VulkanError::Device { device: self.device_name(), what: format!("no memory type with {flags:?} for a buffer") });
             };
-            let memory = match d.allocate_memory(
-                &vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(type_index),
-                None,
-            ) {
+            let memory = match d.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(type_index), None) {
                 Ok(m) => m,
                 Err(e) => {
                     d.destroy_buffer(buffer, None);
@@ -1106,8 +1055,7 @@ impl VulkanRuntime {
                 self.device_name()
             )));
         }
-        let usage =
-            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
         let (buffer, memory, mapped) = self.create_buffer(size, usage, self.inner.host_visible)?;
         Ok(DeviceBuffer { inner: self.inner.clone(), buffer, memory, mapped, size, dtype, len })
     }
@@ -1147,9 +1095,7 @@ impl VulkanRuntime {
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), mapped, bytes.len());
             let size = bytes.len() as u64;
-            let r = self.run_commands(|d, cmd| {
-                d.cmd_copy_buffer(cmd, staging, buf.buffer, &[vk::BufferCopy { src_offset: 0, dst_offset: 0, size }])
-            });
+            let r = self.run_commands(|d, cmd| d.cmd_copy_buffer(cmd, staging, buf.buffer, &[vk::BufferCopy { src_offset: 0, dst_offset: 0, size }]));
             self.inner.device.destroy_buffer(staging, None);
             self.inner.device.free_memory(memory, None);
             r
@@ -1239,17 +1185,13 @@ impl VulkanRuntime {
                     .allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(p.pool).set_layouts(&set_layouts))
                     .map_err(vk_err("vkAllocateDescriptorSets"))?[0];
             }
-            let module = d
-                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&kernel.words), None)
-                .map_err(vk_err("vkCreateShaderModule"))?;
+            let module =
+                d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&kernel.words), None).map_err(vk_err("vkCreateShaderModule"))?;
             let entry = CString::new(kernel.entry_point.clone())
                 .map_err(|_| limit(format!("entry point name {:?} contains a NUL byte", kernel.entry_point)))?;
-            let mut subgroup_info = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
-                .required_subgroup_size(required_subgroup.unwrap_or(0));
-            let mut stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(module)
-                .name(&entry);
+            let mut subgroup_info =
+                vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default().required_subgroup_size(required_subgroup.unwrap_or(0));
+            let mut stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(&entry);
             if required_subgroup.is_some() {
                 stage = stage.push_next(&mut subgroup_info);
             }
@@ -1347,10 +1289,7 @@ impl VulkanRuntime {
         for (b, buf) in k.bindings.iter().zip(buffers) {
             self.check_own(buf)?;
             if buf.dtype != b.dtype {
-                return Err(err(format!(
-                    "binding {} (parameter {}) takes a buffer of {}, got {}",
-                    b.binding, b.param, b.dtype, buf.dtype
-                )));
+                return Err(err(format!("binding {} (parameter {}) takes a buffer of {}, got {}", b.binding, b.param, b.dtype, buf.dtype)));
             }
         }
         let workgroups = k.dispatch_shape(grid, self.max_workgroups()).map_err(|e| match e {
@@ -1526,7 +1465,13 @@ impl VulkanRuntime {
 
     /// Launches once and returns the compute-shader invocations the device counted (pipeline
     /// statistics), where the device supports them.
-    pub fn count_invocations(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<u64, VulkanError> {
+    pub fn count_invocations(
+        &self,
+        pipeline: &Pipeline,
+        grid: [u32; 3],
+        buffers: &[&DeviceBuffer],
+        scalars: &[(u32, Scalar)],
+    ) -> Result<u64, VulkanError> {
         if self.statistics == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "it has no pipeline statistics queries".into() });
         }

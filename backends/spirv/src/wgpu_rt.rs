@@ -54,9 +54,7 @@ pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
 /// Everything that can go wrong in this runtime; each variant names what failed and where.
 #[derive(Debug, thiserror::Error)]
 pub enum WgpuError {
-    #[error(
-        "no Vulkan adapter found (install a Vulkan driver; lavapipe, Mesa's CPU driver, is in `mesa-vulkan-drivers`)"
-    )]
+    #[error("no Vulkan adapter found (install a Vulkan driver; lavapipe, Mesa's CPU driver, is in `mesa-vulkan-drivers`)")]
     NoAdapter,
     #[error("no Vulkan adapter name contains `{wanted}` ({ADAPTER_ENV}); adapters: {available}")]
     AdapterNotFound { wanted: String, available: String },
@@ -305,8 +303,7 @@ unsafe fn query_vulkan(
         storage8_needs_extension: api < vk::API_VERSION_1_2,
         subgroup_size: subgroup.subgroup_size,
         subgroup_shuffle: compute && ops.contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::SHUFFLE),
-        subgroup_arithmetic: compute
-            && ops.contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC),
+        subgroup_arithmetic: compute && ops.contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC),
     }
 }
 
@@ -339,16 +336,11 @@ fn scoped<T>(device: &wgpu::Device, op: impl Fn() -> String, f: impl FnOnce() ->
     let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let out = f();
-    let errors =
-        [pollster::block_on(validation.pop()), pollster::block_on(oom.pop()), pollster::block_on(internal.pop())];
+    let errors = [pollster::block_on(validation.pop()), pollster::block_on(oom.pop()), pollster::block_on(internal.pop())];
     match errors.into_iter().flatten().next() {
         None => Ok(out),
-        Some(wgpu::Error::Validation { description, .. }) => {
-            Err(WgpuError::Validation { op: op(), message: description })
-        }
-        Some(wgpu::Error::OutOfMemory { source }) => {
-            Err(WgpuError::OutOfMemory { op: op(), message: source.to_string() })
-        }
+        Some(wgpu::Error::Validation { description, .. }) => Err(WgpuError::Validation { op: op(), message: description }),
+        Some(wgpu::Error::OutOfMemory { source }) => Err(WgpuError::OutOfMemory { op: op(), message: source.to_string() }),
         Some(wgpu::Error::Internal { description, .. }) => Err(WgpuError::Internal { op: op(), message: description }),
     }
 }
@@ -390,15 +382,9 @@ impl WgpuRuntime {
         let adapter = match name {
             Some(wanted) => {
                 let lower = wanted.to_lowercase();
-                adapters.iter().find(|a| a.get_info().name.to_lowercase().contains(&lower)).ok_or_else(|| {
-                    WgpuError::AdapterNotFound {
-                        wanted: wanted.to_string(),
-                        available: adapters
-                            .iter()
-                            .map(|a| format!("`{}`", a.get_info().name))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    }
+                adapters.iter().find(|a| a.get_info().name.to_lowercase().contains(&lower)).ok_or_else(|| WgpuError::AdapterNotFound {
+                    wanted: wanted.to_string(),
+                    available: adapters.iter().map(|a| format!("`{}`", a.get_info().name)).collect::<Vec<_>>().join(", "),
                 })?
             }
             None => adapters
@@ -423,17 +409,10 @@ impl WgpuRuntime {
     /// `IMMEDIATES`; kernels that need more (f16, 64-bit integers, ...) are refused at
     /// [`WgpuRuntime::load`] when the device lacks it. wgpu never enables 8-bit storage buffers;
     /// a caller that did so through `wgpu::hal` says so with [`WgpuRuntime::assume_storage8`].
-    pub fn from_device(
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        adapter_info: wgpu::AdapterInfo,
-    ) -> Result<WgpuRuntime, WgpuError> {
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, adapter_info: wgpu::AdapterInfo) -> Result<WgpuRuntime, WgpuError> {
         let missing = REQUIRED_FEATURES.difference(device.features());
         if !missing.is_empty() {
-            return Err(WgpuError::MissingFeatures {
-                adapter: adapter_info.name.clone(),
-                missing: feature_names(missing),
-            });
+            return Err(WgpuError::MissingFeatures { adapter: adapter_info.name.clone(), missing: feature_names(missing) });
         }
         // SAFETY: the hal device lives as long as `device`; only queries are made through it.
         let vq = unsafe {
@@ -531,10 +510,7 @@ impl WgpuRuntime {
                         ..Default::default()
                     })
                 };
-                let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                    label: Some(&name),
-                    entries: &entries,
-                });
+                let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&name), entries: &entries });
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                     label: Some(&name),
                     bind_group_layouts: &[Some(&bgl)],
@@ -558,10 +534,7 @@ impl WgpuRuntime {
     fn check_kernel(&self, k: &SpirvKernel) -> Result<(), WgpuError> {
         let invalid = |message: String| WgpuError::InvalidKernel { kernel: k.name.clone(), message };
         if k.words.len() < 5 || k.words[0] != 0x0723_0203 {
-            return Err(invalid(format!(
-                "its {} words are not a SPIR-V module (no magic number 0x07230203)",
-                k.words.len()
-            )));
+            return Err(invalid(format!("its {} words are not a SPIR-V module (no magic number 0x07230203)", k.words.len())));
         }
         if k.entry_point.is_empty() {
             return Err(invalid("the entry point has no name".into()));
@@ -576,10 +549,7 @@ impl WgpuRuntime {
             }
         }
         if k.push_constant_size % 4 != 0 {
-            return Err(invalid(format!(
-                "push-constant block of {} bytes is not a multiple of 4",
-                k.push_constant_size
-            )));
+            return Err(invalid(format!("push-constant block of {} bytes is not a multiple of 4", k.push_constant_size)));
         }
         let limits = self.device.limits();
         let limit = |what: &str, value: u64, limit: &'static str, max: u64| {
@@ -589,18 +559,8 @@ impl WgpuRuntime {
                 Ok(())
             }
         };
-        limit(
-            "threads per program",
-            k.threads as u64,
-            "max_compute_workgroup_size_x",
-            limits.max_compute_workgroup_size_x as u64,
-        )?;
-        limit(
-            "threads per program",
-            k.threads as u64,
-            "max_compute_invocations_per_workgroup",
-            limits.max_compute_invocations_per_workgroup as u64,
-        )?;
+        limit("threads per program", k.threads as u64, "max_compute_workgroup_size_x", limits.max_compute_workgroup_size_x as u64)?;
+        limit("threads per program", k.threads as u64, "max_compute_invocations_per_workgroup", limits.max_compute_invocations_per_workgroup as u64)?;
         limit(
             "the number of buffers",
             k.bindings.len() as u64,
@@ -608,19 +568,9 @@ impl WgpuRuntime {
             limits.max_storage_buffers_per_shader_stage as u64,
         )?;
         if let Some(top) = k.bindings.iter().map(|b| b.binding).max() {
-            limit(
-                "the highest binding number",
-                top as u64 + 1,
-                "max_bindings_per_bind_group",
-                limits.max_bindings_per_bind_group as u64,
-            )?;
+            limit("the highest binding number", top as u64 + 1, "max_bindings_per_bind_group", limits.max_bindings_per_bind_group as u64)?;
         }
-        limit(
-            "the push-constant block (bytes)",
-            k.push_constant_size as u64,
-            "max_immediate_size",
-            limits.max_immediate_size as u64,
-        )?;
+        limit("the push-constant block (bytes)", k.push_constant_size as u64, "max_immediate_size", limits.max_immediate_size as u64)?;
         limit(
             "shared memory (bytes)",
             k.requirements.shared_bytes as u64,
@@ -652,11 +602,7 @@ impl WgpuRuntime {
         if r.subgroup_size != 0 && (r.subgroup_shuffle || r.subgroup_arithmetic) {
             let version = k.words[1];
             let varies = c.subgroup_size_varies || version >= 0x0001_0600;
-            let fixed = if varies {
-                (c.subgroup_min_size == c.subgroup_max_size).then_some(c.subgroup_min_size)
-            } else {
-                Some(c.subgroup_size)
-            };
+            let fixed = if varies { (c.subgroup_min_size == c.subgroup_max_size).then_some(c.subgroup_min_size) } else { Some(c.subgroup_size) };
             if fixed != Some(r.subgroup_size) {
                 missing.push(format!(
                     "subgroups of exactly {} lanes (the device gives {})",
@@ -669,11 +615,7 @@ impl WgpuRuntime {
             }
         }
         if !missing.is_empty() {
-            return Err(WgpuError::MissingCapabilities {
-                kernel: k.name.clone(),
-                adapter: self.info.name.clone(),
-                missing: missing.join(", "),
-            });
+            return Err(WgpuError::MissingCapabilities { kernel: k.name.clone(), adapter: self.info.name.clone(), missing: missing.join(", ") });
         }
         Ok(())
     }
@@ -738,10 +680,7 @@ impl WgpuRuntime {
             return Err(WgpuError::Transfer { op: op(), message: format!("the device buffer holds {n} elements") });
         }
         if bytes.len() as u64 > raw.size() {
-            return Err(WgpuError::Transfer {
-                op: op(),
-                message: format!("{} bytes do not fit the {}-byte buffer", bytes.len(), raw.size()),
-            });
+            return Err(WgpuError::Transfer { op: op(), message: format!("{} bytes do not fit the {}-byte buffer", bytes.len(), raw.size()) });
         }
         // Copies move whole 4-byte words; the bytes that complete the last word keep the
         // buffer's contents (they are padding after alloc, but may be live data otherwise).
@@ -777,17 +716,11 @@ impl WgpuRuntime {
         let bytes = len as u64 * dtype.size_bytes() as u64;
         let raw = buffer.raw();
         if bytes > raw.size() {
-            return Err(WgpuError::Transfer {
-                op,
-                message: format!("the buffer holds only {} bytes, {bytes} asked for", raw.size()),
-            });
+            return Err(WgpuError::Transfer { op, message: format!("the buffer holds only {} bytes, {bytes} asked for", raw.size()) });
         }
         let words = bytes.div_ceil(4) * 4;
         if words > raw.size() {
-            return Err(WgpuError::Transfer {
-                op,
-                message: format!("the {}-byte buffer is not a whole number of 4-byte words", raw.size()),
-            });
+            return Err(WgpuError::Transfer { op, message: format!("the {}-byte buffer is not a whole number of 4-byte words", raw.size()) });
         }
         let mut data = if words == 0 { Vec::new() } else { self.read_bytes(raw, 0, words, &op)? };
         data.truncate(bytes as usize);
@@ -823,12 +756,7 @@ impl WgpuRuntime {
         self.map_read(&staging, Some(index), op)
     }
 
-    fn map_read(
-        &self,
-        staging: &wgpu::Buffer,
-        index: Option<wgpu::SubmissionIndex>,
-        op: &str,
-    ) -> Result<Vec<u8>, WgpuError> {
+    fn map_read(&self, staging: &wgpu::Buffer, index: Option<wgpu::SubmissionIndex>, op: &str) -> Result<Vec<u8>, WgpuError> {
         let (tx, rx) = mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
@@ -848,10 +776,8 @@ impl WgpuRuntime {
             }
         };
         mapped.map_err(|message| WgpuError::Transfer { op: op.to_string(), message })?;
-        let out = staging
-            .get_mapped_range(..)
-            .map(|view| view.to_vec())
-            .map_err(|e| WgpuError::Transfer { op: op.to_string(), message: e.to_string() })?;
+        let out =
+            staging.get_mapped_range(..).map(|view| view.to_vec()).map_err(|e| WgpuError::Transfer { op: op.to_string(), message: e.to_string() })?;
         staging.unmap();
         Ok(out)
     }
@@ -870,35 +796,18 @@ impl WgpuRuntime {
             return Err(WgpuError::ForeignKernel { kernel: k.name.clone() });
         }
         if buffers.len() != k.bindings.len() {
-            return Err(WgpuError::BufferCount {
-                kernel: k.name.clone(),
-                expected: k.bindings.len(),
-                got: buffers.len(),
-            });
+            return Err(WgpuError::BufferCount { kernel: k.name.clone(), expected: k.bindings.len(), got: buffers.len() });
         }
         let limits = self.device.limits();
         let workgroups = k.dispatch_shape(grid, self.max_workgroups()).map_err(|e| match e {
-            DispatchError::Unfolded { grid, axis, extent, max } => {
-                WgpuError::GridTooLarge { kernel: k.name.clone(), grid, axis, extent, max }
-            }
+            DispatchError::Unfolded { grid, axis, extent, max } => WgpuError::GridTooLarge { kernel: k.name.clone(), grid, axis, extent, max },
             DispatchError::Fold(source) => WgpuError::GridFold { kernel: k.name.clone(), grid, source },
         })?;
         for (index, (b, binding)) in buffers.iter().zip(&k.bindings).enumerate() {
-            let bad = |message: String| WgpuError::BadBuffer {
-                kernel: k.name.clone(),
-                index,
-                binding: binding.binding,
-                message,
-            };
+            let bad = |message: String| WgpuError::BadBuffer { kernel: k.name.clone(), index, binding: binding.binding, message };
             if let Some(d) = b.dtype() {
                 if d != binding.dtype {
-                    return Err(WgpuError::BufferDType {
-                        kernel: k.name.clone(),
-                        index,
-                        binding: binding.binding,
-                        expected: binding.dtype,
-                        got: d,
-                    });
+                    return Err(WgpuError::BufferDType { kernel: k.name.clone(), index, binding: binding.binding, expected: binding.dtype, got: d });
                 }
             }
             if b.device().is_some_and(|d| *d != self.device) {
@@ -909,10 +818,7 @@ impl WgpuRuntime {
                 return Err(bad("the buffer lacks STORAGE usage".into()));
             }
             if raw.size() == 0 || raw.size() % 4 != 0 {
-                return Err(bad(format!(
-                    "a storage binding must be a non-zero multiple of 4 bytes, the buffer has {}",
-                    raw.size()
-                )));
+                return Err(bad(format!("a storage binding must be a non-zero multiple of 4 bytes, the buffer has {}", raw.size())));
             }
             if raw.size() > limits.max_storage_buffer_binding_size {
                 return Err(bad(format!(
@@ -948,10 +854,7 @@ impl WgpuRuntime {
     ) -> Result<(), WgpuError> {
         let (immediates, workgroups) = self.check_launch(kernel, grid, buffers, scalars)?;
         let bind_group = self.bind_group(kernel, buffers)?;
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(&kernel.kernel.name),
-            timestamp_writes: None,
-        });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&kernel.kernel.name), timestamp_writes: None });
         Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
         Ok(())
     }
@@ -960,10 +863,7 @@ impl WgpuRuntime {
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .zip(&kernel.kernel.bindings)
-            .map(|(b, binding)| wgpu::BindGroupEntry {
-                binding: binding.binding,
-                resource: b.raw().as_entire_binding(),
-            })
+            .map(|(b, binding)| wgpu::BindGroupEntry { binding: binding.binding, resource: b.raw().as_entire_binding() })
             .collect();
         scoped(
             &self.device,
@@ -978,13 +878,7 @@ impl WgpuRuntime {
         )
     }
 
-    fn dispatch(
-        pass: &mut wgpu::ComputePass<'_>,
-        kernel: &WgpuKernel,
-        bind_group: &wgpu::BindGroup,
-        immediates: &[u8],
-        workgroups: [u32; 3],
-    ) {
+    fn dispatch(pass: &mut wgpu::ComputePass<'_>, kernel: &WgpuKernel, bind_group: &wgpu::BindGroup, immediates: &[u8], workgroups: [u32; 3]) {
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, bind_group, &[]);
         if !immediates.is_empty() {
@@ -994,13 +888,7 @@ impl WgpuRuntime {
     }
 
     /// Runs `kernel` once and waits for it.
-    pub fn launch(
-        &self,
-        kernel: &WgpuKernel,
-        grid: [u32; 3],
-        buffers: &[&dyn KernelBuffer],
-        scalars: &[(u32, Scalar)],
-    ) -> Result<(), WgpuError> {
+    pub fn launch(&self, kernel: &WgpuKernel, grid: [u32; 3], buffers: &[&dyn KernelBuffer], scalars: &[(u32, Scalar)]) -> Result<(), WgpuError> {
         let (immediates, workgroups) = self.check_launch(kernel, grid, buffers, scalars)?;
         let bind_group = self.bind_group(kernel, buffers)?;
         let name = &kernel.kernel.name;
@@ -1010,8 +898,7 @@ impl WgpuRuntime {
             || {
                 let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                 {
-                    let mut pass = enc
-                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
                     Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                 }
                 self.queue.submit([enc.finish()])
@@ -1063,13 +950,9 @@ impl WgpuRuntime {
                 &self.device,
                 || format!("{op}: warm-up"),
                 || {
-                    let mut enc =
-                        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                    let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                     for _ in 0..batch {
-                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: Some(name),
-                            timestamp_writes: None,
-                        });
+                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(name), timestamp_writes: None });
                         Self::dispatch(&mut pass, kernel, &bind_group, &immediates, workgroups);
                     }
                     self.queue.submit([enc.finish()])
@@ -1115,9 +998,7 @@ impl WgpuRuntime {
                         &self.device,
                         || format!("{op}: cache flush"),
                         || {
-                            let mut enc = self
-                                .device
-                                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tilekit flush") });
+                            let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("tilekit flush") });
                             for f in flush {
                                 enc.clear_buffer(f, 0, None);
                             }
@@ -1129,9 +1010,7 @@ impl WgpuRuntime {
                         &self.device,
                         || op.clone(),
                         || {
-                            let mut enc = self
-                                .device
-                                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                            let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                             {
                                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                                     label: Some(name),
@@ -1153,8 +1032,7 @@ impl WgpuRuntime {
                 &self.device,
                 || op.clone(),
                 || {
-                    let mut enc =
-                        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
+                    let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(name) });
                     for i in (0..n as u32).filter(|_| flush.is_empty()) {
                         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                             label: Some(name),

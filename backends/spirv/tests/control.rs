@@ -66,11 +66,8 @@ fn if_else_with_values_and_nesting() {
     let out = run_elementwise(&rt, &kernel, T, &[floats(f, &x), ints(i, &k)], &[f, i]);
     let (of, oi) = (read_floats(&out[0]), read_ints(&out[1]));
     for j in 0..N {
-        let (wf, wi) = if x[j] > 0.0 {
-            (x[j] * 2.0, if k[j] & 1 != 0 { wrap(i, k[j] + 1) } else { wrap(i, k[j] - 1) })
-        } else {
-            (-x[j], wrap(i, k[j] * 3))
-        };
+        let (wf, wi) =
+            if x[j] > 0.0 { (x[j] * 2.0, if k[j] & 1 != 0 { wrap(i, k[j] + 1) } else { wrap(i, k[j] - 1) }) } else { (-x[j], wrap(i, k[j] * 3)) };
         assert_eq!((of[j], oi[j]), (wf, wi), "element {j}: x = {}, k = {}", x[j], k[j]);
     }
 }
@@ -241,13 +238,23 @@ fn nested_ifs_and_loops() {
         e.begin_else(&[]);
         e.end_if(&[]);
     });
-    let out = run(&rt, &kernel, [(N as u32).div_ceil(T), 1, 1], &[ints(i, &x), HostBuffer::zeros(i, N)], &[(2, Scalar::Int(kk)), (3, Scalar::Int(N as i64))]);
+    let out = run(
+        &rt,
+        &kernel,
+        [(N as u32).div_ceil(T), 1, 1],
+        &[ints(i, &x), HostBuffer::zeros(i, N)],
+        &[(2, Scalar::Int(kk)), (3, Scalar::Int(N as i64))],
+    );
     let got = read_ints(&out[1]);
     for j in 0..N {
         let mut acc = x[j];
         for k in 0..kk {
             acc = if k & 1 == 0 {
-                if x[j] > k { wrap(i, acc + x[j]) } else { wrap(i, acc - 1) }
+                if x[j] > k {
+                    wrap(i, acc + x[j])
+                } else {
+                    wrap(i, acc - 1)
+                }
             } else {
                 let mut a = wrap(i, acc * 3);
                 for jj in 0..2 {
@@ -283,7 +290,13 @@ fn load_or_zero(e: &mut SpirvEmitter, buffer: u32, d: DType, idx: SpirvValue, ma
     e.begin_if(mask, &[d]);
     let v = e.load_global(buffer, d, idx, DType::I32);
     e.begin_else(&[v]);
-    let z = if d.is_float() { e.constant(d, Scalar::Float(0.0)) } else if d == DType::I1 { e.constant(d, Scalar::Bool(false)) } else { c(e, d, 0) };
+    let z = if d.is_float() {
+        e.constant(d, Scalar::Float(0.0))
+    } else if d == DType::I1 {
+        e.constant(d, Scalar::Bool(false))
+    } else {
+        c(e, d, 0)
+    };
     e.end_if(&[z])[0]
 }
 
@@ -391,7 +404,13 @@ fn shared_memory_reduction_and_barriers_in_loops() {
     });
     let x: Vec<i64> = (0..N).map(|_| rand_int(&mut rng, i)).collect();
     let programs = (N as u32).div_ceil(t) as usize;
-    let out = run(&rt, &kernel, [programs as u32, 1, 1], &[ints(i, &x), HostBuffer::zeros(i, programs), HostBuffer::zeros(i, N)], &[(3, Scalar::Int(N as i64))]);
+    let out = run(
+        &rt,
+        &kernel,
+        [programs as u32, 1, 1],
+        &[ints(i, &x), HostBuffer::zeros(i, programs), HostBuffer::zeros(i, N)],
+        &[(3, Scalar::Int(N as i64))],
+    );
     let (sums, rot) = (read_ints(&out[1]), read_ints(&out[2]));
     let t = t as usize;
     let at = |p: usize| if p < N { x[p] } else { 0 };

@@ -35,7 +35,8 @@ fn requirements_follow_what_is_used() {
     assert_eq!(copy_kernel(DType::BF16, DType::F32).requirements, Requirements { storage16: true, ..none.clone() });
     assert_eq!(copy_kernel(DType::F16, DType::F32).requirements, Requirements { storage16: true, float16: true, ..none.clone() });
     assert_eq!(copy_kernel(DType::I8, DType::I64).requirements, Requirements { storage8: true, int64: true, ..none.clone() });
-    let k = elementwise("add_i8", &lavapipe(), 64, &[DType::I8, DType::I8], &[DType::I8], |e, v| vec![e.binary(BinaryOp::Add, DType::I8, v[0], v[1])]);
+    let k =
+        elementwise("add_i8", &lavapipe(), 64, &[DType::I8, DType::I8], &[DType::I8], |e, v| vec![e.binary(BinaryOp::Add, DType::I8, v[0], v[1])]);
     spirv_val(&k);
     assert_eq!(k.requirements, Requirements { storage8: true, int8: true, ..none.clone() });
     // Loads, stores and width conversions of 8/16-bit values need only the storage features.

@@ -10,9 +10,9 @@ use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tilekit_core::gpu::{Emitter, Target};
-use tilekit_spirv::VulkanRuntime;
 use tilekit_core::ir::{BinaryOp, CmpPred, UnaryOp};
 use tilekit_core::{DType, HostBuffer};
+use tilekit_spirv::VulkanRuntime;
 
 const N: usize = 1013;
 const T: u32 = 64;
@@ -46,13 +46,15 @@ fn integer_binary_ops_wrap_and_truncate() {
     for d in INTS {
         let (lo, hi) = d.int_range().unwrap();
         let mut x: Vec<i64> = (0..N).map(|_| rand_int(&mut rng, d)).collect();
-        let mut y: Vec<i64> = (0..N).map(|_| loop {
-            // Small divisors too, so quotients are not all 0.
-            let v = if rng.gen_bool(0.5) { rand_int(&mut rng, d) } else { wrap(d, rng.gen_range(-9..=9)) };
-            if v != 0 {
-                break v;
-            }
-        }).collect();
+        let mut y: Vec<i64> = (0..N)
+            .map(|_| loop {
+                // Small divisors too, so quotients are not all 0.
+                let v = if rng.gen_bool(0.5) { rand_int(&mut rng, d) } else { wrap(d, rng.gen_range(-9..=9)) };
+                if v != 0 {
+                    break v;
+                }
+            })
+            .collect();
         let s: Vec<i64> = (0..N).map(|_| rng.gen_range(0..d.bits() as i64)).collect();
         // The edge cases of C division: MIN / -1 wraps, signs of quotient and remainder.
         let specials = [(lo, -1), (lo, 1), (-7, 2), (7, -2), (-7, -2), (0, 5), (hi, hi), (lo, lo), (hi, -1)];
@@ -167,7 +169,8 @@ fn float_binary_ops() {
                     // lowering computes f16 `rem` in f32, so the primitive is not held to it.
                     BinaryOp::Rem if d == DType::F16 => true,
                     BinaryOp::Rem => {
-                        same_float(got[i], want) || (got[i] - want).abs() <= 4.0 * f32::EPSILON * x[i].abs().max(y[i].abs()) * if d == DType::F32 { 1.0 } else { 256.0 }
+                        same_float(got[i], want)
+                            || (got[i] - want).abs() <= 4.0 * f32::EPSILON * x[i].abs().max(y[i].abs()) * if d == DType::F32 { 1.0 } else { 256.0 }
                     }
                     // Vulkan allows 2.5 ulp for f32 division, and devices divide f16 natively
                     // within 1 ulp (NVIDIA's is not correctly rounded); the lowering divides f16
@@ -468,7 +471,11 @@ fn int_to_bf16(a: i64) -> f32 {
     let up = rem > half || (rem == half && q & 1 == 1);
     let m = ((q + up as u64) as f64) * (2f64).powi(shift as i32);
     let r = bf16::from_f64(m).to_f32();
-    if a < 0 { -r } else { r }
+    if a < 0 {
+        -r
+    } else {
+        r
+    }
 }
 
 fn cast_inputs(rng: &mut StdRng, from: DType) -> Vec<Val> {
@@ -536,7 +543,26 @@ fn cast_inputs(rng: &mut StdRng, from: DType) -> Vec<Val> {
         }
         d => {
             let (lo, hi) = d.int_range().unwrap();
-            let specials: Vec<i64> = vec![0, 1, -1, lo, hi, lo + 1, hi - 1, 16842753, 16842752, 16777217, 33554435, -16842753, 255, 256, 65535, 65536, 1 << 40, (1 << 40) + (1 << 32) + 1];
+            let specials: Vec<i64> = vec![
+                0,
+                1,
+                -1,
+                lo,
+                hi,
+                lo + 1,
+                hi - 1,
+                16842753,
+                16842752,
+                16777217,
+                33554435,
+                -16842753,
+                255,
+                256,
+                65535,
+                65536,
+                1 << 40,
+                (1 << 40) + (1 << 32) + 1,
+            ];
             v.extend(specials.iter().map(|&x| Val::I(wrap(d, x))));
             while v.len() < N {
                 v.push(Val::I(if d == DType::I1 { rng.gen_range(0..2) } else { rand_int(rng, d) }));

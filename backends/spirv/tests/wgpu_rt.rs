@@ -44,8 +44,7 @@ fn spirv(wgsl: &str) -> Vec<u32> {
     .validate(&module)
     .unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
     let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
-    let pipeline =
-        naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
     naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).expect("SPIR-V")
 }
 
@@ -55,11 +54,8 @@ fn binding(binding: u32, dtype: DType, access: Access) -> Binding {
 
 fn kernel(name: &str, wgsl: &str, threads: u32, bindings: Vec<Binding>, push: &[DType]) -> SpirvKernel {
     let first = bindings.len() as u32;
-    let push_constants: Vec<PushConstant> = push
-        .iter()
-        .enumerate()
-        .map(|(i, &dtype)| PushConstant { param: first + i as u32, offset: 4 * i as u32, dtype })
-        .collect();
+    let push_constants: Vec<PushConstant> =
+        push.iter().enumerate().map(|(i, &dtype)| PushConstant { param: first + i as u32, offset: 4 * i as u32, dtype }).collect();
     SpirvKernel {
         name: name.into(),
         words: spirv(wgsl),
@@ -93,11 +89,7 @@ fn vector_add() -> SpirvKernel {
         "vector_add",
         VECTOR_ADD,
         64,
-        vec![
-            binding(0, DType::F32, Access::Read),
-            binding(1, DType::F32, Access::Read),
-            binding(2, DType::F32, Access::Write),
-        ],
+        vec![binding(0, DType::F32, Access::Read), binding(1, DType::F32, Access::Read), binding(2, DType::F32, Access::Write)],
         &[DType::I32],
     )
 }
@@ -310,14 +302,7 @@ fn record_into_the_callers_encoder_on_the_callers_device() {
     let y = random_f32(&mut rng, n);
     let bytes = (n * 4) as u64;
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-    let engine_buffer = |label| {
-        device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: bytes,
-            usage,
-            mapped_at_creation: false,
-        })
-    };
+    let engine_buffer = |label| device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: bytes, usage, mapped_at_creation: false });
     // The engine's own buffers: `staged` is filled by the engine's copy in the same encoder,
     // `result` receives the engine's copy of the kernel output.
     let src = engine_buffer("src");
@@ -329,8 +314,7 @@ fn record_into_the_callers_encoder_on_the_callers_device() {
 
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("frame") });
     encoder.copy_buffer_to_buffer(&src, 0, &staged, 0, bytes);
-    rt.record(&mut encoder, &k, [(n as u32).div_ceil(64), 1, 1], &[&staged, &by, &out], &[(3, Scalar::Int(n as i64))])
-        .unwrap();
+    rt.record(&mut encoder, &k, [(n as u32).div_ceil(64), 1, 1], &[&staged, &by, &out], &[(3, Scalar::Int(n as i64))]).unwrap();
     encoder.copy_buffer_to_buffer(&out, 0, &result, 0, bytes);
     let index = queue.submit([encoder.finish()]);
     device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).unwrap();
@@ -353,8 +337,7 @@ fn timing_returns_every_sample() {
     let bx = rt.alloc_from(&HostBuffer::from_slice(&random_f32(&mut rng, n))).unwrap();
     let by = rt.alloc_from(&HostBuffer::from_slice(&random_f32(&mut rng, n))).unwrap();
     let bo = rt.alloc(DType::F32, n).unwrap();
-    let samples =
-        rt.time(&k, [(n as u32).div_ceil(64), 1, 1], &[&bx, &by, &bo], &[(3, Scalar::Int(n as i64))], 2, 5).unwrap();
+    let samples = rt.time(&k, [(n as u32).div_ceil(64), 1, 1], &[&bx, &by, &bo], &[(3, Scalar::Int(n as i64))], 2, 5).unwrap();
     assert_eq!(samples.len(), 5, "{samples:?}");
     for s in &samples {
         assert!(*s > 0.0 && *s < 10.0, "sample {s} s out of range: {samples:?}");
@@ -449,10 +432,7 @@ fn scalar_mismatches_are_errors() {
     let float = rt.launch(&k, [1, 1, 1], &bufs, &[(3, Scalar::Float(1.0))]).unwrap_err();
     assert!(matches!(float, WgpuError::PushConstants(PushConstantError::Mismatch { .. })), "{float}");
     let not_scalar = rt.launch(&k, [1, 1, 1], &bufs, &[(3, Scalar::Int(1)), (0, Scalar::Int(1))]).unwrap_err();
-    assert!(
-        matches!(not_scalar, WgpuError::PushConstants(PushConstantError::NotScalar { param: 0, .. })),
-        "{not_scalar}"
-    );
+    assert!(matches!(not_scalar, WgpuError::PushConstants(PushConstantError::NotScalar { param: 0, .. })), "{not_scalar}");
 }
 
 #[test]
@@ -475,10 +455,7 @@ fn device_without_immediates_is_refused() {
         d.flags = wgpu::InstanceFlags::empty();
         d
     });
-    let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN))
-        .into_iter()
-        .next()
-        .expect("a Vulkan adapter");
+    let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().next().expect("a Vulkan adapter");
     let info = adapter.get_info();
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         required_features: wgpu::Features::PASSTHROUGH_SHADERS & adapter.features(),
@@ -619,10 +596,7 @@ fn int8_kernel() -> SpirvKernel {
         entry_point: "main".into(),
         threads: 64,
         bindings: vec![binding(0, DType::I8, Access::Read), binding(1, DType::I8, Access::Write)],
-        push_constants: vec![
-            PushConstant { param: 2, offset: 0, dtype: DType::I32 },
-            PushConstant { param: 3, offset: 4, dtype: DType::I8 },
-        ],
+        push_constants: vec![PushConstant { param: 2, offset: 0, dtype: DType::I32 }, PushConstant { param: 3, offset: 4, dtype: DType::I8 }],
         push_constant_size: 8,
         grid_fold: None,
         requirements: Requirements { int8: true, storage8: true, ..Requirements::default() },
@@ -649,13 +623,7 @@ fn eight_bit_storage_buffers() {
         let mut init = vec![0i8; n + 1];
         init[n] = 77;
         let bo = rt.alloc_from(&HostBuffer::from_slice(&init)).unwrap();
-        rt.launch(
-            &k,
-            [(n as u32).div_ceil(64), 1, 1],
-            &[&bx, &bo],
-            &[(2, Scalar::Int(n as i64)), (3, Scalar::Int(c as i64))],
-        )
-        .unwrap();
+        rt.launch(&k, [(n as u32).div_ceil(64), 1, 1], &[&bx, &bo], &[(2, Scalar::Int(n as i64)), (3, Scalar::Int(c as i64))]).unwrap();
         let got = rt.download(&bo, DType::I8, n + 1).unwrap().to_vec::<i8>().unwrap();
         for i in 0..n {
             assert_eq!(got[i], x[i].wrapping_mul(3).wrapping_add(c), "n = {n}, element {i}");

@@ -62,9 +62,8 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
             // divides it (a chunked loop over columns keeps its accesses aligned).
             if let Op::For { lower, step, body, .. } = &inst.op {
                 if let Some(&iv) = body.args.first() {
-                    let div = |v: &Value, info: &Vec<Option<AxisInfo>>| {
-                        info[v.index()].as_ref().and_then(|a| a.divisibility.first().copied()).unwrap_or(1)
-                    };
+                    let div =
+                        |v: &Value, info: &Vec<Option<AxisInfo>>| info[v.index()].as_ref().and_then(|a| a.divisibility.first().copied()).unwrap_or(1);
                     info[iv.index()] = Some(AxisInfo::scalar(gcd(div(lower, info), div(step, info))));
                 }
             }
@@ -73,18 +72,14 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
             }
             let Some(&r) = inst.results.first() else { continue };
             let ty = p.ty(r);
-            let get = |v: Value, info: &Vec<Option<AxisInfo>>| {
-                info[v.index()].clone().unwrap_or_else(|| AxisInfo::unknown(p.ty(v).rank()))
-            };
+            let get = |v: Value, info: &Vec<Option<AxisInfo>>| info[v.index()].clone().unwrap_or_else(|| AxisInfo::unknown(p.ty(v).rank()));
             let rank = ty.rank();
             let ai = match &inst.op {
                 Op::Const { value: Scalar::Int(c) } => AxisInfo::scalar(pow2_divisor(*c)),
                 Op::Arg { param } => AxisInfo::scalar(sdiv.get(*param as usize).copied().unwrap_or(1)),
-                Op::Arange { start, end } => AxisInfo {
-                    contiguity: vec![(end - start) as u64],
-                    divisibility: vec![pow2_divisor(*start)],
-                    constancy: vec![1],
-                },
+                Op::Arange { start, end } => {
+                    AxisInfo { contiguity: vec![(end - start) as u64], divisibility: vec![pow2_divisor(*start)], constancy: vec![1] }
+                }
                 Op::Splat { x } => {
                     let xi = get(*x, info);
                     AxisInfo {
@@ -118,13 +113,8 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
                     let a = (*axis as usize).min(xi.contiguity.len());
                     // Along the new dimension every element is its own run: what divides every
                     // element (a run longer than one element holds consecutive, odd values).
-                    let div = xi
-                        .divisibility
-                        .iter()
-                        .zip(&xi.contiguity)
-                        .map(|(&dv, &c)| if c > 1 { 1 } else { dv })
-                        .min()
-                        .unwrap_or(MAX_DIVISIBILITY);
+                    let div =
+                        xi.divisibility.iter().zip(&xi.contiguity).map(|(&dv, &c)| if c > 1 { 1 } else { dv }).min().unwrap_or(MAX_DIVISIBILITY);
                     xi.contiguity.insert(a, 1);
                     xi.divisibility.insert(a, div);
                     xi.constancy.insert(a, 1);
@@ -135,9 +125,7 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
                     let pick = |v: &[u64]| perm.iter().map(|&q| v[q as usize]).collect();
                     AxisInfo { contiguity: pick(&xi.contiguity), divisibility: pick(&xi.divisibility), constancy: pick(&xi.constancy) }
                 }
-                Op::Cast { x } if ty.dtype.is_int() && p.ty(*x).dtype.is_int() && ty.dtype.bits() >= p.ty(*x).dtype.bits() => {
-                    get(*x, info)
-                }
+                Op::Cast { x } if ty.dtype.is_int() && p.ty(*x).dtype.is_int() && ty.dtype.bits() >= p.ty(*x).dtype.bits() => get(*x, info),
                 Op::Binary { op, lhs, rhs } if ty.dtype.is_int() => {
                     let (a, b) = (get(*lhs, info), get(*rhs, info));
                     let n = rank.max(1);
@@ -166,9 +154,8 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
                     // size (Triton's rule; it lets a masked access stay one vector access).
                     let (a, b) = (get(*lhs, info), get(*rhs, info));
                     let mut o = AxisInfo::unknown(rank);
-                    let run = |x: &AxisInfo, k: &AxisInfo, d: usize| {
-                        gcd(gcd(x.contiguity[d], k.constancy[d]), gcd(x.divisibility[d], k.divisibility[d]))
-                    };
+                    let run =
+                        |x: &AxisInfo, k: &AxisInfo, d: usize| gcd(gcd(x.contiguity[d], k.constancy[d]), gcd(x.divisibility[d], k.divisibility[d]));
                     for d in 0..rank.max(1) {
                         let both_constant = gcd(a.constancy[d], b.constancy[d]);
                         let boundary = match pred {

@@ -108,14 +108,8 @@ pub trait Emitter {
 
     /// Opens `for iv in lower..upper step step` (a negative step counts down) carrying
     /// `carried`; returns the induction variable and the carried values inside the body.
-    fn begin_loop(
-        &mut self,
-        iv_dtype: DType,
-        lower: Self::V,
-        upper: Self::V,
-        step: Self::V,
-        carried: &[(DType, Self::V)],
-    ) -> (Self::V, Vec<Self::V>);
+    fn begin_loop(&mut self, iv_dtype: DType, lower: Self::V, upper: Self::V, step: Self::V, carried: &[(DType, Self::V)])
+        -> (Self::V, Vec<Self::V>);
     /// Closes the body with the next carried values; returns the values after the loop.
     fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
 

@@ -18,10 +18,7 @@
 /// Why a grid cannot be launched even folded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FoldError {
-    #[error(
-        "grid {grid:?} has {total} programs; a folded launch numbers programs with 32-bit indices, so at most {} fit",
-        u32::MAX
-    )]
+    #[error("grid {grid:?} has {total} programs; a folded launch numbers programs with 32-bit indices, so at most {} fit", u32::MAX)]
     TooManyPrograms { grid: [u32; 3], total: u64 },
     #[error("grid {grid:?} has {total} programs, more than a dispatch of at most {limit:?} workgroups holds")]
     DispatchTooLarge { grid: [u32; 3], total: u64, limit: [u32; 3] },

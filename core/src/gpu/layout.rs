@@ -24,7 +24,10 @@ pub enum Layout {
     Uniform,
     Blocked(Blocked),
     /// `parent` with dimension `dim` removed.
-    Slice { dim: u32, parent: Box<Layout> },
+    Slice {
+        dim: u32,
+        parent: Box<Layout>,
+    },
 }
 
 /// Triton's blocked layout. Every extent is a power of two.
@@ -154,9 +157,7 @@ impl Blocked {
             }
             warp_shift += wpc.trailing_zeros();
         }
-        let tile: Vec<usize> = (0..rank)
-            .map(|d| (self.size_per_thread[d] * self.threads_per_warp[d] * self.warps_per_cta[d]) as usize)
-            .collect();
+        let tile: Vec<usize> = (0..rank).map(|d| (self.size_per_thread[d] * self.threads_per_warp[d] * self.warps_per_cta[d]) as usize).collect();
         let reps: Vec<usize> = (0..rank).map(|d| (shape[d] / tile[d]).max(1)).collect();
         let wrap: Vec<bool> = (0..rank).map(|d| shape[d] < tile[d]).collect();
         // Registers: the fastest dimension varies fastest, the spt positions inside the reps, so

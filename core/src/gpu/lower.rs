@@ -168,9 +168,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         homes: vec![None; program.values.len()],
         axis: analyse(
             program,
-            &(0..program.params.len())
-                .map(|p| if p < 64 && options.divisible_by_16 >> p & 1 == 1 { 16 } else { 1 })
-                .collect::<Vec<_>>(),
+            &(0..program.params.len()).map(|p| if p < 64 && options.divisible_by_16 >> p & 1 == 1 { 16 } else { 1 }).collect::<Vec<_>>(),
         ),
         default_vector: 1,
     };
@@ -507,10 +505,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// The layout an op over `operands` computes in: the home of its first data operand, else
     /// the default for `shape`.
     fn pick_layout(&self, operands: &[Value], shape: &[usize]) -> Layout {
-        operands
-            .iter()
-            .find_map(|v| self.data.get(v).map(|(l, _)| l.clone()))
-            .unwrap_or_else(|| self.default_layout(shape))
+        operands.iter().find_map(|v| self.data.get(v).map(|(l, _)| l.clone())).unwrap_or_else(|| self.default_layout(shape))
     }
 
     /// Emits a recipe value in `layout`.
@@ -865,9 +860,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 };
                 self.scalars.insert(inst.results[0], v);
             }
-            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. }
-                if rank0 =>
-            {
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } if rank0 => {
                 let args: Vec<E::V> = inst.op.operands().iter().map(|&o| self.scalar(o)).collect();
                 let v = self.scalar_op(inst, &args);
                 self.scalars.insert(inst.results[0], v);
@@ -902,12 +895,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other)?,
             Op::Store { buffer, offsets, value, mask } => self.store(inst, *buffer, *offsets, *value, *mask)?,
-            Op::Atomic { op, buffer, offsets, value, mask } => {
-                self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?
-            }
-            Op::AtomicCas { buffer, offsets, cmp, value, mask } => {
-                self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?
-            }
+            Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
+            Op::AtomicCas { buffer, offsets, cmp, value, mask } => self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?,
             Op::Reduce { x, axis, combine } => self.reduce(inst, *x, *axis as usize, combine)?,
             Op::Scan { x, axis, combine, reverse } => self.scan(inst, *x, *axis as usize, combine, *reverse)?,
             Op::Dot { a, b, acc } => self.dot(inst, *a, *b, *acc)?,
@@ -1166,11 +1155,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     fn store_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, values: &[E::V]) {
-        let vals: Vec<E::V> = if dtype == DType::BF16 {
-            values.iter().map(|&v| self.e.cast(DType::F32, DType::BF16, v)).collect()
-        } else {
-            values.to_vec()
-        };
+        let vals: Vec<E::V> =
+            if dtype == DType::BF16 { values.iter().map(|&v| self.e.cast(DType::F32, DType::BF16, v)).collect() } else { values.to_vec() };
         self.e.store_global_vec(buffer, dtype, index, idx_dtype, &vals);
     }
 
@@ -1287,11 +1273,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let dtype = self.ty(value).dtype;
         let idx_dtype = t.dtype;
         if dtype == DType::BF16 || dtype == DType::F16 && op != Some(AtomicOp::Xchg) {
-            return Err(LowerError::Unsupported {
-                op: inst.op.name().into(),
-                loc: inst.loc.clone(),
-                what: format!("{} on {dtype}", inst.op.name()),
-            });
+            return Err(LowerError::Unsupported { op: inst.op.name().into(), loc: inst.loc.clone(), what: format!("{} on {dtype}", inst.op.name()) });
         }
         if t.is_scalar() {
             let (off, v) = (self.scalar(offsets), self.scalar(value));
@@ -1330,11 +1312,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             None => None,
         };
         let dist = self.dist(&layout, &t.shape);
-        let owners = if dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty() {
-            self.coords(&dist).owner
-        } else {
-            vec![None; dist.num_regs()]
-        };
+        let owners =
+            if dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty() { self.coords(&dist).owner } else { vec![None; dist.num_regs()] };
         let rd = reg_dtype(dtype);
         let mut out = Vec::with_capacity(offs.len());
         for i in 0..offs.len() {

@@ -64,9 +64,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
             if t.contains(" = ") {
                 let note = match info.homes.get(idx) {
                     Some(Some(l)) => format!("{l}"),
-                    _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => {
-                        "#uniform".to_string()
-                    }
+                    _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),
                     _ => "#recipe".to_string(),
                 };
                 out.push_str("  ; ");

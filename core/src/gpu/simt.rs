@@ -15,8 +15,8 @@ use crate::gpu::emit::Emitter;
 use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
 use crate::gpu::target::Target;
 use crate::interp::{
-    atomic_new_bits, binary_float, binary_int, float_bits, float_to_int, from_bits, int_to_float, int_to_int, round_to,
-    unary_float, unary_int, Arg, Elem,
+    atomic_new_bits, binary_float, binary_int, float_bits, float_to_int, from_bits, int_to_float, int_to_int, round_to, unary_float, unary_int, Arg,
+    Elem,
 };
 use crate::ir::*;
 
@@ -283,11 +283,8 @@ impl Lowered {
         crate::interp::run(program, [0, 1, 1], args)?;
         let total = grid.iter().map(|&g| g as u64).product::<u64>();
         (0..total).into_par_iter().try_for_each(|lin| {
-            let pid = [
-                (lin % grid[0] as u64) as u32,
-                ((lin / grid[0] as u64) % grid[1] as u64) as u32,
-                (lin / (grid[0] as u64 * grid[1] as u64)) as u32,
-            ];
+            let pid =
+                [(lin % grid[0] as u64) as u32, ((lin / grid[0] as u64) % grid[1] as u64) as u32, (lin / (grid[0] as u64 * grid[1] as u64)) as u32];
             let threads = self.info.threads as usize;
             let mut m = Machine {
                 lowered: self,
@@ -296,11 +293,7 @@ impl Lowered {
                 pid,
                 threads,
                 regs: vec![Vec::new(); self.regs as usize],
-                shared: self
-                    .shared
-                    .iter()
-                    .map(|&(d, n)| (d, vec![SharedSlot::default(); n as usize]))
-                    .collect(),
+                shared: self.shared.iter().map(|&(d, n)| (d, vec![SharedSlot::default(); n as usize])).collect(),
                 epoch: 0,
             };
             let active = vec![true; threads];
@@ -558,9 +551,7 @@ impl Machine<'_> {
                     .ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
                 match slot.written {
                     Some((e, w)) if e == epoch && w != t as u32 => {
-                        return Err(fault(format!(
-                            "shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)"
-                        )))
+                        return Err(fault(format!("shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)")))
                     }
                     None => return Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
                     _ => {}
@@ -573,8 +564,10 @@ impl Machine<'_> {
                 let epoch = self.epoch;
                 let pid = self.pid;
                 let arr = self.shared_array(*dtype);
-                let slot = arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| {
-                    SimtError::Fault { pid, thread: t as u32, what: format!("shared {dtype} store at {i} is out of bounds") }
+                let slot = arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| SimtError::Fault {
+                    pid,
+                    thread: t as u32,
+                    what: format!("shared {dtype} store at {i} is out of bounds"),
                 })?;
                 // Several threads may write the same value in one epoch (replicated elements).
                 if let Some((e, w)) = slot.written {

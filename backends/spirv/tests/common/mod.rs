@@ -47,11 +47,7 @@ pub fn spirv_val(kernel: &SpirvKernel) {
     let dir = std::env::temp_dir();
     let path = dir.join(format!("tilekit-spirv-test-{}-{}.spv", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&path, &bytes).expect("write a temporary SPIR-V file");
-    let out = Command::new("spirv-val")
-        .args(["--target-env", "vulkan1.3"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .output();
+    let out = Command::new("spirv-val").args(["--target-env", "vulkan1.3"]).arg(&path).stdin(Stdio::null()).output();
     let _ = std::fs::remove_file(&path);
     let out = match out {
         Ok(o) => o,
@@ -84,10 +80,7 @@ pub fn runtime_with(f: impl FnOnce(&mut VulkanOptions)) -> VulkanRuntime {
         Ok(v) => v.parse().expect("TILEKIT_VULKAN_DEVICE is a device index"),
         Err(_) => devices.iter().find(|d| d.name.contains("llvmpipe")).unwrap_or(&devices[0]).index,
     };
-    let mut options = VulkanOptions {
-        validation: !std::env::var("TILEKIT_VULKAN_VALIDATION").is_ok_and(|v| v == "0"),
-        ..VulkanOptions::default()
-    };
+    let mut options = VulkanOptions { validation: !std::env::var("TILEKIT_VULKAN_VALIDATION").is_ok_and(|v| v == "0"), ..VulkanOptions::default() };
     f(&mut options);
     VulkanRuntime::with_options(index, options).unwrap_or_else(|e| panic!("opening Vulkan device {index}: {e}"))
 }

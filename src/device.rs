@@ -42,6 +42,10 @@ pub enum DeviceError {
     Interp { launch: usize, program: String, source: InterpError },
     #[error("launch {launch} (`{program}`) on the emulator: {source}")]
     Simt { launch: usize, program: String, source: SimtError },
+    /// Launch options no lowering can run (`num_warps` not a power of two), refused on every
+    /// device alike, the interpreter included.
+    #[error(transparent)]
+    Options(#[from] tilekit_core::gpu::lower::LowerError),
     #[error("launch {launch} argument {arg} names buffer {buffer}, but the plan has {count}")]
     BadPlan { launch: usize, arg: usize, buffer: usize, count: usize },
     #[error(transparent)]
@@ -184,6 +188,7 @@ impl Device {
     /// buffers are uploaded first and every one is read back after the last launch.
     pub fn run_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config) -> Result<Duration, DeviceError> {
         let options = LowerOptions::for_config(config);
+        options.check()?;
         for (li, launch) in plan.launches.iter().enumerate() {
             for (ai, a) in launch.args.iter().enumerate() {
                 if let LaunchArg::Buffer(i) = a {
@@ -549,7 +554,9 @@ impl Device {
     /// Every CUDA device the driver lists and the PTX backend supports (compute capability 8.0
     /// or newer); none without a driver.
     pub fn cuda_devices() -> Vec<Device> {
-        let Ok(infos) = tilekit_ptx::CudaRuntime::devices() else { return Vec::new() };
+        let Ok(infos) = tilekit_ptx::CudaRuntime::devices() else {
+            return Vec::new();
+        };
         infos.into_iter().map(|i| Device::Cuda { ordinal: i.ordinal, target: i.target(), name: i.name }).collect()
     }
 

@@ -1049,9 +1049,13 @@ impl Config {
         Ok(v as usize)
     }
 
-    /// `num_warps`, 4 when absent.
+    /// `num_warps`, 4 when absent. The value is returned as given (0 or a negative value as
+    /// 0), never replaced by a default: the lowering rejects what it cannot run.
     pub fn num_warps(&self) -> usize {
-        self.count("num_warps").unwrap_or(4)
+        match self.values.get("num_warps") {
+            None => 4,
+            Some(&v) => v.clamp(0, u32::MAX as i64) as usize,
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {

@@ -460,8 +460,11 @@ pub enum Op {
         combine: Combine,
         reverse: bool,
     },
-    /// `a @ b + acc` for 2-D tiles `[M, K] x [K, N] + [M, N]`; the accumulator's dtype is the
-    /// accumulation dtype and the result's.
+    /// `a @ b + acc` for 2-D tiles `[M, K] x [K, N] + [M, N]`. The result has the
+    /// accumulator's dtype. Float products are exact and are summed with `acc` in f32 (an f16
+    /// accumulator is widened first), in an order each backend chooses (matrix instructions
+    /// sum K in chunks); the sum is rounded once to the accumulator's dtype at the end of the
+    /// `dot`, not after every product. Integer dots sum in i32, wrapping.
     Dot {
         a: Value,
         b: Value,

@@ -87,7 +87,7 @@ fn common_options() {
 
 /// Lowers `program` for `target` and writes its LLVM IR with `hooks`.
 pub fn emit<H: Hooks>(program: &Program, target: &Target, options: &LowerOptions, hooks: &H) -> Result<Emitted, LlvmError> {
-    let threads = options.num_warps.max(1) * target.subgroup_size.max(1);
+    let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
     let mut e = LlvmEmitter::new(program, target, threads, hooks)?.with_occupancy(options.occupancy);
     let info = lower(program, target, options, &mut e).map_err(|source| LlvmError::Lower {
         program: program.name.clone(),

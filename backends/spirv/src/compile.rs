@@ -25,7 +25,7 @@ pub enum CompileError {
 
 /// Lowers `program` for `target` with `options` and emits its SPIR-V module.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Compiled, CompileError> {
-    let threads = options.num_warps.max(1) * target.subgroup_size.max(1);
+    let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
     let emit_err = |source| CompileError::Emit { program: program.name.clone(), source };
     let mut e = SpirvEmitter::with_grid_fold(program, target, threads, options.fold_grid).map_err(emit_err)?;
     let info = lower(program, target, options, &mut e).map_err(|source| CompileError::Lower {

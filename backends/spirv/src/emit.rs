@@ -175,6 +175,8 @@ pub struct SpirvEmitter {
     glsl: Word,
     cur_block: Word,
     consts: HashMap<(Word, u64), Word>,
+    /// Float constants that are zeros, with their sign (true: -0.0).
+    zeros: HashMap<Word, bool>,
     buffers: Vec<Option<BufferSlot>>,
     bindings: Vec<Binding>,
     scalars: Vec<Option<SpirvValue>>,
@@ -252,6 +254,7 @@ impl SpirvEmitter {
             glsl,
             cur_block: 0,
             consts: HashMap::new(),
+            zeros: HashMap::new(),
             buffers: Vec::new(),
             bindings: Vec::new(),
             scalars: Vec::new(),
@@ -800,6 +803,19 @@ impl SpirvEmitter {
         }
         let id = if wide { self.b.constant_bit64(ty, bits) } else { self.b.constant_bit32(ty, bits as u32) };
         self.consts.insert((ty, bits), id);
+        let is = |w: u32| self.types.get(&TypeKey::Float(w)) == Some(&ty);
+        let sign_bit = if is(32) {
+            Some(31)
+        } else if is(16) {
+            Some(15)
+        } else {
+            None
+        };
+        if let Some(sb) = sign_bit {
+            if bits & !(1u64 << sb) == 0 {
+                self.zeros.insert(id, bits >> sb == 1);
+            }
+        }
         id
     }
 
@@ -1046,6 +1062,11 @@ impl SpirvEmitter {
         let f = self.f32_ty();
         match from {
             DType::F32 => x,
+            // A constant zero stays a known constant (see `with_constant_zero`).
+            DType::F16 if self.zeros.contains_key(&x) => {
+                let negative = self.zeros[&x];
+                self.c_f32(if negative { -0.0 } else { 0.0 })
+            }
             DType::F16 => self.emit(Op::FConvert, f, &[x]),
             DType::BF16 => {
                 let s = self.u_opk(Op::ShiftLeftLogical, x, 16);
@@ -1114,6 +1135,9 @@ impl SpirvEmitter {
 
     /// An f32 as a value of float dtype `to`, rounded to nearest even.
     fn round_from_f32(&mut self, to: DType, x: Word) -> Word {
+        if let (DType::F16, Some(&negative)) = (to, self.zeros.get(&x)) {
+            return self.c_f16(if negative { f16::NEG_ZERO } else { f16::ZERO });
+        }
         match to {
             DType::F16 if self.target.f16_rte => {
                 // Exact under the RoundingModeRTE and DenormPreserve modes `finish` declares.
@@ -1240,7 +1264,9 @@ impl SpirvEmitter {
     }
 
     fn mark_access(&mut self, param: u32, read: bool, write: bool, what: &str) {
-        let Some(Some(slot)) = self.buffers.get_mut(param as usize) else { return };
+        let Some(Some(slot)) = self.buffers.get_mut(param as usize) else {
+            return;
+        };
         slot.read |= read;
         slot.written |= write;
         let (name, access) = (slot.name.clone(), slot.access);
@@ -1514,16 +1540,30 @@ impl SpirvEmitter {
         }
     }
 
+    /// A float instruction the driver must compute as written: `NoContraction` keeps it from
+    /// being fused with a neighbour (an FMA rounds once where the interpreter rounds twice) and
+    /// marks it exact, so algebraic rules that hold only without NaNs, infinities and signed
+    /// zeros (`x * 0 -> 0`, `x - y * trunc(x / 0) -> x`) leave it alone: Mesa applied them to
+    /// constant operands whatever the float controls said.
+    fn exact(&mut self, op: Op, ty: Word, args: &[Word]) -> Word {
+        let id = self.emit(op, ty, args);
+        self.b.decorate(id, spirv::Decoration::NoContraction, []);
+        id
+    }
+
     fn binary_float(&mut self, op: BinaryOp, ty: Word, a: Word, b: Word) -> Option<Word> {
+        if let Some(r) = self.with_constant_zero(op, ty, a, b) {
+            return Some(r);
+        }
         Some(match op {
-            BinaryOp::Add => self.emit(Op::FAdd, ty, &[a, b]),
-            BinaryOp::Sub => self.emit(Op::FSub, ty, &[a, b]),
-            BinaryOp::Mul => self.emit(Op::FMul, ty, &[a, b]),
-            BinaryOp::Div => self.emit(Op::FDiv, ty, &[a, b]),
+            BinaryOp::Add => self.exact(Op::FAdd, ty, &[a, b]),
+            BinaryOp::Sub => self.exact(Op::FSub, ty, &[a, b]),
+            BinaryOp::Mul => self.exact(Op::FMul, ty, &[a, b]),
+            BinaryOp::Div => self.exact(Op::FDiv, ty, &[a, b]),
             BinaryOp::Rem => {
                 // Vulkan computes OpFRem as x - y * trunc(x / y), which makes x % inf a NaN;
                 // fmod gives x there.
-                let mut r = self.emit(Op::FRem, ty, &[a, b]);
+                let mut r = self.exact(Op::FRem, ty, &[a, b]);
                 let f = self.f32_ty();
                 if ty == f {
                     // x / y is only accurate to a few ulp (NVIDIA's is approximate), so when
@@ -1550,10 +1590,105 @@ impl SpirvEmitter {
                 let a_inf = self.emit(Op::IsInf, bt, &[a]);
                 let a_fin = self.emit(Op::LogicalNot, bt, &[a_inf]);
                 let keep = self.b_op(Op::LogicalAnd, b_inf, a_fin);
-                self.sel(ty, keep, a, r)
+                let r = self.sel(ty, keep, a, r);
+                // fmod(x, 0) and fmod(inf, y) are NaN. Drivers lower OpFRem to
+                // x - y * trunc(x / y) and simplify that for a constant zero y to x (Mesa did,
+                // NoContraction or not), so the NaN cases are selected explicitly.
+                let zero = self.c_f32(0.0);
+                let b_zero = self.emit(Op::FOrdEqual, bt, &[b, zero]);
+                let nan_case = self.b_op(Op::LogicalOr, b_zero, a_inf);
+                let nan = self.c_f32(f32::NAN);
+                self.sel(ty, nan_case, nan, r)
             }
             BinaryOp::Max => self.ext(Gl::NMax, ty, &[a, b]),
             BinaryOp::Min => self.ext(Gl::NMin, ty, &[a, b]),
+            _ => return None,
+        })
+    }
+
+    /// `a op b` where `a` or `b` is a constant zero, computed without handing the driver an
+    /// arithmetic instruction on that constant. Drivers simplify `x * 0`, `0 / x` and `x + 0`
+    /// as if there were no NaNs, infinities or signed zeros whatever the module's float
+    /// controls say (lavapipe's code generator does it while it builds the instructions, so
+    /// `NoContraction` does not stop it): here the IEEE result is selected explicitly.
+    fn with_constant_zero(&mut self, op: BinaryOp, ty: Word, a: Word, b: Word) -> Option<Word> {
+        let (za, zb) = (self.zeros.get(&a).copied(), self.zeros.get(&b).copied());
+        if za.is_none() && zb.is_none() {
+            return None;
+        }
+        let bt = self.bool_ty();
+        let wide = self.types.get(&TypeKey::Float(32)) == Some(&ty);
+        let (nan, zero) = if wide {
+            (self.constant_bits(ty, 0x7FC0_0000, false), self.constant_bits(ty, 0, false))
+        } else {
+            (self.c_f16(f16::NAN), self.c_f16(f16::ZERO))
+        };
+        // A zero (or, with `inf`, an infinity) whose sign is sign(x) xor `negative`, built from
+        // x's bits (as u32).
+        let signed = |me: &mut Self, x: Word, negative: bool, inf: bool| {
+            let (bits, mask, inf_bits) = if wide {
+                let u = me.u32_ty();
+                (me.bitcast(u, x), 0x8000_0000, 0x7F80_0000)
+            } else {
+                (me.f16_to_bits(x), 0x8000, 0x7C00)
+            };
+            let s = me.u_opk(Op::BitwiseAnd, bits, mask);
+            let s = if negative { me.u_opk(Op::BitwiseXor, s, mask) } else { s };
+            let s = if inf { me.u_opk(Op::BitwiseOr, s, inf_bits) } else { s };
+            if wide {
+                me.bitcast(ty, s)
+            } else {
+                me.f16_from_bits(s)
+            }
+        };
+        Some(match (op, za, zb) {
+            // x * 0: NaN for NaN or infinite x, else a zero with the product's sign.
+            (BinaryOp::Mul, _, Some(neg)) | (BinaryOp::Mul, Some(neg), None) => {
+                let x = if zb.is_some() { a } else { b };
+                let nan_x = self.emit(Op::IsNan, bt, &[x]);
+                let inf_x = self.emit(Op::IsInf, bt, &[x]);
+                let bad = self.b_op(Op::LogicalOr, nan_x, inf_x);
+                let z = signed(self, x, neg, false);
+                self.sel(ty, bad, nan, z)
+            }
+            // 0 / x: NaN for NaN or zero x, else a zero with the quotient's sign.
+            (BinaryOp::Div, Some(neg), None) => {
+                let nan_x = self.emit(Op::IsNan, bt, &[b]);
+                let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
+                let bad = self.b_op(Op::LogicalOr, nan_x, zero_x);
+                let z = signed(self, b, neg, false);
+                self.sel(ty, bad, nan, z)
+            }
+            // x / 0: NaN for NaN or zero x, else an infinity with the quotient's sign.
+            (BinaryOp::Div, None, Some(neg)) => {
+                let nan_x = self.emit(Op::IsNan, bt, &[a]);
+                let zero_x = self.emit(Op::FOrdEqual, bt, &[a, zero]);
+                let bad = self.b_op(Op::LogicalOr, nan_x, zero_x);
+                let r = signed(self, a, neg, true);
+                self.sel(ty, bad, nan, r)
+            }
+            // x + 0 and x - (-0): x, except that -0 + 0 is +0.
+            (BinaryOp::Add, _, Some(false)) | (BinaryOp::Sub, _, Some(true)) => {
+                let zero_x = self.emit(Op::FOrdEqual, bt, &[a, zero]);
+                self.sel(ty, zero_x, zero, a)
+            }
+            (BinaryOp::Add, Some(false), None) => {
+                let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
+                self.sel(ty, zero_x, zero, b)
+            }
+            // x + (-0) and x - 0: x itself.
+            (BinaryOp::Add, _, Some(true)) | (BinaryOp::Sub, _, Some(false)) => a,
+            (BinaryOp::Add, Some(true), None) => b,
+            // 0 - x: -x, except that 0 - 0 and 0 - (-0) are +0; -0 - x is -x.
+            (BinaryOp::Sub, Some(neg), None) => {
+                let minus = self.emit(Op::FNegate, ty, &[b]);
+                if neg {
+                    minus
+                } else {
+                    let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
+                    self.sel(ty, zero_x, zero, minus)
+                }
+            }
             _ => return None,
         })
     }
@@ -2312,7 +2447,9 @@ impl Emitter for SpirvEmitter {
         self.begin_block(merge);
         let mut out = Vec::with_capacity(results.len());
         for (i, &d) in results.iter().enumerate() {
-            let (Some(t), Some(e)) = (then_out.1.get(i), else_values.get(i)) else { break };
+            let (Some(t), Some(e)) = (then_out.1.get(i), else_values.get(i)) else {
+                break;
+            };
             let ty = self.ty(d);
             let r = self.b.phi(ty, None, [(t.id, then_out.0), (e.id, else_block)]);
             let id = self.check_build(r);

@@ -82,6 +82,22 @@ pub trait Emitter {
         load_elementwise(self, buffer, dtype, index, index_dtype, n)
     }
 
+    /// `buffer[index .. index + n]` where `mask` holds, else unspecified values (the caller
+    /// selects its `other` for them); a masked-off access touches no element of the buffer.
+    /// The default reads from index 0 instead, with no branch (a branch around each load
+    /// would make a thread wait for it before issuing the next): runtimes allocate every
+    /// buffer in whole 16-byte vectors, so those first elements exist even in an empty
+    /// buffer. The emulator overrides it to check that masked-off lanes stay out of memory.
+    fn load_global_masked(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, n: u32, mask: Self::V) -> Vec<Self::V> {
+        let zero = self.constant(index_dtype, Scalar::Int(0));
+        let safe = self.select(index_dtype, mask, index, zero);
+        if n == 1 {
+            vec![self.load_global(buffer, dtype, safe, index_dtype)]
+        } else {
+            self.load_global_vec(buffer, dtype, safe, index_dtype, n)
+        }
+    }
+
     /// Stores consecutive elements at `buffer[index ..]`, `index` a multiple of `values.len()`.
     fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, values: &[Self::V]) {
         store_elementwise(self, buffer, dtype, index, index_dtype, values)

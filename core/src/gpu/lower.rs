@@ -81,6 +81,15 @@ impl LowerOptions {
 }
 
 impl LowerOptions {
+    /// Whether the lowering can run these options: `num_warps` a power of two.
+    pub fn check(&self) -> Result<(), LowerError> {
+        if self.num_warps.is_power_of_two() {
+            Ok(())
+        } else {
+            Err(LowerError::NumWarps { num_warps: self.num_warps })
+        }
+    }
+
     /// These options with grid folding on or off.
     pub fn with_fold_grid(mut self, fold_grid: bool) -> LowerOptions {
         self.fold_grid = fold_grid;
@@ -103,6 +112,8 @@ pub const MAX_REGS_PER_VALUE: usize = 256;
 pub enum LowerError {
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    #[error("num_warps = {num_warps}: warps are numbered by the bits of the warp index, so num_warps must be a power of two (1, 2, 4, 8, ...)")]
+    NumWarps { num_warps: u32 },
     #[error("{threads} threads per program ({num_warps} warps of {warp}) exceed the target's limit of {max}")]
     Threads { threads: u32, num_warps: u32, warp: u32, max: u32 },
     #[error("`{op}` at {loc}: target {target} does not support {dtype}")]
@@ -143,8 +154,9 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         // of extents it never received.
         return Err(LowerError::GridFold { program: program.name.clone(), asked: options.fold_grid });
     }
+    options.check()?;
     let warp = target.subgroup_size.max(1);
-    let threads = options.num_warps.max(1) * warp;
+    let threads = options.num_warps.saturating_mul(warp);
     if threads > target.max_threads_per_program {
         return Err(LowerError::Threads { threads, num_warps: options.num_warps, warp, max: target.max_threads_per_program });
     }
@@ -154,7 +166,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         target,
         e: emitter,
         warp,
-        num_warps: options.num_warps.max(1),
+        num_warps: options.num_warps,
         threads,
         tid: None,
         lane: None,
@@ -980,8 +992,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// Consecutive elements along the last dimension that one access may move at `offsets`.
     fn vector_width(&self, offsets: Value, dtype: DType) -> u32 {
         let shape = &self.ty(offsets).shape;
-        let Some(last) = shape.len().checked_sub(1) else { return 1 };
-        let Some(ai) = self.axis[offsets.index()].as_ref() else { return 1 };
+        let Some(last) = shape.len().checked_sub(1) else {
+            return 1;
+        };
+        let Some(ai) = self.axis[offsets.index()].as_ref() else {
+            return 1;
+        };
         let max = self.e.max_vector(dtype).min(16 / dtype.size_bytes().max(1) as u32).max(1) as u64;
         let w = max.min(ai.contiguity[last]).min(ai.divisibility[last]).min(shape[last] as u64);
         // A power of two (contiguity and divisibility need not be).
@@ -1048,9 +1064,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 None => self.load_elem(buffer, dtype, off, idx_dtype),
                 Some(m) => {
                     let mv = self.scalar(m);
-                    let zero = self.e.constant(idx_dtype, Scalar::Int(0));
-                    let safe = self.e.select(idx_dtype, mv, off, zero);
-                    let v = self.load_elem(buffer, dtype, safe, idx_dtype);
+                    let v = self.load_masked(buffer, dtype, off, idx_dtype, 1, mv)[0];
                     let o = match other {
                         Some(o) => self.scalar(o),
                         None => self.zero(dtype),
@@ -1089,9 +1103,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         // select, with no branch (a branch around each load would make the
                         // thread wait for it before the next).
                         let m = masks[0];
-                        let zero = self.e.constant(idx_dtype, Scalar::Int(0));
-                        let safe = self.e.select(idx_dtype, m, offs[first], zero);
-                        let vals = self.load_vec(buffer, dtype, safe, idx_dtype, count as u32);
+                        let vals = self.load_masked(buffer, dtype, offs[first], idx_dtype, count as u32, m);
                         for (j, v) in vals.into_iter().enumerate() {
                             let o = match &oregs {
                                 Some(o) => o[first + j],
@@ -1129,20 +1141,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// dimension (from the offset analysis), so one lane's mask stands for a whole vector.
     fn mask_uniform(&self, mask: Option<Value>, count: usize) -> bool {
         let Some(m) = mask else { return true };
-        let Some(ai) = self.axis[m.index()].as_ref() else { return false };
+        let Some(ai) = self.axis[m.index()].as_ref() else {
+            return false;
+        };
         ai.constancy.last().is_some_and(|&c| c % count as u64 == 0)
     }
 
-    /// `mask ? buffer[index] : other`, reading element 0 (buffers always hold one) when masked.
+    /// `mask ? buffer[index] : other`.
     fn masked_load_elem(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, mask: E::V, other: Option<E::V>) -> E::V {
-        let zero = self.e.constant(idx_dtype, Scalar::Int(0));
-        let safe = self.e.select(idx_dtype, mask, index, zero);
-        let v = self.load_elem(buffer, dtype, safe, idx_dtype);
+        let v = self.load_masked(buffer, dtype, index, idx_dtype, 1, mask)[0];
         let o = match other {
             Some(o) => o,
             None => self.zero(dtype),
         };
         self.e.select(reg_dtype(dtype), mask, v, o)
+    }
+
+    /// `n` elements at `index` where `mask` holds, unspecified values elsewhere (in register
+    /// dtypes).
+    fn load_masked(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32, mask: E::V) -> Vec<E::V> {
+        let vals = self.e.load_global_masked(buffer, dtype, index, idx_dtype, n, mask);
+        if dtype == DType::BF16 {
+            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+        } else {
+            vals
+        }
     }
 
     fn load_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32) -> Vec<E::V> {
@@ -1353,18 +1376,28 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Combine::ArgMax | Combine::ArgMin => {
                 let (ai, bi) = (a.1.expect("arg index"), b.1.expect("arg index"));
                 let pred = if matches!(combine, Combine::ArgMax) { CmpPred::Gt } else { CmpPred::Lt };
-                // b wins if strictly better, or equal with a lower index, or a is NaN and b not.
+                // b wins if strictly better, or equal with a lower index, or a is NaN and b not,
+                // or both are NaN and b's index is lower: a total order on (value, index), so
+                // the winner does not depend on the order of the combining tree (lanes of a
+                // butterfly combine in opposite orders and must agree).
                 let better = self.e.cmp(pred, rd, b.0, a.0);
                 let eq = self.e.cmp(CmpPred::Eq, rd, b.0, a.0);
                 let lower = self.e.cmp(CmpPred::Lt, DType::I32, bi, ai);
-                let tie = self.e.binary(BinaryOp::And, DType::I1, eq, lower);
-                let mut win = self.e.binary(BinaryOp::Or, DType::I1, better, tie);
-                if rd.is_float() {
+                let win = if rd.is_float() {
                     let a_nan = self.e.cmp(CmpPred::Ne, rd, a.0, a.0);
+                    let b_nan = self.e.cmp(CmpPred::Ne, rd, b.0, b.0);
+                    let both_nan = self.e.binary(BinaryOp::And, DType::I1, a_nan, b_nan);
+                    let same = self.e.binary(BinaryOp::Or, DType::I1, eq, both_nan);
+                    let tie = self.e.binary(BinaryOp::And, DType::I1, same, lower);
+                    let win = self.e.binary(BinaryOp::Or, DType::I1, better, tie);
+                    // a NaN and b a number: b wins (a NaN never wins over a number).
                     let b_num = self.e.cmp(CmpPred::Eq, rd, b.0, b.0);
                     let nan_case = self.e.binary(BinaryOp::And, DType::I1, a_nan, b_num);
-                    win = self.e.binary(BinaryOp::Or, DType::I1, win, nan_case);
-                }
+                    self.e.binary(BinaryOp::Or, DType::I1, win, nan_case)
+                } else {
+                    let tie = self.e.binary(BinaryOp::And, DType::I1, eq, lower);
+                    self.e.binary(BinaryOp::Or, DType::I1, better, tie)
+                };
                 let v = self.e.select(rd, win, b.0, a.0);
                 let i = self.e.select(DType::I32, win, bi, ai);
                 (v, Some(i))
@@ -1435,9 +1468,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             if !wterms.is_empty() {
                 let nw: u32 = wterms.iter().map(|t| t.mask + 1).product();
                 let rnumel = rt.numel().max(1);
-                self.reserve(rd, nw as usize * rnumel);
+                let slots = nw as usize * rnumel;
+                // Shared memory holds one array per dtype: an arg reduction over i32 values keeps
+                // its indices after the values, not on top of them.
+                let index_base = if arg && rd == DType::I32 { slots } else { 0 };
+                self.reserve(rd, slots);
                 if arg {
-                    self.reserve(DType::I32, nw as usize * rnumel);
+                    self.reserve(DType::I32, index_base + slots);
                 }
                 self.e.barrier();
                 // This warp's index along the axis.
@@ -1462,7 +1499,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     let slot = self.e.binary(BinaryOp::Add, DType::I32, base, lin);
                     self.e.store_shared(rd, slot, partial[i].0);
                     if let Some(ix) = partial[i].1 {
-                        self.e.store_shared(DType::I32, slot, ix);
+                        let islot = self.offset(slot, index_base as i64);
+                        self.e.store_shared(DType::I32, islot, ix);
                     }
                     lins.push(lin);
                 }
@@ -1473,7 +1511,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let off = self.c_i32((w as usize * rnumel) as i64);
                         let slot = self.e.binary(BinaryOp::Add, DType::I32, off, *lin);
                         let v = self.e.load_shared(rd, slot);
-                        let ix = if arg { Some(self.e.load_shared(DType::I32, slot)) } else { None };
+                        let ix = if arg {
+                            let islot = self.offset(slot, index_base as i64);
+                            Some(self.e.load_shared(DType::I32, islot))
+                        } else {
+                            None
+                        };
                         acc = Some(match acc {
                             None => (v, ix),
                             Some(a) => self.combine(combine, dtype, a, (v, ix))?,
@@ -1602,10 +1645,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
         let (ad, bd) = (reg_dtype(at.dtype), reg_dtype(bt.dtype));
+        // The IR's semantics (Op::Dot): products summed in f32 (i32 for integers) and rounded
+        // once to the accumulator's dtype, so an f16 accumulator is carried in f32 here.
         let accd = self.ty(acc).dtype;
-        let racc = reg_dtype(accd);
+        let racc = if accd.is_float() { DType::F32 } else { reg_dtype(accd) };
         let layout = self.pick_layout(&[acc], &[m, n]);
-        let mut accregs = self.get(acc, &layout)?;
+        let acc_in = self.get(acc, &layout)?;
+        let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, racc, v)).collect();
         let (al, aregs) = self.get_natural(a)?;
         let (bl, bregs) = self.get_natural(b)?;
         let (adist, bdist) = (self.dist(&al, &at.shape), self.dist(&bl, &bt.shape));
@@ -1741,13 +1787,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             for (r, &rw) in rows.iter().enumerate() {
                 let idx = if c_split { self.offset(a_row_k[0], rw as i64 * kc as i64) } else { a_row_k[r] };
                 let v = self.e.load_shared(ad, idx);
-                av.push(self.cast(at.dtype, accd, v));
+                av.push(self.cast(at.dtype, racc, v));
             }
             let mut bv = Vec::with_capacity(cols.len());
             for (cix, &cl) in cols.iter().enumerate() {
                 let idx = if c_split { self.offset(b_col_k[0], b_base as i64 + cl as i64) } else { b_col_k[cix] };
                 let v = self.e.load_shared(bd, idx);
-                bv.push(self.cast(bt.dtype, accd, v));
+                bv.push(self.cast(bt.dtype, racc, v));
             }
             let mut next = Vec::with_capacity(args.len());
             for (i, &accv) in args.iter().enumerate() {
@@ -1762,6 +1808,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             accregs = self.e.end_loop(&next);
         }
+        let accregs = accregs.into_iter().map(|v| self.cast(racc, accd, v)).collect();
         self.set_data(r, layout, accregs);
         Ok(())
     }

@@ -1,0 +1,298 @@
+//! Programs that once gave wrong answers on some device, in tilekit's text form, run on the
+//! interpreter, the emulator (warps of 32 and 8) and every Vulkan device through both runtimes,
+//! and compared bit for bit with the interpreter: each is exact under the IR's semantics.
+
+use rand::{Rng, SeedableRng};
+use tilekit::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
+use tilekit::{Config, DType, Device, HostBuffer, Scalar};
+use tilekit_core::gpu::Target;
+
+/// The devices every program runs on besides the interpreter.
+fn devices() -> Vec<Device> {
+    let mut out = vec![Device::Emulator(Target::vulkan_baseline()), Device::Emulator(Target::lavapipe())];
+    if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED: Vulkan devices in tests/semantics.rs (TILEKIT_SKIP_GPU_TESTS=1)");
+    } else {
+        let gpus = Device::gpus();
+        assert!(!gpus.is_empty(), "no Vulkan device found: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1");
+        out.extend(gpus);
+    }
+    out
+}
+
+/// Runs `text` over `grid` with `num_warps` on every device; `buffers` gives each buffer
+/// parameter's initial contents (outputs too), `scalars` the scalar arguments by parameter
+/// index. Every buffer must end bit-identical to the interpreter's.
+fn agree(text: &str, grid: [u32; 3], num_warps: u32, buffers: &[HostBuffer], scalars: &[(usize, Scalar)]) {
+    let program = tilekit_core::text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut args = Vec::new();
+    let mut specs = Vec::new();
+    let mut b = 0;
+    for (p, param) in program.params.iter().enumerate() {
+        match scalars.iter().find(|(i, _)| *i == p) {
+            Some((_, s)) => args.push(LaunchArg::Scalar(*s)),
+            None => {
+                let buf = &buffers[b];
+                specs.push(BufferSpec { name: param.name.clone(), dtype: buf.dtype(), len: buf.len(), role: Role::Input });
+                args.push(LaunchArg::Buffer(b));
+                b += 1;
+            }
+        }
+    }
+    let plan = Plan { buffers: specs, launches: vec![Launch { program, grid, args }] };
+    let config = Config::new().with("num_warps", num_warps as i64);
+    let fresh = || buffers.iter().map(|b| HostBuffer::from_bytes(b.dtype(), &b.to_bytes()).unwrap()).collect::<Vec<_>>();
+    let want = fresh();
+    Device::Interpreter.run_plan(&plan, &want, &config).unwrap_or_else(|e| panic!("interpreter: {e}"));
+    for device in devices() {
+        let got = fresh();
+        if let Err(e) = device.run_plan(&plan, &got, &config) {
+            panic!("{device}, {num_warps} warps: {e}\n{text}");
+        }
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            // Bit for bit, except that NaNs carry no sign or payload anyone promises.
+            let (wf, gf) = (w.to_f64(), g.to_f64());
+            let same = |j: usize| w.load_bits(j) == g.load_bits(j) || (w.dtype().is_float() && wf[j].is_nan() && gf[j].is_nan());
+            if let Some(j) = (0..w.len()).find(|&j| !same(j)) {
+                panic!(
+                    "{device}, {num_warps} warps: buffer {i} differs from the interpreter's at {j}: want {} got {}\n{text}",
+                    w.to_f64()[j],
+                    g.to_f64()[j]
+                );
+            }
+        }
+    }
+}
+
+fn random_ints(seed: u64, dtype: DType, n: usize, lo: i64, hi: i64) -> HostBuffer {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    HostBuffer::from_f64(dtype, &(0..n).map(|_| rng.gen_range(lo..hi) as f64).collect::<Vec<_>>())
+}
+
+/// argmax/argmin across warps keeps its values and indices apart in shared memory, also when
+/// the values are i32 themselves.
+#[test]
+fn arg_reductions_across_warps() {
+    for (combine, dtype) in [("argmax", "i32"), ("argmin", "i32"), ("argmax", "f32"), ("argmin", "u32")] {
+        let text = format!(
+            "program n(x: buffer<{dtype}, read>, y: buffer<i32, write>) grid 1 {{
+  %0 = program_id 0 : i32
+  %1 = arange 0, 256 : [256]xi32
+  %2 = load x[%1] : [256]x{dtype}
+  %3 = reduce {combine} %2, axis 0 : i32
+  store y[%0], %3
+}}"
+        );
+        let d = DType::from_name(dtype).unwrap();
+        for warps in [1, 2, 8] {
+            // Few distinct values: ties decide by the lowest index.
+            agree(&text, [1, 1, 1], warps, &[random_ints(warps as u64, d, 256, 0, 40), HostBuffer::zeros(DType::I32, 1)], &[]);
+        }
+    }
+    // Mostly NaN: NaNs never win over numbers, and among NaNs the lowest index wins, in every
+    // order a tree of lanes and warps combines them.
+    for combine in ["argmax", "argmin"] {
+        let text = format!(
+            "program n(x: buffer<f32, read>, y: buffer<i32, write>) grid 1 {{
+  %0 = program_id 0 : i32
+  %1 = arange 0, 64 : [64]xi32
+  %2 = load x[%1] : [64]xf32
+  %3 = reduce {combine} %2, axis 0 : i32
+  store y[%0], %3
+}}"
+        );
+        for (seed, numbers) in [(1u64, 0usize), (2, 1), (3, 5)] {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut vals = vec![f64::NAN; 64];
+            for _ in 0..numbers {
+                vals[rng.gen_range(0..64)] = rng.gen_range(-3..3) as f64;
+            }
+            for warps in [1, 2] {
+                agree(&text, [1, 1, 1], warps, &[HostBuffer::from_f64(DType::F32, &vals), HostBuffer::zeros(DType::I32, 1)], &[]);
+            }
+        }
+    }
+    // 2-D, along axis 0, 2 warps.
+    let text = "program m(x: buffer<i32, read>, y: buffer<i32, write>) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = expand_dims %0, axis 1 : [64, 1]xi32
+  %2 = const 16 : i32
+  %3 = splat %2 : [64, 1]xi32
+  %4 = mul %1, %3 : [64, 1]xi32
+  %5 = arange 0, 16 : [16]xi32
+  %6 = expand_dims %5, axis 0 : [1, 16]xi32
+  %7 = broadcast %4 : [64, 16]xi32
+  %8 = broadcast %6 : [64, 16]xi32
+  %9 = add %7, %8 : [64, 16]xi32
+  %10 = load x[%9] : [64, 16]xi32
+  %11 = reduce argmin %10, axis 0 : [16]xi32
+  store y[%5], %11
+}";
+    agree(text, [1, 1, 1], 2, &[random_ints(7, DType::I32, 1024, -30, 30), HostBuffer::zeros(DType::I32, 16)], &[]);
+}
+
+/// Floats with the values backends get wrong: signed zeros, subnormals, huge values, infinities
+/// and NaN, then random ones.
+fn special_floats(dtype: DType, n: usize, seed: u64) -> HostBuffer {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let specials = [0.0, -0.0, 1.0, -1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 3.0e38, -7.0e-39, 1.0e-40, 6.0e-8, 65504.0, 150.0, -75.0];
+    let vals: Vec<f64> = (0..n).map(|i| if i < specials.len() { specials[i] } else { rng.gen_range(-100.0..100.0) }).collect();
+    HostBuffer::from_f64(dtype, &vals)
+}
+
+/// `x op c` for a constant `c`, elementwise over special values, in every float dtype.
+#[test]
+fn float_ops_with_constant_operands() {
+    for dtype in ["f32", "f16", "bf16"] {
+        for (op, c, swap) in
+            [("rem", "0.0", false), ("mul", "0.0", true), ("mul", "0.0", false), ("div", "0.0", true), ("rem", "-0.0", false), ("div", "0.0", false)]
+        {
+            let (l, r) = if swap { ("%3", "%1") } else { ("%1", "%3") };
+            let text = format!(
+                "program k(x: buffer<{dtype}, read>, y: buffer<{dtype}, write>) grid 1 {{
+  %0 = arange 0, 32 : [32]xi32
+  %1 = load x[%0] : [32]x{dtype}
+  %2 = const {c} : {dtype}
+  %3 = splat %2 : [32]x{dtype}
+  %4 = {op} {l}, {r} : [32]x{dtype}
+  store y[%0], %4
+}}"
+            );
+            let d = DType::from_name(dtype).unwrap();
+            agree(&text, [1, 1, 1], 1, &[special_floats(d, 32, 3), HostBuffer::zeros(d, 32)], &[]);
+        }
+    }
+}
+
+/// `num_warps` that are not a power of two are refused on every device with the reason.
+#[test]
+fn num_warps_not_a_power_of_two_is_refused() {
+    let text = "program s(x: buffer<f32, read>, y: buffer<f32, write>) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]xf32
+  %2 = reduce sum %1, axis 0 : f32
+  %3 = program_id 0 : i32
+  store y[%3], %2
+}";
+    let program = tilekit_core::text::parse(text).unwrap();
+    let plan = Plan {
+        buffers: vec![
+            BufferSpec { name: "x".into(), dtype: DType::F32, len: 64, role: Role::Input },
+            BufferSpec { name: "y".into(), dtype: DType::F32, len: 1, role: Role::Input },
+        ],
+        launches: vec![Launch { program, grid: [1, 1, 1], args: vec![LaunchArg::Buffer(0), LaunchArg::Buffer(1)] }],
+    };
+    let mut all = vec![Device::Interpreter];
+    all.extend(devices());
+    for warps in [0, 3, 5, 6, 12, -2] {
+        let config = Config::new().with("num_warps", warps);
+        for device in &all {
+            let bufs = [special_floats(DType::F32, 64, 1), HostBuffer::zeros(DType::F32, 1)];
+            let err = device.run_plan(&plan, &bufs, &config).expect_err(&format!("{device} ran num_warps = {warps}"));
+            assert!(err.to_string().contains("power of two"), "{device}, num_warps = {warps}: {err}");
+        }
+    }
+    for warps in [1, 2, 4, 8, 16] {
+        let x = random_ints(warps as u64, DType::F32, 64, -1000, 1000);
+        agree(text, [1, 1, 1], warps, &[x, HostBuffer::zeros(DType::F32, 1)], &[]);
+    }
+}
+
+/// `dot` with an f16 accumulator sums in f32 and rounds once: products that overflow f16 one at
+/// a time but cancel in the sum give a finite result everywhere.
+#[test]
+fn dot_with_an_f16_accumulator_rounds_once() {
+    let text = "program d(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f16, write>) grid 1 {
+  %0 = arange 0, 16 : [16]xi32
+  %1 = expand_dims %0, axis 1 : [16, 1]xi32
+  %2 = const 16 : i32
+  %3 = splat %2 : [16, 1]xi32
+  %4 = mul %1, %3 : [16, 1]xi32
+  %5 = expand_dims %0, axis 0 : [1, 16]xi32
+  %6 = broadcast %4 : [16, 16]xi32
+  %7 = broadcast %5 : [16, 16]xi32
+  %8 = add %6, %7 : [16, 16]xi32
+  %9 = load a[%8] : [16, 16]xf16
+  %10 = load b[%8] : [16, 16]xf16
+  %11 = const 0.0 : f16
+  %12 = splat %11 : [16, 16]xf16
+  %13 = dot %9, %10, %12 : [16, 16]xf16
+  store c[%8], %13
+}";
+    // a[i, k] = +-250 alternating along k, b[k, j] = 250: partial sums reach 62500 (> 65504
+    // after two products) and the total is 0.
+    let a: Vec<f64> = (0..256).map(|i| if i % 2 == 0 { 250.0 } else { -250.0 }).collect();
+    let b = vec![250.0; 256];
+    for warps in [1, 4] {
+        agree(
+            text,
+            [1, 1, 1],
+            warps,
+            &[HostBuffer::from_f64(DType::F16, &a), HostBuffer::from_f64(DType::F16, &b), HostBuffer::zeros(DType::F16, 256)],
+            &[],
+        );
+    }
+    let out = HostBuffer::zeros(DType::F16, 256);
+    let program = tilekit_core::text::parse(text).unwrap();
+    tilekit_core::interp::run(
+        &program,
+        [1, 1, 1],
+        &[
+            tilekit_core::interp::Arg::Buffer(&HostBuffer::from_f64(DType::F16, &a)),
+            tilekit_core::interp::Arg::Buffer(&HostBuffer::from_f64(DType::F16, &b)),
+            tilekit_core::interp::Arg::Buffer(&out),
+        ],
+    )
+    .unwrap();
+    assert!(out.to_f64().iter().all(|&x| x == 0.0), "{:?}", &out.to_f64()[..4]);
+}
+
+/// Masked-off lanes touch no memory, also where the lowering loads whole vectors: an empty and
+/// a one-element buffer read under a mask that is off everywhere (or on for element 0 only).
+#[test]
+fn masked_off_lanes_stay_out_of_memory() {
+    let text = "program z(x: buffer<f32, read>, y: buffer<f32, write>, n: i32) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = arg 2 : i32
+  %2 = splat %1 : [64]xi32
+  %3 = cmp lt %0, %2 : [64]xi1
+  %4 = const 2.5 : f32
+  %5 = splat %4 : [64]xf32
+  %6 = load x[%0], mask %3, other %5 : [64]xf32
+  %7 = const 0 : i32
+  %8 = splat %7 : [64]xi32
+  %9 = add %0, %8 : [64]xi32
+  %10 = const 1.0 : f32
+  %11 = splat %10 : [64]xf32
+  %12 = add %6, %11 : [64]xf32
+  store y[%9], %12
+}";
+    for n in [0usize, 1] {
+        agree(text, [1, 1, 1], 2, &[special_floats(DType::F32, n, 5), HostBuffer::zeros(DType::F32, 64)], &[(2, Scalar::Int(n as i64))]);
+    }
+}
+
+/// An `if` on a uniform condition no thread takes may hold a barrier (a reduction).
+#[test]
+fn barrier_in_an_untaken_uniform_if() {
+    let text = "program u(x: buffer<f32, read>, y: buffer<f32, write>, n: i32) grid 1 {
+  %0 = arange 0, 128 : [128]xi32
+  %1 = load x[%0] : [128]xf32
+  %2 = arg 2 : i32
+  %3 = const 0 : i32
+  %4 = cmp gt %2, %3 : i1
+  %5 = if %4 : f32 then {
+    %6 = reduce sum %1, axis 0 : f32
+    yield %6
+  } else {
+    %7 = const 1.0 : f32
+    yield %7
+  }
+  %8 = program_id 0 : i32
+  store y[%8], %5
+}";
+    for n in [0, 1] {
+        let x = random_ints(3, DType::F32, 128, -8, 8);
+        agree(text, [1, 1, 1], 4, &[x, HostBuffer::zeros(DType::F32, 1)], &[(2, Scalar::Int(n))]);
+    }
+}

@@ -97,7 +97,8 @@ pub struct ProblemArgs {
     /// Element dtype: f32, f16, bf16, i32, ... (`tilekit kernels` lists what each kernel supports).
     #[arg(long, value_name = "DTYPE")]
     pub dtype: Option<String>,
-    /// A kernel option such as causal=1; repeat for several.
+    /// A kernel option such as causal=1; repeat for several. A kernel takes only the options it
+    /// declares (`tilekit kernels --json` lists them); flags take 0, 1, true or false.
     #[arg(long = "opt", value_name = "KEY=VALUE")]
     pub opts: Vec<String>,
     /// Meta-parameters to override in the kernel's default configuration, such as
@@ -198,6 +199,10 @@ pub enum CliError {
     UnsupportedDType { kernel: String, dtype: DType, supported: String },
     #[error("bad --opt `{text}`: expected KEY=VALUE, such as causal=1")]
     Opt { text: String },
+    #[error("kernel `{kernel}` has no option `{key}`; its options: {known}")]
+    OptKey { kernel: String, key: String, known: String },
+    #[error("bad --opt {key}={value} for kernel `{kernel}`: {why}")]
+    OptValue { kernel: String, key: String, value: String, why: String },
     #[error("bad --config: {0}")]
     Config(#[from] tilekit_core::ConfigError),
     #[error("kernel `{kernel}` has no meta-parameter `{key}`; its meta-parameters: {known}")]
@@ -354,6 +359,13 @@ pub fn resolve_problem(kernel: &dyn Kernel, args: &ProblemArgs, dtype: Option<DT
             _ => return Err(CliError::Opt { text: text.clone() }),
         }
     }
+    // The kernel's declared options: an unknown key or a value of the wrong kind would otherwise
+    // be ignored or misread.
+    kernel.check_options(&problem).map_err(|e| match e {
+        KernelError::UnknownOption { key, known } => CliError::OptKey { kernel: kernel.name().to_string(), key, known },
+        KernelError::BadOption { key, value, why } => CliError::OptValue { kernel: kernel.name().to_string(), key, value, why },
+        other => CliError::Usage(format!("kernel `{}`: {other}", kernel.name())),
+    })?;
     Ok(problem)
 }
 
@@ -418,6 +430,8 @@ pub struct KernelInfo {
     pub configs: usize,
     pub default_config: String,
     pub default_problem: ProblemInfo,
+    /// The options `--opt` takes, as `causal=0|1`.
+    pub options: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -448,6 +462,7 @@ pub fn kernel_infos() -> Vec<KernelInfo> {
                 configs: configs.len(),
                 default_config: configs.first().map(|c| c.to_string()).unwrap_or_default(),
                 default_problem: ProblemInfo::from(&k.default_problem()),
+                options: k.options().iter().map(|o| o.to_string()).collect(),
             }
         })
         .collect()

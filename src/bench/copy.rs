@@ -33,7 +33,7 @@ impl Kernel for Copy {
         [(1024, 4), (2048, 4), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let n = problem.dim(0, "N")?;
         let block = config.block("BLOCK")?;
         let k = Builder::new("copy");

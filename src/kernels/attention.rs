@@ -154,6 +154,12 @@ impl Kernel for Attention {
     fn shape_doc(&self) -> &'static str {
         "B x H x S x D (options: causal=1, sm_scale=<float>)"
     }
+    fn options(&self) -> &'static [OptionSpec] {
+        &[
+            OptionSpec { name: "causal", kind: OptionKind::Bool, doc: "mask keys after the query (decoder attention)" },
+            OptionSpec { name: "sm_scale", kind: OptionKind::Float, doc: "softmax scale (default 1/sqrt(D))" },
+        ]
+    }
     fn default_problem(&self) -> Problem {
         Problem::new(&[4, 32, 4096, 64], DType::F16)
     }
@@ -191,7 +197,7 @@ impl Kernel for Attention {
         vec![c(32, 16, 4, 3), c(16, 32, 4, 2), c(64, 64, 8, 3), c(32, 32, 4, 3), c(32, 64, 4, 3), c(64, 32, 4, 3)]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let (b, h, s, d) = dims(problem)?;
         let scale = sm_scale(problem, d)?;
         let bm = config.block("BLOCK_M")?;
@@ -306,7 +312,7 @@ mod tests {
             assert!(matches!(Attention.plan(&Problem::new(shape, DType::F16), &config), Err(KernelError::Shape { .. })), "{shape:?}");
         }
         let p = Problem::new(&[1, 1, 16, 64], DType::F16);
-        assert!(matches!(Attention.plan(&p.clone().with("sm_scale", "x"), &config), Err(KernelError::Parse(_))));
+        assert!(matches!(Attention.plan(&p.clone().with("sm_scale", "x"), &config), Err(KernelError::BadOption { .. })));
         assert!(matches!(Attention.plan(&p, &config.clone().with("BLOCK_N", 8)), Err(KernelError::BadConfig(_))));
     }
 

@@ -139,7 +139,10 @@ impl Kernel for LayerNorm {
         &[DType::F32, DType::F16, DType::BF16]
     }
     fn shape_doc(&self) -> &'static str {
-        "ROWS x COLS"
+        "ROWS x COLS (options: residual=1)"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        &[OptionSpec { name: "residual", kind: OptionKind::Bool, doc: "add a residual input first and store the sum" }]
     }
     fn default_problem(&self) -> Problem {
         Problem::new(&[4096, 4096], DType::F32)
@@ -166,7 +169,7 @@ impl Kernel for LayerNorm {
         configs
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, block)?;
         let residual = problem.flag("residual");

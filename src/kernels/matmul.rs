@@ -40,6 +40,9 @@ pub enum Activation {
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 const GELU_CUBIC: f64 = 0.044_715;
 
+/// The `act` option's words, in [`Activation::ALL`]'s order.
+const ACTIVATIONS: [&str; 4] = ["none", "relu", "gelu", "silu"];
+
 impl Activation {
     pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::Gelu, Activation::Silu];
 
@@ -202,6 +205,12 @@ impl Kernel for Matmul {
     fn shape_doc(&self) -> &'static str {
         "M x N x K (options: bias=1, act=none|relu|gelu|silu)"
     }
+    fn options(&self) -> &'static [OptionSpec] {
+        &[
+            OptionSpec { name: "bias", kind: OptionKind::Bool, doc: "add a bias row to the product" },
+            OptionSpec { name: "act", kind: OptionKind::Choice(&ACTIVATIONS), doc: "activation applied to the result" },
+        ]
+    }
     fn default_problem(&self) -> Problem {
         Problem::new(&[4096, 4096, 4096], DType::F16)
     }
@@ -255,7 +264,7 @@ impl Kernel for Matmul {
         ]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let (m, n, kd) = dims(problem)?;
         let bias = problem.flag("bias");
         let act = Activation::parse(problem.opt("act"))?;
@@ -340,13 +349,23 @@ mod tests {
     fn bad_problems_and_configs_are_errors() {
         let config = Matmul.configs()[0].clone();
         let p = Problem::new(&[16, 16, 16], DType::F16);
-        assert!(matches!(Matmul.plan(&p.clone().with("act", "tanh"), &config), Err(KernelError::Parse(_))));
+        assert!(matches!(Matmul.plan(&p.clone().with("act", "tanh"), &config), Err(KernelError::BadOption { .. })));
+        assert!(matches!(Matmul.plan(&p.clone().with("bias", "yes"), &config), Err(KernelError::BadOption { .. })));
+        assert!(matches!(Matmul.plan(&p.clone().with("causal", "1"), &config), Err(KernelError::UnknownOption { .. })));
         assert!(matches!(Matmul.plan(&Problem::new(&[16, 0, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
         assert!(matches!(Matmul.plan(&Problem::new(&[16, 16], DType::F16), &config), Err(KernelError::Shape { .. })));
         assert!(matches!(Matmul.plan(&p, &config.clone().with("BLOCK_K", 8)), Err(KernelError::BadConfig(_))));
         assert!(matches!(Matmul.plan(&p, &config.clone().with("GROUP_M", 0)), Err(KernelError::Config(_))));
         assert!(matches!(Matmul.plan(&Problem::new(&[1 << 16, 1 << 16, 64], DType::F16), &config), Err(KernelError::BadConfig(_))));
         assert!(matches!(Matmul.plan(&Problem::new(&[16, 16, 16], DType::I32), &config), Err(KernelError::DType { .. })));
+    }
+
+    #[test]
+    fn the_act_option_lists_every_activation() {
+        assert_eq!(Activation::ALL.map(Activation::name), ACTIVATIONS);
+        for a in ACTIVATIONS {
+            assert_eq!(Activation::parse(Some(a)).unwrap().name(), a);
+        }
     }
 
     #[test]

@@ -48,9 +48,10 @@ impl Problem {
         self.opts.get(key).map(String::as_str)
     }
 
-    /// True when the option is present and not `0`/`false`.
+    /// True when the option is `1` or `true`. Other values are refused before a plan is made
+    /// ([`Kernel::check_problem`]), so no spelling means "on" by accident.
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.opt(key), Some(v) if v != "0" && v != "false")
+        matches!(self.opt(key), Some("1" | "true"))
     }
 
     /// `shape[i]`, or an error naming the kernel's expected shape.
@@ -99,6 +100,62 @@ impl fmt::Display for Problem {
         }
         Ok(())
     }
+}
+
+/// What values an option of a kernel takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionKind {
+    /// `0`, `1`, `true` or `false`.
+    Bool,
+    /// A finite number.
+    Float,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+}
+
+impl OptionKind {
+    /// Why `value` is not one of this kind's values, or `None` when it is.
+    pub fn reject(self, value: &str) -> Option<String> {
+        match self {
+            OptionKind::Bool => (!matches!(value, "0" | "1" | "true" | "false")).then(|| "expected 0, 1, true or false".to_string()),
+            OptionKind::Float => (!value.parse::<f64>().is_ok_and(f64::is_finite)).then(|| "expected a finite number".to_string()),
+            OptionKind::Choice(words) => (!words.contains(&value)).then(|| format!("expected one of {}", words.join(", "))),
+        }
+    }
+}
+
+impl fmt::Display for OptionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionKind::Bool => f.write_str("0|1"),
+            OptionKind::Float => f.write_str("<float>"),
+            OptionKind::Choice(words) => f.write_str(&words.join("|")),
+        }
+    }
+}
+
+/// One option a kernel reads from [`Problem::opts`]: its declared schema, checked before a
+/// plan is made so that a misspelt key or an unreadable value is refused, never ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionSpec {
+    pub name: &'static str,
+    pub kind: OptionKind,
+    /// What it does, for `tilekit kernels`.
+    pub doc: &'static str,
+}
+
+impl fmt::Display for OptionSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.name, self.kind)
+    }
+}
+
+/// `causal=0|1, sm_scale=<float>`, or `none` for a kernel without options.
+pub fn options_doc(options: &[OptionSpec]) -> String {
+    if options.is_empty() {
+        return "none".into();
+    }
+    options.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Bytes and floating-point operations a problem must move and do at the least (each input read
@@ -177,6 +234,10 @@ pub enum KernelError {
     Build(#[from] tilekit_core::verify::VerifyError),
     #[error("{0}")]
     Parse(String),
+    #[error("no option `{key}`; options: {known}")]
+    UnknownOption { key: String, known: String },
+    #[error("option {key}=`{value}`: {why}")]
+    BadOption { key: String, value: String, why: String },
 }
 
 /// The configuration an untuned run of `problem` takes: the kernel's default, or, where the
@@ -221,6 +282,29 @@ pub trait Kernel: Send + Sync {
     }
     /// Bytes and FLOPs the problem needs.
     fn cost(&self, problem: &Problem) -> Cost;
+    /// The options the kernel reads from [`Problem::opts`]; none by default.
+    fn options(&self) -> &'static [OptionSpec] {
+        &[]
+    }
+
+    /// Checks every option of `problem` is one the kernel declares, with a value of its kind.
+    fn check_options(&self, problem: &Problem) -> Result<(), KernelError> {
+        let specs = self.options();
+        for (key, value) in &problem.opts {
+            let spec =
+                specs.iter().find(|s| s.name == key).ok_or_else(|| KernelError::UnknownOption { key: key.clone(), known: options_doc(specs) })?;
+            if let Some(why) = spec.kind.reject(value) {
+                return Err(KernelError::BadOption { key: key.clone(), value: value.clone(), why });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the problem's dtype and options: what every `plan` does first.
+    fn check_problem(&self, problem: &Problem) -> Result<(), KernelError> {
+        self.check_dtype(problem)?;
+        self.check_options(problem)
+    }
 
     /// Checks `problem.dtype` is supported.
     fn check_dtype(&self, problem: &Problem) -> Result<(), KernelError> {
@@ -293,4 +377,47 @@ pub fn cdiv(a: usize, b: usize) -> usize {
 /// Grid extent as u32, or an error when the problem is too large for one launch.
 pub fn grid_dim(n: usize) -> Result<u32, KernelError> {
     u32::try_from(n.max(1)).map_err(|_| KernelError::BadConfig(format!("grid of {n} programs exceeds 2^32")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_problem_passes_its_kernels_option_schema() {
+        for k in all() {
+            for d in k.dtypes() {
+                for p in k.test_problems(*d).iter().chain([&k.default_problem()]) {
+                    k.check_problem(p).unwrap_or_else(|e| panic!("{} {p}: {e}", k.name()));
+                    for key in p.opts.keys() {
+                        assert!(k.options().iter().any(|o| &o.name == key), "{}: `{key}` is undeclared", k.name());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn option_values_are_checked_by_kind() {
+        for bad in ["maybe", "2", "yes", "", "True"] {
+            assert!(OptionKind::Bool.reject(bad).is_some(), "{bad:?}");
+        }
+        for good in ["0", "1", "true", "false"] {
+            assert_eq!(OptionKind::Bool.reject(good), None);
+        }
+        assert!(OptionKind::Float.reject("nan").is_some() && OptionKind::Float.reject("x").is_some());
+        assert_eq!(OptionKind::Float.reject("0.125"), None);
+        assert!(OptionKind::Choice(&["a", "b"]).reject("c").unwrap().contains("a, b"));
+
+        let attention = find("attention").unwrap();
+        let p = attention.default_problem();
+        let e = attention.check_problem(&p.clone().with("causal", "maybe")).unwrap_err().to_string();
+        assert!(e.contains("causal") && e.contains("maybe") && e.contains("0, 1, true or false"), "{e}");
+        let e = attention.check_problem(&p.clone().with("casual", "1")).unwrap_err().to_string();
+        assert!(e.contains("`casual`") && e.contains("causal=0|1") && e.contains("sm_scale=<float>"), "{e}");
+        // A flag is on only when it says so.
+        assert!(p.clone().with("causal", "true").flag("causal") && !p.with("causal", "0").flag("causal"));
+        let e = find("vector_add").unwrap().check_problem(&Problem::new(&[8], DType::F32).with("causal", "1")).unwrap_err();
+        assert!(e.to_string().contains("options: none"), "{e}");
+    }
 }

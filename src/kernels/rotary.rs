@@ -95,7 +95,7 @@ impl Kernel for Rotary {
         vec![c(4, 4), c(1, 1), c(8, 4), c(16, 8), c(2, 2)]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let (s, h, d) = dims(problem)?;
         let bh = config.block("BLOCK_H")?;
         let bd = (d / 2).next_power_of_two();

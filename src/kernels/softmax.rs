@@ -70,7 +70,7 @@ impl Kernel for Softmax {
         configs
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         config.count("num_warps")?;
         if config.get("occupancy").is_ok() {
             config.count("occupancy")?;

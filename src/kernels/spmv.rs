@@ -151,7 +151,7 @@ impl Kernel for Spmv {
         vec![c(32, 1), c(8, 1), c(64, 2), c(128, 4), c(256, 8)]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let (rows, cols, avg) = dims(problem)?;
         let block = config.block("BLOCK")?;
         let nnz = rows.saturating_mul(avg);

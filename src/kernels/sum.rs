@@ -92,7 +92,7 @@ impl Kernel for Sum {
             .collect()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let iters = config.count("ITERS")?;
         let span = block * iters;

@@ -61,7 +61,7 @@ impl Kernel for Swiglu {
         vec![c(4, 256, 4), c(1, 64, 1), c(1, 1024, 4), c(8, 512, 8), c(16, 128, 4), c(2, 2048, 8)]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
-        self.check_dtype(problem)?;
+        self.check_problem(problem)?;
         let (rows, cols) = dims(problem)?;
         let br = config.block("BLOCK_R")?;
         let bc = config.block("BLOCK_C")?;

@@ -25,6 +25,8 @@ pub struct PtxKernel {
     pub threads: u32,
     /// Parameters in program order.
     pub params: Vec<KernelParam>,
+    /// The program's parameter names, in the same order (for messages).
+    pub param_names: Vec<String>,
     /// Static shared memory, bytes.
     pub shared_bytes: u32,
     /// ptxas's report, when the kernel was assembled.
@@ -75,6 +77,7 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch:
             ptx,
             threads: i.threads,
             params: i.params,
+            param_names: program.params.iter().map(|p| p.name.clone()).collect(),
             shared_bytes: i.shared_bytes,
             resources: None,
         },

@@ -4,7 +4,16 @@
 //!
 //! Every call binds the context to the calling thread, so one runtime may be shared by threads;
 //! launches go to one stream in order.
+//!
+//! Launch arguments are checked before anything reaches the driver: buffers against the
+//! kernel's buffer parameters, scalars against its scalar parameters by the interpreter's rule
+//! ([`Scalar::fits`], see [`check_scalars`]). A fault that CUDA makes sticky (an illegal address,
+//! a failed launch or `trap`) leaves the context unusable: the error says so
+//! ([`CudaError::ContextLost`], [`CudaError::context_lost`]), the runtime refuses further work,
+//! and a new runtime on the same device gets a fresh context once everything of the old one
+//! (its buffers, kernels and the runtime) is dropped.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdevice_attribute};
@@ -28,12 +37,54 @@ pub enum CudaError {
     TooOld { ordinal: usize, name: String, major: i32, minor: i32 },
     #[error("kernel `{kernel}` on {device}: {what}")]
     Launch { kernel: String, device: String, what: String },
+    /// A launch's arguments do not match the kernel's parameters (found before the driver is
+    /// called).
+    #[error("kernel `{kernel}`: {what}")]
+    Arguments { kernel: String, what: String },
+    #[error("kernel `{kernel}`: scalar parameter {index} `{param}` is {expected}, the launch passed {given}")]
+    ScalarType { kernel: String, index: usize, param: String, expected: DType, given: String },
+    #[error(
+        "{device}: {what}: {source}; the CUDA context is unusable after this error (CUDA keeps it for the context's \
+         lifetime): its buffers and kernels are lost, and a new runtime on the device opens a fresh context once they \
+         are dropped"
+    )]
+    ContextLost { device: String, what: String, source: DriverError },
+    #[error("{device}: out of device memory allocating {bytes} bytes ({free} of {total} bytes free)")]
+    OutOfMemory { device: String, bytes: usize, free: usize, total: usize },
     #[error("{0}")]
     Buffer(String),
     #[error("cuBLAS (libcublas.so) is not installed or cannot be loaded")]
     NoCublas,
     #[error("cuBLAS on {device}: {what}")]
     Cublas { device: String, what: String },
+}
+
+impl CudaError {
+    /// Whether the error left its CUDA context unusable: the caller must drop the runtime, its
+    /// buffers and kernels, and open a new one for the next launch.
+    pub fn context_lost(&self) -> bool {
+        matches!(self, CudaError::ContextLost { .. })
+    }
+}
+
+/// Errors CUDA keeps in the context once they happen: every later call in that context fails
+/// with them, so the context must be destroyed (CUDA driver API, "Error Handling").
+fn is_sticky(e: &DriverError) -> bool {
+    use sys::CUresult::*;
+    matches!(
+        e.0,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
 }
 
 /// A CUDA device as the driver describes it.
@@ -114,6 +165,8 @@ pub struct CudaRuntime {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     info: CudaDeviceInfo,
+    /// Set by a sticky error: the context is unusable and every later call says so.
+    lost: AtomicBool,
 }
 
 impl CudaRuntime {
@@ -146,27 +199,74 @@ impl CudaRuntime {
             return Err(CudaError::TooOld { ordinal, name: info.name, major, minor });
         }
         let stream = ctx.default_stream();
-        Ok(CudaRuntime { ctx, stream, info })
+        let rt = CudaRuntime { ctx, stream, info, lost: AtomicBool::new(false) };
+        // The primary context outlives this runtime while anything of an earlier one is alive;
+        // one that a sticky error broke fails its first synchronization.
+        rt.stream.synchronize().map_err(rt.err("opening the device"))?;
+        Ok(rt)
     }
 
     pub fn info(&self) -> &CudaDeviceInfo {
         &self.info
     }
 
+    fn device_name(&self) -> String {
+        format!("CUDA device {} ({})", self.info.ordinal, self.info.name)
+    }
+
+    /// The error for a failed driver call while doing `what`: a sticky one marks the context
+    /// lost.
     fn err(&self, what: &str) -> impl Fn(DriverError) -> CudaError + '_ {
         let ordinal = self.info.ordinal;
         let what = what.to_string();
-        move |source| CudaError::Driver { ordinal, what: what.clone(), source }
+        move |source| {
+            if is_sticky(&source) {
+                self.lost.store(true, Ordering::Relaxed);
+                CudaError::ContextLost { device: self.device_name(), what: what.clone(), source }
+            } else {
+                CudaError::Driver { ordinal, what: what.clone(), source }
+            }
+        }
+    }
+
+    /// Refuses work on a context an earlier sticky error broke.
+    fn usable(&self) -> Result<(), CudaError> {
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(CudaError::ContextLost {
+                device: self.device_name(),
+                what: "an earlier launch failed".into(),
+                source: DriverError(sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a sticky error made this runtime's context unusable.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// A zeroed buffer. Sizes are rounded up to 16 bytes, the widest vector access.
     pub fn alloc(&self, dtype: DType, len: usize) -> Result<CudaBuffer, CudaError> {
-        let bytes = (len * dtype.size_bytes()).div_ceil(16).max(1) * 16;
-        let slice = self.stream.alloc_zeros::<u8>(bytes).map_err(self.err(&format!("allocating {bytes} bytes")))?;
+        self.usable()?;
+        let bytes = len
+            .checked_mul(dtype.size_bytes())
+            .and_then(|b| b.checked_next_multiple_of(16))
+            .ok_or_else(|| CudaError::Buffer(format!("{len} elements of {dtype} overflow the address space")))?
+            .max(16);
+        let slice = self.stream.alloc_zeros::<u8>(bytes).map_err(|e| {
+            if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                let (free, total) = self.ctx.mem_get_info().unwrap_or((0, 0));
+                CudaError::OutOfMemory { device: self.device_name(), bytes, free, total }
+            } else {
+                self.err(&format!("allocating {bytes} bytes"))(e)
+            }
+        })?;
         Ok(CudaBuffer { slice, dtype, len })
     }
 
     pub fn upload(&self, buf: &mut CudaBuffer, host: &HostBuffer) -> Result<(), CudaError> {
+        self.usable()?;
         if host.dtype() != buf.dtype || host.len() != buf.len {
             return Err(CudaError::Buffer(format!(
                 "upload of {} x {} into a device buffer of {} x {}",
@@ -185,6 +285,7 @@ impl CudaRuntime {
     }
 
     pub fn download(&self, buf: &CudaBuffer) -> Result<HostBuffer, CudaError> {
+        self.usable()?;
         let n = buf.len * buf.dtype.size_bytes();
         let mut bytes = vec![0u8; n];
         if n > 0 {
@@ -197,6 +298,7 @@ impl CudaRuntime {
 
     /// Loads a kernel's PTX; the driver compiles it for the device.
     pub fn load(&self, kernel: &PtxKernel) -> Result<CudaKernel, CudaError> {
+        self.usable()?;
         let lerr = |what: String| CudaError::Launch { kernel: kernel.name.clone(), device: self.info.name.clone(), what };
         if kernel.threads > self.info.max_threads_per_block {
             return Err(lerr(format!("{} threads per block, the device allows {}", kernel.threads, self.info.max_threads_per_block)));
@@ -209,6 +311,8 @@ impl CudaRuntime {
 
     /// Checks a launch's arguments against the kernel and packs its scalars.
     fn check_launch(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], scalars: &[(u32, Scalar)]) -> Result<Vec<Arg>, CudaError> {
+        check_scalars(&k.kernel, scalars)?;
+        self.usable()?;
         let lerr = |what: String| CudaError::Launch { kernel: k.kernel.name.clone(), device: self.info.name.clone(), what };
         if grid.contains(&0) {
             return Err(lerr(format!("empty grid {grid:?}")));
@@ -233,6 +337,7 @@ impl CudaRuntime {
                     next_buffer += 1;
                 }
                 KernelParam::Scalar { dtype } => {
+                    // check_scalars made sure there is exactly one value, of the parameter's type.
                     let s = scalars
                         .iter()
                         .find(|(pi, _)| *pi as usize == i)
@@ -271,11 +376,7 @@ impl CudaRuntime {
         // (checked by `check_launch` against the interface the emitter wrote), buffers are
         // live device allocations of this context, and the kernel indexes them only within
         // the bounds the tile program's masks allow.
-        unsafe { b.launch(cfg) }.map_err(|e| CudaError::Launch {
-            kernel: k.kernel.name.clone(),
-            device: self.info.name.clone(),
-            what: format!("launch failed ({e})"),
-        })?;
+        unsafe { b.launch(cfg) }.map_err(self.err(&format!("launching kernel `{}`", k.kernel.name)))?;
         Ok(())
     }
 
@@ -283,11 +384,7 @@ impl CudaRuntime {
     pub fn launch(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], scalars: &[(u32, Scalar)]) -> Result<(), CudaError> {
         let args = self.check_launch(k, grid, buffers, scalars)?;
         self.enqueue(k, grid, buffers, &args)?;
-        self.stream.synchronize().map_err(|e| CudaError::Launch {
-            kernel: k.kernel.name.clone(),
-            device: self.info.name.clone(),
-            what: format!("the kernel failed ({e})"),
-        })
+        self.stream.synchronize().map_err(self.err(&format!("running kernel `{}`", k.kernel.name)))
     }
 
     /// Device time of `runs` launches after `warmup`, seconds each, from CUDA events around
@@ -332,13 +429,13 @@ impl CudaRuntime {
         mut flush: Option<&mut CudaBuffer>,
         mut enqueue: impl FnMut() -> Result<(), CudaError>,
     ) -> Result<Vec<f64>, CudaError> {
-        let failed =
-            |e: DriverError| CudaError::Launch { kernel: what.to_string(), device: self.info.name.clone(), what: format!("the kernel failed ({e})") };
+        self.usable()?;
+        let failed = self.err(&format!("running `{what}`"));
         tilekit_core::gpu::warmup::warm_up(warmup, |batch| {
             for _ in 0..batch {
                 enqueue()?;
             }
-            self.stream.synchronize().map_err(failed)
+            self.stream.synchronize().map_err(&failed)
         })?;
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         // Without a flush the runs are back to back and one event ends a run and starts the
@@ -358,7 +455,7 @@ impl CudaRuntime {
             enqueue()?;
             record(if pairs { 2 * r + 1 } else { r + 1 })?;
         }
-        self.stream.synchronize().map_err(failed)?;
+        self.stream.synchronize().map_err(&failed)?;
         let elapsed = |a: usize, b: usize| events[a].elapsed_ms(&events[b]).map(|ms| ms as f64 * 1e-3).map_err(self.err("reading an event"));
         (0..runs).map(|r| if pairs { elapsed(2 * r, 2 * r + 1) } else { elapsed(r, r + 1) }).collect()
     }
@@ -390,7 +487,41 @@ enum Arg {
     F32(f32),
 }
 
-/// A scalar as the kernel parameter [`KernelParam::Scalar`] describes.
+/// Checks a launch's scalar arguments (parameter index, value) against `kernel`'s parameters by
+/// the rule the interpreter and the Vulkan runtimes apply ([`Scalar::fits`]): each scalar
+/// parameter gets exactly one value, an integer parameter an integer within its range, a float
+/// parameter a float, `i1` a boolean; nothing else is a scalar. Needs no driver.
+pub fn check_scalars(kernel: &PtxKernel, scalars: &[(u32, Scalar)]) -> Result<(), CudaError> {
+    let name = |i: usize| kernel.param_names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
+    let args = |what: String| CudaError::Arguments { kernel: kernel.name.clone(), what };
+    for (n, &(index, value)) in scalars.iter().enumerate() {
+        let i = index as usize;
+        let dtype = match kernel.params.get(i) {
+            Some(KernelParam::Scalar { dtype }) => *dtype,
+            Some(KernelParam::Buffer { dtype, .. }) => {
+                return Err(args(format!("parameter {i} `{}` is a {dtype} buffer, the launch passed the scalar {value}", name(i))))
+            }
+            None => return Err(args(format!("a scalar for parameter {i}, but the kernel has {} parameters", kernel.params.len()))),
+        };
+        if scalars[..n].iter().any(|(j, _)| *j == index) {
+            return Err(args(format!("scalar parameter {i} `{}` given twice", name(i))));
+        }
+        if !value.fits(dtype) {
+            return Err(CudaError::ScalarType { kernel: kernel.name.clone(), index: i, param: name(i), expected: dtype, given: value.to_string() });
+        }
+    }
+    for (i, p) in kernel.params.iter().enumerate() {
+        if let KernelParam::Scalar { dtype } = p {
+            if !scalars.iter().any(|(j, _)| *j as usize == i) {
+                return Err(args(format!("no value for scalar parameter {i} `{}` ({dtype})", name(i))));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A scalar as the kernel parameter [`KernelParam::Scalar`] describes; the value fits the
+/// parameter ([`check_scalars`]).
 fn pack_scalar(dtype: DType, s: Scalar) -> Arg {
     let int = |s: Scalar| match s {
         Scalar::Bool(b) => b as i64,
@@ -405,5 +536,108 @@ fn pack_scalar(dtype: DType, s: Scalar) -> Arg {
         DType::BF16 => Arg::U32(bf16::from_f32(s.as_f64() as f32).to_bits() as u32),
         DType::I1 => Arg::U32((int(s) != 0) as u32),
         _ => Arg::U32(int(s) as u32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tilekit_core::Access;
+
+    /// `vector_add(x, y, out, n: i32)` with a float scale, as the emitter describes it; no
+    /// driver and no LLVM are involved.
+    fn kernel() -> PtxKernel {
+        let buffer = |access| KernelParam::Buffer { dtype: DType::F32, access };
+        PtxKernel {
+            name: "vector_add".into(),
+            entry: "vector_add".into(),
+            arch: Arch::Sm80,
+            ptx: String::new(),
+            threads: 128,
+            params: vec![
+                buffer(Access::Read),
+                buffer(Access::Read),
+                buffer(Access::Write),
+                KernelParam::Scalar { dtype: DType::I32 },
+                KernelParam::Scalar { dtype: DType::F32 },
+            ],
+            param_names: ["x", "y", "out", "n", "scale"].map(String::from).to_vec(),
+            shared_bytes: 0,
+            resources: None,
+        }
+    }
+
+    #[test]
+    fn scalars_are_checked_as_the_interpreter_checks_them() {
+        let k = kernel();
+        assert_eq!(check_scalars(&k, &[(3, Scalar::Int(1000)), (4, Scalar::Float(0.5))]), Ok(()));
+        // A float for the i32 `n` ran as 4 before; now it is refused, naming the parameter.
+        let e = check_scalars(&k, &[(3, Scalar::Float(4.0)), (4, Scalar::Float(0.5))]).unwrap_err();
+        assert_eq!(e, CudaError::ScalarType { kernel: "vector_add".into(), index: 3, param: "n".into(), expected: DType::I32, given: "4.0".into() });
+        assert!(e.to_string().contains("scalar parameter 3 `n` is i32, the launch passed 4.0"), "{e}");
+        // Out of the i32 range, a boolean, an integer for a float: as Scalar::fits says.
+        for (i, v) in [(3, Scalar::Int(1 << 40)), (3, Scalar::Bool(true)), (4, Scalar::Int(2))] {
+            let mut args = vec![(3, Scalar::Int(7)), (4, Scalar::Float(1.0))];
+            args.retain(|a| a.0 != i);
+            args.push((i, v));
+            assert!(check_scalars(&k, &args).is_err(), "{v:?} for parameter {i}");
+        }
+        let e = check_scalars(&k, &[(3, Scalar::Int(7))]).unwrap_err().to_string();
+        assert!(e.contains("no value for scalar parameter 4 `scale`"), "{e}");
+        let e = check_scalars(&k, &[(3, Scalar::Int(7)), (3, Scalar::Int(8)), (4, Scalar::Float(1.0))]).unwrap_err().to_string();
+        assert!(e.contains("given twice"), "{e}");
+        let e = check_scalars(&k, &[(0, Scalar::Int(7)), (3, Scalar::Int(8)), (4, Scalar::Float(1.0))]).unwrap_err().to_string();
+        assert!(e.contains("parameter 0 `x` is a f32 buffer"), "{e}");
+        let e = check_scalars(&k, &[(9, Scalar::Int(7))]).unwrap_err().to_string();
+        assert!(e.contains("parameter 9"), "{e}");
+    }
+
+    #[test]
+    fn sticky_errors_are_told_apart() {
+        assert!(is_sticky(&DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS)));
+        assert!(is_sticky(&DriverError(sys::CUresult::CUDA_ERROR_LAUNCH_FAILED)));
+        assert!(!is_sticky(&DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)));
+        assert!(!is_sticky(&DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE)));
+        let e = CudaError::ContextLost {
+            device: "CUDA device 0 (X)".into(),
+            what: "running kernel `k`".into(),
+            source: DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+        };
+        assert!(e.context_lost() && e.to_string().contains("unusable"), "{e}");
+    }
+
+    /// On a machine with a CUDA device, a launch with a float for the i32 parameter fails at the
+    /// check, before the driver sees it, and the runtime stays usable.
+    #[test]
+    fn a_wrong_scalar_never_reaches_the_device() {
+        let rt = match CudaRuntime::new(0) {
+            Ok(rt) => rt,
+            Err(e) => {
+                println!("SKIPPED: a_wrong_scalar_never_reaches_the_device (no CUDA device: {e})");
+                return;
+            }
+        };
+        let compiled = crate::compile(&vector_add_program(), &rt.info().target(), &Default::default(), rt.info().arch().unwrap()).unwrap();
+        let k = rt.load(&compiled.kernel).unwrap();
+        let bufs: Vec<CudaBuffer> = (0..3).map(|_| rt.alloc(DType::F32, 100).unwrap()).collect();
+        let refs: Vec<&CudaBuffer> = bufs.iter().collect();
+        let e = rt.launch(&k, [1, 1, 1], &refs, &[(3, Scalar::Float(100.0))]).unwrap_err();
+        assert!(matches!(e, CudaError::ScalarType { .. }), "{e}");
+        rt.launch(&k, [1, 1, 1], &refs, &[(3, Scalar::Int(100))]).unwrap();
+        assert!(!rt.is_lost());
+    }
+
+    fn vector_add_program() -> tilekit_core::Program {
+        let k = tilekit_core::Builder::new("vector_add");
+        let x = k.input("x", DType::F32);
+        let y = k.input("y", DType::F32);
+        let out = k.output("out", DType::F32);
+        let n = k.scalar("n", DType::I32);
+        let offs = k.program_id(0) * 128 + k.arange(0, 128);
+        let mask = offs.lt(n);
+        let a = k.load_masked(x, offs, mask, 0);
+        let b = k.load_masked(y, offs, mask, 0);
+        k.store_masked(out, offs, a + b, mask);
+        k.finish().unwrap()
     }
 }

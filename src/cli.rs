@@ -163,8 +163,12 @@ pub struct RunArgs {
     pub problems: ProblemSet,
     #[command(flatten)]
     pub problem: ProblemArgs,
-    /// Device to run on: `interpreter`, or `emulator:TARGET` for the GPU lowering of a target
-    /// emulated on the CPU (`tilekit devices` lists what is reachable).
+    /// Device to run on: `interpreter` (the reference); `emulator:PRESET` for a target's GPU
+    /// lowering emulated on the CPU thread by thread (presets: vulkan-baseline, lavapipe,
+    /// h200-vulkan, sm_80, sm_90, h200-cuda, gfx90a, gfx942, gfx1100); `vulkan` or `wgpu` for
+    /// the first Vulkan device through the raw Vulkan runtime or through wgpu; `cuda` for the
+    /// first CUDA GPU (a build with the `ptx` feature); or a longer prefix of a name `tilekit
+    /// devices` prints, such as `vulkan:llvmpipe`. A device that cannot be reached says why.
     #[arg(long, default_value = "interpreter", value_name = "DEVICE")]
     pub device: String,
     /// Seed of the random inputs.
@@ -213,8 +217,6 @@ pub enum CliError {
     Device(Box<DeviceError>),
     #[error("kernel `{kernel}` cannot be lowered for {target}: {source}")]
     Lower { kernel: String, target: String, source: Box<tilekit_core::gpu::lower::LowerError> },
-    #[error("unknown target `{name}`; presets: {known}")]
-    UnknownTarget { name: String, known: String },
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]
@@ -635,16 +637,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let target = match args.target.as_deref() {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
-        Some(name) => tilekit_core::gpu::Target::preset(name).ok_or_else(|| CliError::UnknownTarget {
-            name: name.to_string(),
-            known: [
-                &tilekit_core::gpu::Target::PRESETS[..],
-                &tilekit_core::gpu::Target::CUDA_PRESETS[..],
-                &tilekit_core::gpu::Target::AMD_PRESETS[..],
-            ]
-            .concat()
-            .join(", "),
-        })?,
+        Some(name) => crate::device::target_preset(name)?,
     };
     let mut text = String::new();
     let count = plan.launches.len();

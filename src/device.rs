@@ -38,6 +38,11 @@ pub enum Device {
 pub enum DeviceError {
     #[error("no device called `{name}`; available: {available}")]
     Unknown { name: String, available: String },
+    /// A device kind that exists but cannot be reached here, with the reason.
+    #[error("no device called `{name}`: {why}; available: {available}")]
+    Unavailable { name: String, why: String, available: String },
+    #[error("unknown target `{preset}`{}; presets: {known}", if name == preset { String::new() } else { format!(" in `{name}`") })]
+    UnknownTarget { name: String, preset: String, known: String },
     #[error("launch {launch} (`{program}`): {source}")]
     Interp { launch: usize, program: String, source: InterpError },
     #[error("launch {launch} (`{program}`) on the emulator: {source}")]
@@ -87,11 +92,33 @@ fn cached<P>(
     Ok(p)
 }
 
-/// Open runtimes, shared by every plan run on their device.
+const LAVAPIPE_HINT: &str = "lavapipe, a Vulkan device on the CPU, is in Debian's mesa-vulkan-drivers";
+
+/// Every target preset name (`Target::preset`), for messages that list them.
+pub fn target_presets() -> String {
+    [&Target::PRESETS[..], &Target::CUDA_PRESETS[..], &Target::AMD_PRESETS[..]].concat().join(", ")
+}
+
+/// The target preset called `name`, or an error listing the presets: what every place that
+/// takes a target name (`--target`, `emulator:PRESET`, the examples) uses, so that none falls
+/// back to another target silently.
+pub fn target_preset(name: &str) -> Result<Target, DeviceError> {
+    Target::preset(name).ok_or_else(|| DeviceError::UnknownTarget { name: name.to_string(), preset: name.to_string(), known: target_presets() })
+}
+
+type Runtimes<K, R> = OnceLock<Mutex<HashMap<K, Arc<R>>>>;
+
+/// Open runtimes, shared by every plan run on their device, and their compiled pipelines. A
+/// runtime whose device was lost is dropped with its pipelines ([`Device::forget`]), so the next
+/// launch opens a new one.
+static VULKAN_RUNTIMES: Runtimes<usize, VulkanRuntime> = OnceLock::new();
+static VULKAN_PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
+static WGPU_RUNTIMES: Runtimes<String, WgpuRuntime> = OnceLock::new();
+static WGPU_KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
+
 fn vulkan_runtime(index: usize) -> Result<Arc<VulkanRuntime>, VulkanError> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<VulkanRuntime>>>> = OnceLock::new();
-    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = map.get(&index) {
+    let mut map = VULKAN_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(&index).filter(|rt| !rt.is_lost()) {
         return Ok(rt.clone());
     }
     let rt = Arc::new(VulkanRuntime::new(index)?);
@@ -100,14 +127,20 @@ fn vulkan_runtime(index: usize) -> Result<Arc<VulkanRuntime>, VulkanError> {
 }
 
 fn wgpu_runtime(name: &str) -> Result<Arc<WgpuRuntime>, WgpuError> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<String, Arc<WgpuRuntime>>>> = OnceLock::new();
-    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = map.get(name) {
+    let mut map = WGPU_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(name).filter(|rt| !rt.is_lost()) {
         return Ok(rt.clone());
     }
     let rt = Arc::new(WgpuRuntime::with_adapter(Some(name))?);
     map.insert(name.to_string(), rt.clone());
     Ok(rt)
+}
+
+/// Drops the cached pipelines of `device` (the name their keys hold).
+fn forget_pipelines<P>(cache: &'static OnceLock<PipelineCache<P>>, device: &str) {
+    if let Some(map) = cache.get() {
+        map.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != device);
+    }
 }
 
 impl Device {
@@ -151,15 +184,72 @@ impl Device {
         if name == "emulator" {
             return Ok(Device::Emulator(Target::vulkan_baseline()));
         }
-        if let Some(preset) = name.strip_prefix("emulator:").and_then(Target::preset) {
-            return Ok(Device::Emulator(preset));
+        if let Some(preset) = name.strip_prefix("emulator:") {
+            return target_preset(preset).map(Device::Emulator).map_err(|e| match e {
+                DeviceError::UnknownTarget { preset, known, .. } => DeviceError::UnknownTarget { name: name.to_string(), preset, known },
+                e => e,
+            });
         }
         let all = Device::all();
-        all.iter()
-            .find(|d| d.name() == name)
-            .or_else(|| all.iter().find(|d| d.name().starts_with(name)))
-            .cloned()
-            .ok_or_else(|| DeviceError::Unknown { name: name.to_string(), available: all.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ") })
+        let found = all.iter().find(|d| d.name() == name).or_else(|| all.iter().find(|d| d.name().starts_with(name)));
+        if let Some(d) = found {
+            return Ok(d.clone());
+        }
+        let available = all.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ");
+        match Device::why_unreachable(name) {
+            Some(why) => Err(DeviceError::Unavailable { name: name.to_string(), why, available }),
+            None => Err(DeviceError::Unknown { name: name.to_string(), available }),
+        }
+    }
+
+    /// Why no device of the kind `name` starts with (`cuda`, `vulkan`, `wgpu`) is reachable: the
+    /// feature not built, the driver or loader missing, or a driver without devices.
+    fn why_unreachable(name: &str) -> Option<String> {
+        let kind = name.split(':').next().unwrap_or(name);
+        match kind {
+            "cuda" => Some(Device::why_no_cuda()),
+            "vulkan" => Some(match VulkanRuntime::devices() {
+                Err(e @ VulkanError::Loader(_)) => e.to_string(),
+                Err(e) => format!("the Vulkan loader lists no device ({e}; {LAVAPIPE_HINT})"),
+                Ok(infos) if infos.is_empty() => {
+                    format!("the Vulkan loader lists no device ({LAVAPIPE_HINT})")
+                }
+                Ok(infos) => format!(
+                    "no Vulkan device name starts with `{}`; Vulkan devices: {}",
+                    name.strip_prefix("vulkan:").unwrap_or(""),
+                    infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            "wgpu" => {
+                let adapters = WgpuRuntime::adapters();
+                Some(if adapters.is_empty() {
+                    tilekit_spirv::WgpuError::NoAdapter.to_string()
+                } else if let Some(a) = adapters.iter().find(|a| !a.missing.is_empty()) {
+                    format!("wgpu adapter `{}` lacks required features: {}", a.info.name, a.missing.join(", "))
+                } else {
+                    format!(
+                        "no wgpu adapter name starts with `{}`; adapters: {}",
+                        name.strip_prefix("wgpu:").unwrap_or(""),
+                        adapters.iter().map(|a| a.info.name.as_str()).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            }
+            _ => None,
+        }
+    }
+
+    #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+    fn why_no_cuda() -> String {
+        match tilekit_ptx::CudaRuntime::devices() {
+            Err(e) => e.to_string(),
+            Ok(d) if d.is_empty() => "the CUDA driver lists no device".into(),
+            Ok(d) => format!("no CUDA device by that name; CUDA devices: {}", d.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")),
+        }
+    }
+
+    #[cfg(not(any(feature = "ptx", feature = "ptx-static")))]
+    fn why_no_cuda() -> String {
+        "this tilekit was built without the `ptx` feature, which runs CUDA devices (cargo build --release --features ptx; it needs LLVM 19)".into()
     }
 
     pub fn name(&self) -> String {
@@ -428,16 +518,53 @@ struct Prepared<R, B, P> {
     rt: Arc<R>,
     buffers: Vec<B>,
     pipelines: Vec<Arc<Mutex<P>>>,
-    args: Vec<(Vec<usize>, Vec<(u32, Scalar)>)>,
+    args: Vec<LaunchArgs>,
 }
+
+/// One launch's buffers (plan indices, in binding order) and scalars (parameter index, value).
+type LaunchArgs = (Vec<usize>, Vec<(u32, Scalar)>);
 
 impl Device {
     fn verr(&self, source: VulkanError) -> DeviceError {
+        if source.device_lost() {
+            self.forget();
+        }
         DeviceError::Vulkan { device: self.name(), source }
     }
 
     fn werr(&self, source: WgpuError) -> DeviceError {
+        if source.device_lost() {
+            self.forget();
+        }
         DeviceError::Wgpu { device: self.name(), source }
+    }
+
+    /// Drops this device's open runtime and compiled pipelines after a fault that left them
+    /// unusable (a lost Vulkan device, a CUDA context broken by a sticky error): the next launch
+    /// opens the device afresh.
+    fn forget(&self) {
+        match self {
+            Device::Vulkan { index, .. } => {
+                if let Some(map) = VULKAN_RUNTIMES.get() {
+                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(index);
+                }
+                forget_pipelines(&VULKAN_PIPELINES, &self.name());
+            }
+            Device::Wgpu { name, .. } => {
+                if let Some(map) = WGPU_RUNTIMES.get() {
+                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                }
+                forget_pipelines(&WGPU_KERNELS, &self.name());
+            }
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { ordinal, .. } => {
+                if let Some(map) = CUDA_RUNTIMES.get() {
+                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(ordinal);
+                }
+                forget_pipelines(&CUDA_KERNELS, &format!("{}#{ordinal}", self.name()));
+            }
+            Device::Interpreter | Device::Emulator(_) => {}
+        }
     }
 
     /// The cache key of a launch's compiled pipeline on this device.
@@ -473,7 +600,6 @@ impl Device {
         plan: &Plan,
         options: &LowerOptions,
     ) -> Result<Vec<Arc<Mutex<tilekit_spirv::Pipeline>>>, DeviceError> {
-        static PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
         let Device::Vulkan { target, .. } = self else { unreachable!("called for Vulkan devices") };
         plan.launches
             .iter()
@@ -481,7 +607,7 @@ impl Device {
                 // Folded only where the grid exceeds the device's limits: other launches keep
                 // the plain kernel.
                 let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
-                cached(&PIPELINES, self.pipeline_key(&l.program, &options), || {
+                cached(&VULKAN_PIPELINES, self.pipeline_key(&l.program, &options), || {
                     rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.verr(e))
                 })
             })
@@ -512,7 +638,6 @@ impl Device {
         buffers: &[HostBuffer],
         options: &LowerOptions,
     ) -> Result<Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, tilekit_spirv::WgpuKernel>, DeviceError> {
-        static KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
         let Device::Wgpu { name, target } = self else { unreachable!("called for wgpu devices") };
         let rt = wgpu_runtime(name).map_err(|e| self.werr(e))?;
         let dev = buffers.iter().map(|b| rt.alloc_from(b)).collect::<Result<_, WgpuError>>().map_err(|e| self.werr(e))?;
@@ -521,7 +646,7 @@ impl Device {
             .iter()
             .map(|l| {
                 let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
-                cached(&KERNELS, self.pipeline_key(&l.program, &options), || {
+                cached(&WGPU_KERNELS, self.pipeline_key(&l.program, &options), || {
                     rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.werr(e))
                 })
             })
@@ -538,10 +663,16 @@ impl Device {
 }
 
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+static CUDA_RUNTIMES: Runtimes<usize, tilekit_ptx::CudaRuntime> = OnceLock::new();
+/// Loaded modules by (device, program, options), like the Vulkan pipelines: LLVM's O3 and the
+/// driver's JIT cost far more than launching a small problem.
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+static CUDA_KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
+
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 pub(crate) fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
-    let mut map = RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = map.get(&ordinal) {
+    let mut map = CUDA_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = map.get(&ordinal).filter(|rt| !rt.is_lost()) {
         return Ok(rt.clone());
     }
     let rt = Arc::new(tilekit_ptx::CudaRuntime::new(ordinal)?);
@@ -561,6 +692,9 @@ impl Device {
     }
 
     fn cerr(&self, source: tilekit_ptx::CudaError) -> DeviceError {
+        if source.context_lost() {
+            self.forget();
+        }
         DeviceError::Cuda { device: self.name(), source }
     }
 
@@ -592,9 +726,6 @@ impl Device {
         plan: &Plan,
         options: &LowerOptions,
     ) -> Result<Vec<Arc<Mutex<tilekit_ptx::CudaKernel>>>, DeviceError> {
-        // Loaded modules by (device, program, num_warps), like the Vulkan pipelines: LLVM's O3
-        // and the driver's JIT cost far more than launching a small problem.
-        static KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
         let Device::Cuda { ordinal, target, .. } = self else { unreachable!("called for CUDA devices") };
         let arch = rt.info().arch().unwrap_or(tilekit_ptx::Arch::Sm80);
         plan.launches
@@ -604,7 +735,7 @@ impl Device {
                 // identical GPUs share a name.
                 let options = launch_options(options, l);
                 let (name, program, options) = self.pipeline_key(&l.program, &options);
-                cached(&KERNELS, (format!("{name}#{ordinal}"), program, options), || {
+                cached(&CUDA_KERNELS, (format!("{name}#{ordinal}"), program, options), || {
                     rt.load(&tilekit_ptx::compile(&l.program, target, &options, arch)?.kernel).map_err(|e| self.cerr(e))
                 })
             })
@@ -665,5 +796,22 @@ fn copy_into(dst: &HostBuffer, src: &HostBuffer) {
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_names_resolve_or_list_the_presets() {
+        for name in target_presets().split(", ") {
+            assert!(target_preset(name).is_ok(), "{name}");
+        }
+        let e = target_preset("lavapipe2").unwrap_err().to_string();
+        assert!(e.starts_with("unknown target `lavapipe2`; presets: ") && e.contains("h200-vulkan") && e.contains("gfx1100"), "{e}");
+        let e = Device::find("emulator:nope").unwrap_err().to_string();
+        assert!(e.starts_with("unknown target `nope` in `emulator:nope`; presets: "), "{e}");
+        assert_eq!(Device::find("emulator:lavapipe").unwrap(), Device::Emulator(Target::lavapipe()));
     }
 }

@@ -18,6 +18,15 @@ fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
 
+/// Says on stderr that the running test did not run and why, as `SKIPPED: <test> (<reason>)`,
+/// past the harness's capture so the line shows; scripts/test.sh lists these lines at the end.
+fn skipped(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test} ({reason})");
+}
+
 /// Runs `args`, expects exit code 0 and returns stdout.
 fn ok(args: &[&str]) -> String {
     let o = tilekit(args);
@@ -54,6 +63,14 @@ fn help_is_written_for_a_person() {
     let out = ok(&["run", "--help"]);
     for flag in ["--shape", "--dtype", "--opt", "--config", "--device", "--seed", "--json", "--all", "2^20"] {
         assert!(out.contains(flag), "run --help lacks `{flag}`:\n{out}");
+    }
+    // Every kind of device, and every emulator preset, by the name --device takes.
+    for device in ["interpreter", "emulator:PRESET", "`vulkan`", "`wgpu`", "`cuda`", "vulkan:llvmpipe"] {
+        assert!(out.contains(device), "run --help lacks `{device}`:\n{out}");
+    }
+    let presets = tilekit::device::target_presets();
+    for preset in presets.split(", ") {
+        assert!(out.contains(preset), "run --help lacks the preset `{preset}`:\n{out}");
     }
     assert!(ok(&["ir", "--help"]).contains("--locations"));
 }
@@ -143,6 +160,7 @@ fn ir_prints_every_launch_of_a_multi_launch_plan() {
     let Some(k) =
         kernels::all().into_iter().find(|k| k.plan(&k.test_problems(k.dtypes()[0])[0], &k.configs()[0]).is_ok_and(|p| p.launches.len() > 1))
     else {
+        skipped("no library kernel plans more than one launch");
         return;
     };
     let p = &k.test_problems(k.dtypes()[0])[0];
@@ -252,6 +270,82 @@ fn bad_input_is_one_line_and_exit_code_2() {
     bad_input(&["run", "--all", "--config", "BLOCK=64"], &["--config", "--all"]);
     bad_input(&["run", "--all", "--dtype", "u8"], &["no kernel supports dtype u8"]);
     bad_input(&["ir", "softmax", "--llvm"], &["--llvm needs --ptx or --amdgcn"]);
+    bad_input(&["run", "softmax", "--device", "emulator:nope"], &["unknown target `nope`", "lavapipe", "h200-vulkan", "sm_90"]);
+}
+
+/// Options are the kernel's declared ones, with values of their kind: a misspelt key or a flag
+/// spelt `maybe` is refused, never ignored or read as "on".
+#[test]
+fn kernel_options_follow_the_kernels_schema() {
+    bad_input(&["run", "vector_add", "--opt", "causal=1"], &["kernel `vector_add` has no option `causal`", "options: none"]);
+    bad_input(&["run", "attention", "--opt", "casual=1"], &["no option `casual`", "causal=0|1", "sm_scale=<float>"]);
+    for v in ["maybe", "2", "yes", "on", ""] {
+        let opt = format!("causal={v}");
+        bad_input(&["run", "attention", "--shape", "1x1x17x16", "--opt", &opt], &["--opt causal=", "attention", "0, 1, true or false"]);
+    }
+    bad_input(&["ir", "matmul", "--opt", "act=tanh"], &["act=tanh", "none, relu, gelu, silu"]);
+    bad_input(&["ir", "attention", "--opt", "sm_scale=inf"], &["sm_scale=inf", "finite"]);
+    bad_input(&["ir", "layernorm", "--opt", "residual=yes"], &["residual=yes"]);
+    // Every accepted spelling runs, and means what it says.
+    for v in ["1", "true"] {
+        let opt = format!("causal={v}");
+        let v = json(&["run", "attention", "--shape", "1x2x17x16", "--opt", &opt, "--json"]);
+        assert_eq!(v["results"][0]["status"], "pass", "{v}");
+        assert!(v["results"][0]["problem"].as_str().unwrap().contains("causal="), "{v}");
+    }
+    // `tilekit kernels --json` lists each kernel's options.
+    let v = json(&["kernels", "--json"]);
+    let attention = v.as_array().unwrap().iter().find(|k| k["name"] == "attention").unwrap();
+    assert_eq!(attention["options"], serde_json::json!(["causal=0|1", "sm_scale=<float>"]));
+}
+
+/// A device kind that cannot be reached says why: the feature not built, the driver or the
+/// loader missing, or a driver without devices.
+#[test]
+fn unreachable_devices_say_why() {
+    if cfg!(any(feature = "ptx", feature = "ptx-static")) {
+        // With the feature: a machine without the driver, or with it but without a device, or
+        // (on a GPU machine) the run simply works.
+        let o = tilekit(&["run", "vector_add", "--shape", "7", "--device", "cuda"]);
+        let err = stderr(&o);
+        if o.status.code() != Some(0) {
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert!(err.contains("no device called `cuda`: "), "{err}");
+            assert!(err.contains("libcuda") || err.contains("CUDA"), "{err}");
+        }
+    } else {
+        bad_input(&["run", "vector_add", "--device", "cuda"], &["no device called `cuda`: ", "without the `ptx` feature", "--features ptx"]);
+    }
+    // A Vulkan loader that finds no driver: both Vulkan runtimes say so.
+    for (device, why) in [("vulkan", "the Vulkan loader lists no device"), ("wgpu", "no Vulkan adapter found")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_tilekit"))
+            .args(["run", "vector_add", "--shape", "7", "--device", device])
+            .env("VK_DRIVER_FILES", "/nonexistent/tilekit-no-icd.json")
+            .env("VK_ICD_FILENAMES", "/nonexistent/tilekit-no-icd.json")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{device}: {err}");
+        assert!(err.contains(&format!("no device called `{device}`: ")) && err.contains(why), "{device}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// The example that prints GPU IR refuses an unknown target and lists the presets; the binary
+/// is built by `cargo test --examples` (scripts/test.sh builds every target first).
+#[test]
+fn the_gpu_ir_example_refuses_an_unknown_target() {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_tilekit")).with_file_name("examples").join("gpu_ir");
+    if !bin.is_file() {
+        skipped(&format!("no {}: cargo build --examples builds it", bin.display()));
+        return;
+    }
+    let o = Command::new(&bin).args(["softmax", "no-such-target"]).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown target `no-such-target`") && err.contains("lavapipe") && err.contains("h200-vulkan"), "{err}");
+    let o = Command::new(&bin).args(["softmax", "lavapipe"]).output().unwrap();
+    assert!(o.status.success() && stdout(&o).contains("vulkan:llvmpipe"), "{}", stderr(&o));
 }
 
 #[test]

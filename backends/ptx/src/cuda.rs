@@ -603,7 +603,11 @@ mod tests {
             what: "running kernel `k`".into(),
             source: DriverError(sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
         };
-        assert!(e.context_lost() && e.to_string().contains("unusable"), "{e}");
+        assert!(e.context_lost());
+        // cudarc names a driver error by asking the driver (and panics without one).
+        if driver_present() {
+            assert!(e.to_string().contains("unusable"), "{e}");
+        }
     }
 
     /// On a machine with a CUDA device, a launch with a float for the i32 parameter fails at the
@@ -613,7 +617,9 @@ mod tests {
         let rt = match CudaRuntime::new(0) {
             Ok(rt) => rt,
             Err(e) => {
-                println!("SKIPPED: a_wrong_scalar_never_reaches_the_device (no CUDA device: {e})");
+                // Past the harness's capture, so the line shows; scripts/test.sh lists these.
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "SKIPPED: a_wrong_scalar_never_reaches_the_device (no CUDA device: {e})");
                 return;
             }
         };

@@ -59,6 +59,22 @@ pub enum VulkanError {
     Buffer(String),
     #[error(transparent)]
     PushConstants(#[from] PushConstantError),
+    /// The device is gone (a fault, a reset, a driver crash): this runtime can do nothing more;
+    /// a new runtime on the device may work.
+    #[error("device `{device}` was lost {during} ({result}); open a new runtime for the next launch")]
+    DeviceLost { device: String, during: String, result: vk::Result },
+    #[error("device `{device}`: out of memory allocating {bytes} bytes ({result}; its largest heap holds {heap_bytes} bytes)")]
+    OutOfMemory { device: String, bytes: u64, heap_bytes: u64, result: vk::Result },
+    /// The driver refused a kernel that passed tilekit's own checks.
+    #[error("device `{device}` refused kernel `{kernel}`: {call} failed: {result}")]
+    Refused { kernel: String, device: String, call: &'static str, result: vk::Result },
+}
+
+impl VulkanError {
+    /// Whether the error lost the device: the runtime that returned it refuses further work.
+    pub fn device_lost(&self) -> bool {
+        matches!(self, VulkanError::DeviceLost { .. })
+    }
 }
 
 fn vk_err(call: &'static str) -> impl FnOnce(vk::Result) -> VulkanError {
@@ -572,6 +588,8 @@ struct Inner {
     memory: vk::PhysicalDeviceMemoryProperties,
     info: VulkanDeviceInfo,
     host_visible: bool,
+    /// Set when a submission reports VK_ERROR_DEVICE_LOST: nothing more runs on this device.
+    lost: std::sync::atomic::AtomicBool,
     // Declared last: dropped after the device is destroyed.
     instance: InstanceOwner,
 }
@@ -594,6 +612,31 @@ impl Inner {
 
     fn device_name(&self) -> String {
         self.info.display_name()
+    }
+
+    /// The largest memory heap, in bytes.
+    fn largest_heap(&self) -> u64 {
+        self.memory.memory_heaps[..self.memory.memory_heap_count as usize].iter().map(|h| h.size).max().unwrap_or(0)
+    }
+
+    /// The error of a Vulkan call on this device: device loss and exhausted memory get their own
+    /// variants; loss also marks the device lost.
+    fn vk_error(&self, call: &'static str, result: vk::Result) -> VulkanError {
+        match result {
+            vk::Result::ERROR_DEVICE_LOST => {
+                self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+                VulkanError::DeviceLost { device: self.device_name(), during: format!("in {call}"), result }
+            }
+            _ => VulkanError::Vk { call, result },
+        }
+    }
+
+    /// Refuses work on a device that was lost.
+    fn usable(&self) -> Result<(), VulkanError> {
+        if self.lost.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(VulkanError::DeviceLost { device: self.device_name(), during: "earlier".into(), result: vk::Result::ERROR_DEVICE_LOST });
+        }
+        Ok(())
     }
 }
 
@@ -883,7 +926,14 @@ impl VulkanRuntime {
             let device = owner.instance.create_device(pdev, &device_info, None).map_err(vk_err("vkCreateDevice"))?;
             let memory = owner.instance.get_physical_device_memory_properties(pdev);
             let host_visible = info.host_visible_buffers() && !options.force_staging;
-            let inner = Arc::new(Inner { device, memory, info: probe.info.clone(), host_visible, instance: owner });
+            let inner = Arc::new(Inner {
+                device,
+                memory,
+                info: probe.info.clone(),
+                host_visible,
+                lost: std::sync::atomic::AtomicBool::new(false),
+                instance: owner,
+            });
             let queue = inner.device.get_device_queue(probe.queue_family, 0);
             let mut rt = VulkanRuntime {
                 inner: inner.clone(),
@@ -957,8 +1007,15 @@ impl VulkanRuntime {
         self.inner.device_name()
     }
 
+    /// Whether the device was lost (VK_ERROR_DEVICE_LOST): the runtime refuses further work and
+    /// a new one must be opened.
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Records with `record`, submits, and waits.
     fn run_commands(&self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<(), VulkanError> {
+        self.inner.usable()?;
         let s = self.submit.lock().unwrap_or_else(|e| e.into_inner());
         let d = &self.inner.device;
         // SAFETY: the command buffer is not pending (every submission is waited for) and the
@@ -973,7 +1030,7 @@ impl VulkanRuntime {
             d.end_command_buffer(s.cmd).map_err(vk_err("vkEndCommandBuffer"))?;
             let cmds = [s.cmd];
             let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
-            d.queue_submit(self.queue, &submit, s.fence).map_err(vk_err("vkQueueSubmit"))?;
+            d.queue_submit(self.queue, &submit, s.fence).map_err(|r| self.inner.vk_error("vkQueueSubmit", r))?;
             let timeout = self.options.timeout.as_nanos().min(u64::MAX as u128) as u64;
             let waited = d.wait_for_fences(&[s.fence], true, timeout);
             if waited == Err(vk::Result::TIMEOUT) {
@@ -985,7 +1042,7 @@ impl VulkanRuntime {
                     what: format!("a submission ran longer than {:?}", self.options.timeout),
                 });
             }
-            waited.map_err(vk_err("vkWaitForFences"))?;
+            waited.map_err(|r| self.inner.vk_error("vkWaitForFences", r))?;
             d.reset_fences(&[s.fence]).map_err(vk_err("vkResetFences"))?;
         }
         Ok(())
@@ -1017,9 +1074,14 @@ impl VulkanRuntime {
             };
             let memory = match d.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(type_index), None) {
                 Ok(m) => m,
-                Err(e) => {
+                Err(result) => {
                     d.destroy_buffer(buffer, None);
-                    return Err(vk_err("vkAllocateMemory")(e));
+                    return Err(match result {
+                        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+                            VulkanError::OutOfMemory { device: self.device_name(), bytes: req.size, heap_bytes: self.inner.largest_heap(), result }
+                        }
+                        r => self.inner.vk_error("vkAllocateMemory", r),
+                    });
                 }
             };
             let mapped = match d.bind_buffer_memory(buffer, memory, 0).and_then(|_| {
@@ -1043,6 +1105,7 @@ impl VulkanRuntime {
     /// A buffer of `len` elements of `dtype`, contents undefined (at least 4 bytes even when
     /// empty, as Vulkan forbids empty buffers).
     pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuffer, VulkanError> {
+        self.inner.usable()?;
         let bytes = len
             .checked_mul(dtype.size_bytes())
             .ok_or_else(|| VulkanError::Buffer(format!("{len} elements of {dtype} overflow the address space")))?;
@@ -1071,6 +1134,7 @@ impl VulkanRuntime {
     /// Copies `host` into `buf`; dtypes and lengths must match.
     pub fn upload(&self, buf: &DeviceBuffer, host: &HostBuffer) -> Result<(), VulkanError> {
         self.check_own(buf)?;
+        self.inner.usable()?;
         if host.dtype() != buf.dtype || host.len() != buf.len {
             return Err(VulkanError::Buffer(format!(
                 "upload of {} x {} into a device buffer of {} x {}",
@@ -1105,6 +1169,8 @@ impl VulkanRuntime {
     /// A host copy of `buf`.
     pub fn download(&self, buf: &DeviceBuffer) -> Result<HostBuffer, VulkanError> {
         self.check_own(buf)?;
+        // Mapped memory of a lost device holds whatever the fault left: never read back as results.
+        self.inner.usable()?;
         let n = buf.size_bytes();
         let mut bytes = vec![0u8; n];
         if n > 0 {
@@ -1136,6 +1202,7 @@ impl VulkanRuntime {
 
     /// Checks the kernel's requirements against the device and creates its pipeline.
     pub fn load(&self, kernel: &SpirvKernel) -> Result<Pipeline, VulkanError> {
+        self.inner.usable()?;
         let info = &self.inner.info;
         let required_subgroup = info.check_kernel(kernel)?;
         let limit = |what: String| VulkanError::Limit { kernel: kernel.name.clone(), device: info.display_name(), what };
@@ -1185,8 +1252,13 @@ impl VulkanRuntime {
                     .allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(p.pool).set_layouts(&set_layouts))
                     .map_err(vk_err("vkAllocateDescriptorSets"))?[0];
             }
-            let module =
-                d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&kernel.words), None).map_err(vk_err("vkCreateShaderModule"))?;
+            let refused = |call: &'static str, result: vk::Result| match result {
+                vk::Result::ERROR_DEVICE_LOST => self.inner.vk_error(call, result),
+                result => VulkanError::Refused { kernel: kernel.name.clone(), device: info.display_name(), call, result },
+            };
+            let module = d
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&kernel.words), None)
+                .map_err(|r| refused("vkCreateShaderModule", r))?;
             let entry = CString::new(kernel.entry_point.clone())
                 .map_err(|_| limit(format!("entry point name {:?} contains a NUL byte", kernel.entry_point)))?;
             let mut subgroup_info =
@@ -1211,7 +1283,7 @@ impl VulkanRuntime {
                     for pl in v {
                         d.destroy_pipeline(pl, None);
                     }
-                    return Err(vk_err("vkCreateComputePipelines")(e));
+                    return Err(refused("vkCreateComputePipelines", e));
                 }
             };
             if info.executable_statistics {
@@ -1453,7 +1525,7 @@ impl VulkanRuntime {
                 self.inner
                     .device
                     .get_query_pool_results(self.timestamps, 0, &mut ticks, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
-                    .map_err(vk_err("vkGetQueryPoolResults"))?;
+                    .map_err(|r| self.inner.vk_error("vkGetQueryPoolResults", r))?;
             }
             for pair in ticks.chunks_exact(2) {
                 let dt = pair[1].wrapping_sub(pair[0]) & self.timestamp_mask;
@@ -1484,7 +1556,7 @@ impl VulkanRuntime {
             self.inner
                 .device
                 .get_query_pool_results(self.statistics, 0, &mut count, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT)
-                .map_err(vk_err("vkGetQueryPoolResults"))?;
+                .map_err(|r| self.inner.vk_error("vkGetQueryPoolResults", r))?;
         }
         Ok(count[0])
     }

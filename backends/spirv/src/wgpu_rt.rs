@@ -21,7 +21,7 @@
 //! checked up front (buffer count, dtypes, usages, sizes against binding limits, grid limits,
 //! push constants) because wgpu only reports pass errors when the caller finishes the encoder.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use ash::vk;
 use tilekit_core::ir::Access;
@@ -97,6 +97,45 @@ pub enum WgpuError {
     Poll { op: String, message: String },
     #[error("timing needs the TIMESTAMP_QUERY feature, which device `{adapter}` lacks")]
     NoTimestamps { adapter: String },
+    /// The device is gone (a fault, a reset, a driver crash): this runtime can do nothing more;
+    /// a new runtime on the adapter may work.
+    #[error("device `{adapter}` was lost ({message}); open a new runtime for the next launch")]
+    DeviceLost { adapter: String, message: String },
+    /// An error wgpu raised outside the error scopes of this runtime's calls (work a caller
+    /// recorded into its own encoder, say), reported at the next call.
+    #[error("device `{adapter}` reported an error outside this runtime's calls: {message}")]
+    Uncaptured { adapter: String, message: String },
+}
+
+impl WgpuError {
+    /// Whether the error lost the device: the runtime that returned it refuses further work.
+    pub fn device_lost(&self) -> bool {
+        matches!(self, WgpuError::DeviceLost { .. })
+    }
+}
+
+/// What a device reported outside any call: its loss, and errors no error scope caught (wgpu's
+/// default for those is to panic).
+#[derive(Debug, Default)]
+struct Faults {
+    lost: Mutex<Option<String>>,
+    uncaptured: Mutex<Vec<String>>,
+}
+
+impl Faults {
+    /// Installs the callbacks that fill a new `Faults` on `device`.
+    fn watch(device: &wgpu::Device) -> Arc<Faults> {
+        let faults = Arc::new(Faults::default());
+        let f = faults.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            *f.lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{reason:?}: {message}"));
+        });
+        let f = faults.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            f.uncaptured.lock().unwrap_or_else(|e| e.into_inner()).push(e.to_string());
+        }));
+        faults
+    }
 }
 
 /// An adapter [`WgpuRuntime::adapters`] found, and the required features it lacks (if any).
@@ -156,6 +195,8 @@ impl WgpuBuffer {
 
 /// A buffer argument of a launch: a typed [`WgpuBuffer`], or a plain `wgpu::Buffer` whose element
 /// type is the caller's responsibility.
+// `len` is an optional fact about the buffer (`None` for a plain one), not a collection's size.
+#[allow(clippy::len_without_is_empty)]
 pub trait KernelBuffer {
     fn raw(&self) -> &wgpu::Buffer;
     /// The element type, when known.
@@ -223,6 +264,7 @@ pub struct WgpuRuntime {
     /// Workgroups per axis to dispatch at most, below the device's limit (see
     /// [`WgpuRuntime::limit_workgroups_per_dimension`]).
     workgroup_limit: Option<u32>,
+    faults: Arc<Faults>,
 }
 
 /// The one instance behind every [`WgpuRuntime::new`]: resources of devices from different wgpu
@@ -402,7 +444,8 @@ impl WgpuRuntime {
         let limits = adapter.limits();
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);
-        Ok(WgpuRuntime { device, queue, info, caps, workgroup_limit: max_workgroups_from_env() })
+        let faults = Faults::watch(&device);
+        Ok(WgpuRuntime { device, queue, info, caps, workgroup_limit: max_workgroups_from_env(), faults })
     }
 
     /// Wraps a device the caller owns. It must have been opened with `PASSTHROUGH_SHADERS` and
@@ -425,7 +468,8 @@ impl WgpuRuntime {
             }
         };
         let caps = capabilities(device.features(), &adapter_info, &vq, false);
-        Ok(WgpuRuntime { device, queue, info: adapter_info, caps, workgroup_limit: None })
+        // The caller's device keeps the caller's own loss and error callbacks.
+        Ok(WgpuRuntime { device, queue, info: adapter_info, caps, workgroup_limit: None, faults: Arc::default() })
     }
 
     /// Declares that the caller's device (see [`WgpuRuntime::from_device`]) was opened with
@@ -472,8 +516,34 @@ impl WgpuRuntime {
         !tilekit_core::gpu::grid::fits(grid, self.max_workgroups())
     }
 
+    /// Whether the device was lost: the runtime refuses further work and a new one must be
+    /// opened.
+    pub fn is_lost(&self) -> bool {
+        self.faults.lost.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Refuses work on a lost device, and reports errors raised outside this runtime's calls.
+    fn usable(&self) -> Result<(), WgpuError> {
+        if let Some(message) = self.faults.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(WgpuError::DeviceLost { adapter: self.info.name.clone(), message });
+        }
+        let uncaptured = std::mem::take(&mut *self.faults.uncaptured.lock().unwrap_or_else(|e| e.into_inner()));
+        if !uncaptured.is_empty() {
+            return Err(WgpuError::Uncaptured { adapter: self.info.name.clone(), message: uncaptured.join("; ") });
+        }
+        Ok(())
+    }
+
+    /// Waits for submission `index` (or everything), then reports a loss the wait revealed.
+    fn wait(&self, index: Option<wgpu::SubmissionIndex>, op: &str) -> Result<(), WgpuError> {
+        let waited = poll_wait(&self.device, index, op);
+        self.usable()?;
+        waited
+    }
+
     /// Checks `kernel` against the device and builds its pipeline.
     pub fn load(&self, kernel: &SpirvKernel) -> Result<WgpuKernel, WgpuError> {
+        self.usable()?;
         self.check_kernel(kernel)?;
         let name = kernel.name.clone();
         let device = &self.device;
@@ -528,6 +598,14 @@ impl WgpuRuntime {
             },
         )?;
         drop(module);
+        // wgpu takes a pipeline the driver refuses for a driver fault: no error scope sees it,
+        // the device is lost instead.
+        if let Some(reason) = self.faults.lost.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(WgpuError::DeviceLost {
+                adapter: self.info.name.clone(),
+                message: format!("while building the pipeline of kernel `{name}`: {reason}"),
+            });
+        }
         Ok(WgpuKernel { kernel: kernel.clone(), pipeline, bind_group_layout, device: self.device.clone() })
     }
 
@@ -623,6 +701,7 @@ impl WgpuRuntime {
     /// A storage buffer of `len` elements (at least 4 bytes, rounded up to a multiple of 4 so
     /// that it can be copied whole).
     pub fn alloc(&self, dtype: DType, len: usize) -> Result<WgpuBuffer, WgpuError> {
+        self.usable()?;
         let bytes = (len as u64).saturating_mul(dtype.size_bytes() as u64);
         // Whole 16-byte vectors: a masked-off vector load reads the first 16 bytes of a buffer
         // (a caller's own buffers rely on wgpu's bounds-checked access instead).
@@ -659,6 +738,7 @@ impl WgpuRuntime {
     /// Writes `host` to the start of `buffer`. The write happens before the next submission on
     /// this runtime's queue (whoever submits it).
     pub fn upload(&self, buffer: &dyn KernelBuffer, host: &HostBuffer) -> Result<(), WgpuError> {
+        self.usable()?;
         let op = || format!("uploading {} x {}", host.len(), host.dtype());
         if buffer.device().is_some_and(|d| *d != self.device) {
             return Err(WgpuError::Transfer { op: op(), message: "the buffer belongs to another device".into() });
@@ -701,6 +781,7 @@ impl WgpuRuntime {
 
     /// Reads the first `len` elements of `buffer` as `dtype`.
     pub fn download(&self, buffer: &dyn KernelBuffer, dtype: DType, len: usize) -> Result<HostBuffer, WgpuError> {
+        self.usable()?;
         let op = format!("downloading {len} x {dtype}");
         if buffer.device().is_some_and(|d| *d != self.device) {
             return Err(WgpuError::Transfer { op, message: "the buffer belongs to another device".into() });
@@ -761,13 +842,13 @@ impl WgpuRuntime {
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
-        poll_wait(&self.device, index, op)?;
+        self.wait(index, op)?;
         // The callback runs inside poll once the copy is done; a map error arrives the same way.
         let mapped = match rx.try_recv() {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => {
-                poll_wait(&self.device, None, op)?;
+                self.wait(None, op)?;
                 match rx.recv_timeout(std::time::Duration::from_secs(60)) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(e.to_string()),
@@ -791,6 +872,7 @@ impl WgpuRuntime {
         buffers: &[&dyn KernelBuffer],
         scalars: &[(u32, Scalar)],
     ) -> Result<(Vec<u8>, [u32; 3]), WgpuError> {
+        self.usable()?;
         let k = &kernel.kernel;
         if kernel.device != self.device {
             return Err(WgpuError::ForeignKernel { kernel: k.name.clone() });
@@ -904,7 +986,7 @@ impl WgpuRuntime {
                 self.queue.submit([enc.finish()])
             },
         )?;
-        poll_wait(&self.device, Some(index), &format!("launching kernel `{name}`"))
+        self.wait(Some(index), &format!("launching kernel `{name}`"))
     }
 
     /// Device time of `runs` dispatches of `kernel` in seconds, one sample per dispatch, taken
@@ -958,7 +1040,7 @@ impl WgpuRuntime {
                     self.queue.submit([enc.finish()])
                 },
             )?;
-            poll_wait(&self.device, Some(index), &op)
+            self.wait(Some(index), &op)
         })?;
         let period_s = self.queue.get_timestamp_period() as f64 * 1e-9;
         // A query set holds at most 4096 queries: time in batches of 2048 dispatches.
@@ -1005,7 +1087,7 @@ impl WgpuRuntime {
                             self.queue.submit([enc.finish()])
                         },
                     )?;
-                    poll_wait(&self.device, Some(index), &op)?;
+                    self.wait(Some(index), &op)?;
                     let index = scoped(
                         &self.device,
                         || op.clone(),
@@ -1025,7 +1107,7 @@ impl WgpuRuntime {
                             self.queue.submit([enc.finish()])
                         },
                     )?;
-                    poll_wait(&self.device, Some(index), &op)?;
+                    self.wait(Some(index), &op)?;
                 }
             }
             let index = scoped(

@@ -37,6 +37,16 @@ pub fn scalar(d: DType) -> ParamKind {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// Says on stderr that the running test (or the part of it named in `reason`) did not run and
+/// why, as `SKIPPED: <test> (<reason>)`. Written to the stream itself, past the harness's
+/// capture, so the line shows although the test passes; scripts/test.sh lists them at the end.
+pub fn skipped(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test} ({reason})");
+}
+
 /// Runs Debian's `spirv-val --target-env vulkan1.3` on the module; panics with its message when
 /// the module is invalid, and when spirv-val is missing unless TILEKIT_SKIP_SPIRV_VAL=1.
 pub fn spirv_val(kernel: &SpirvKernel) {

@@ -47,7 +47,7 @@ fn bad_bench_and_report_arguments_are_named() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("old.json");
     std::fs::write(&f, r#"{"schema_version": 0, "runs": []}"#).unwrap();
-    bad_input(&["report", f.to_str().unwrap(), "-o", dir.to_str().unwrap()], &["schema version 0", "reads version 1"]);
+    bad_input(&["report", f.to_str().unwrap(), "-o", dir.to_str().unwrap()], &["schema version 0", "reads versions 1 to 2"]);
 }
 
 #[test]
@@ -260,4 +260,39 @@ fn amdgcn_targets_are_compiled_not_run() {
 #[test]
 fn amdgcn_bench_needs_the_feature() {
     bad_input(&["bench", "--amdgcn", "gfx942"], &["`amdgcn` feature"]);
+}
+
+/// An output that cannot take the results fails at once: nothing is measured, nothing printed,
+/// and no existing file is replaced.
+#[test]
+fn a_bad_output_fails_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("tilekit-bench-cli-output-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let existing = dir.join("old.json");
+    std::fs::write(&existing, "committed results").unwrap();
+    let d = dir.to_str().unwrap();
+    let run = |out: &str| {
+        let start = std::time::Instant::now();
+        let o = tilekit(&["bench", "--suite", "quick", "--device", "interpreter", "-o", out]);
+        (o, start.elapsed())
+    };
+    for (out, needles) in [
+        (d.to_string(), vec!["is a directory", "results.json"]),
+        (existing.to_str().unwrap().to_string(), vec!["exists", "never replaces"]),
+        ("/proc/tilekit-no-such-dir/r.json".to_string(), vec!["cannot create", "/proc/tilekit-no-such-dir"]),
+    ] {
+        let (o, _) = run(&out);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "-o {out}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "-o {out}: `{n}` not in {err}");
+        }
+        // Not one case ran: the progress lines of a run go to stdout.
+        assert!(text(&o.stdout).is_empty(), "-o {out} ran before failing:\n{}", text(&o.stdout));
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "committed results");
+    // Nothing but the old file is left behind (no probe, no partial results).
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, [std::ffi::OsString::from("old.json")]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,6 +14,7 @@ fn platform(id: &str, hardware: &str, copy: f64) -> Platform {
         id: id.into(),
         hardware: hardware.into(),
         host: "h".into(),
+        machine: "h-0a1b2c3d".into(),
         backend: if id.starts_with("wgpu") { Backend::Wgpu } else { Backend::Vulkan },
         executes: true,
         device_type: "discrete".into(),
@@ -71,6 +72,8 @@ fn results() -> Results {
     r.runs.push(RunInfo {
         id: "h-1".into(),
         host: "h".into(),
+        machine: "h-0a1b2c3d".into(),
+        cpu: "a processor".into(),
         started_unix: 1_767_225_600,
         tilekit_version: "0.1.0".into(),
         tilekit_commit: "0123456789abcdef".into(),
@@ -204,4 +207,48 @@ fn compile_only_targets_are_listed_not_timed() {
 fn empty_results_are_refused() {
     let e = render(&Results::new(), &ReportOptions::default()).err().unwrap().to_string();
     assert!(e.contains("no entries"), "{e}");
+}
+
+/// A ceiling measured low (a busy CPU while the copy ran): an entry faster than it allows gets
+/// no architectural efficiency, is flagged, never clamped, and PP arch says n/a.
+#[test]
+fn an_efficiency_above_the_measured_ceiling_is_flagged_not_shown() {
+    let mut r = results();
+    // 12 MiB in 8 µs is 1573 GB/s: A's copy ceiling of 1000 GB/s is too low for it.
+    r.platforms[0].ceilings.copy_gbps = Some(1000.0);
+    r.derive();
+    let above = r.entries[1].derived.as_ref().unwrap().efficiency_ceiling.unwrap();
+    assert!(above > 1.0, "{above}");
+    let o = ReportOptions { platforms: vec!["vulkan:A".into(), "vulkan:B".into()], set_name: None };
+    let out = render(&r, &o).unwrap();
+    // The PP row: app efficiencies as before, architectural ones unknown.
+    let row = pp_row(&out.markdown);
+    assert_eq!(row[2..], ["0.67", "0.62", "n/a", "n/a"], "{row:?}");
+    // No cell shows an architectural efficiency above 100 %.
+    for cell in out.markdown.split(" · arch ").skip(1) {
+        let value = cell.split([' ', '|']).next().unwrap();
+        if let Some(p) = value.strip_suffix('%') {
+            assert!(p.parse::<f64>().unwrap() <= 100.0, "{value}");
+        }
+    }
+    assert!(out.markdown.contains("arch above its ceiling"), "{}", out.markdown);
+    // The Ceilings section says how ceilings are taken and lists the flagged entry.
+    assert!(out.markdown.contains("## Ceilings") && out.markdown.contains("How the ceilings are taken"), "{}", out.markdown);
+    assert!(
+        out.markdown.contains(&format!("| vulkan:A | vector_add | 1048576 f32 | tilekit BLOCK=256 | 1.57 TB/s | {above:.2}x |")),
+        "{}",
+        out.markdown
+    );
+    // p3.csv leaves arch eff empty there rather than writing 1.
+    let line = out.csv.lines().find(|l| l.contains("vulkan:A,tilekit-tuned")).unwrap();
+    assert_eq!(line.split(',').nth(5), Some(""), "{line}");
+    // Without such entries the section says so (the fixture's WGSL baseline on B beats B's copy
+    // ceiling of 1000 GB/s too).
+    let mut r = results();
+    for p in &mut r.platforms {
+        p.ceilings.copy_gbps = Some(1e5);
+    }
+    r.derive();
+    let ok = render(&r, &o).unwrap();
+    assert!(ok.markdown.contains("No entry is faster than its platform's measured ceilings."));
 }

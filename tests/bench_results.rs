@@ -27,6 +27,8 @@ fn run(host: &str, t: u64) -> RunInfo {
     RunInfo {
         id: format!("{host}-{t}"),
         host: host.into(),
+        machine: host.into(),
+        cpu: "a processor".into(),
         started_unix: t,
         tilekit_version: "0.1.0".into(),
         tilekit_commit: "abc".into(),
@@ -49,6 +51,7 @@ fn platform(id: &str, hardware: &str, host: &str, backend: Backend, run: &str, c
         id: id.into(),
         hardware: hardware.into(),
         host: host.into(),
+        machine: host.into(),
         backend,
         executes: true,
         device_type: "discrete".into(),
@@ -176,4 +179,53 @@ fn files_from_two_machines_merge() {
     let m2 = Results::merge([machine_a(), newer]);
     let tk = m2.entries.iter().find(|e| e.platform == "vulkan:GPU" && e.implementation == "tilekit").unwrap();
     assert_eq!((tk.run.as_str(), tk.median()), ("a-300", Some(1e-5)));
+}
+
+/// Two cloud machines both called `vm`, told apart by their machine labels: their same-named
+/// GPUs stay two platforms, each with its own ceiling and best implementation.
+#[test]
+fn same_named_hosts_merge_as_two_machines() {
+    let label = |r: &mut Results, machine: &str| {
+        r.runs[0].host = "vm".into();
+        r.runs[0].machine = machine.into();
+        for p in &mut r.platforms {
+            p.host = "vm".into();
+            p.machine = machine.into();
+        }
+    };
+    let mut a = machine_a();
+    label(&mut a, "vm-0a1b2c3d");
+    let mut b = machine_b();
+    label(&mut b, "vm-99887766");
+    let m = Results::merge([a, b]);
+    let ids: Vec<&str> = m.platforms.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["vulkan:GPU", "wgpu:GPU", "vulkan:GPU@vm-99887766", "vulkan:llvmpipe"]);
+    let b = m.entries.iter().find(|e| e.platform == "vulkan:GPU@vm-99887766").unwrap();
+    // Its own copy ceiling (500 GB/s), not the other machine's 1000.
+    let d = b.derived.as_ref().unwrap();
+    assert!((d.efficiency_ceiling.unwrap() - d.gbps / 500.0).abs() < 1e-12, "{d:?}");
+    assert_eq!(d.efficiency_best, Some(1.0));
+}
+
+/// A version 1 file (before machine labels) is still read: each run and platform is its host.
+#[test]
+fn version_1_files_are_read_with_their_host_as_machine() {
+    let mut v: serde_json::Value = serde_json::from_str(&machine_a().to_json()).unwrap();
+    v["schema_version"] = serde_json::json!(1);
+    for r in v["runs"].as_array_mut().unwrap() {
+        let o = r.as_object_mut().unwrap();
+        o.remove("machine");
+        o.remove("cpu");
+    }
+    for p in v["platforms"].as_array_mut().unwrap() {
+        p.as_object_mut().unwrap().remove("machine");
+    }
+    let r = Results::from_json("v1.json", &v.to_string()).unwrap();
+    assert_eq!(r.schema_version, schema::SCHEMA_VERSION);
+    assert_eq!(r.runs[0].machine, "a");
+    assert!(r.platforms.iter().all(|p| p.machine == "a"));
+    // The committed files of version 1 keep reading.
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/results/bench-vm-quick.json");
+    let c = Results::read(committed).unwrap();
+    assert!(c.runs.iter().all(|r| r.machine == r.host), "{:?}", c.runs);
 }

@@ -22,8 +22,9 @@ pub struct BenchArgs {
     /// repeatable; needs the `amdgcn` feature): static resources, "compiled, not run".
     #[arg(long = "amdgcn", value_name = "ARCH")]
     pub amdgcn: Vec<String>,
-    /// Devices to measure (repeatable; names or prefixes as `tilekit devices` prints them).
-    /// Default: the interpreter and every Vulkan device through both runtimes.
+    /// Devices to measure (repeatable): `interpreter`, `emulator:PRESET`, `vulkan`, `wgpu`,
+    /// `cuda` (with the `ptx` feature), or a longer prefix of a name `tilekit devices` prints.
+    /// Default: the interpreter and every GPU device (CUDA, then Vulkan through both runtimes).
     #[arg(long = "device", value_name = "DEVICE")]
     pub devices: Vec<String>,
     /// Kernels to keep (repeatable). Default: every kernel of the suite.
@@ -34,7 +35,9 @@ pub struct BenchArgs {
     /// `layernorm:4096x8192:f32`. The suite still sets the copy ceiling's size.
     #[arg(long = "problem", value_name = "KERNEL:SHAPE[:DTYPE]")]
     pub problems: Vec<String>,
-    /// Results file. Default: bench/results/bench-<host>-<suite>.json.
+    /// Results file, which must not exist yet: a run never replaces results it did not
+    /// produce. Default: bench/local/bench-<host>-<suite>-<UTC time>.json (git ignores
+    /// bench/local/; the committed results in bench/results/ are never written).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Time only each kernel's default configuration (no per-device tuning).
@@ -87,6 +90,58 @@ pub struct ReportArgs {
     /// A name for that platform set, shown in the report.
     #[arg(long)]
     pub set_name: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `bench/local/bench-<host>-<suite>-<YYYYMMDDTHHMMSSZ>.json`: a name of the run's own, outside
+/// the committed results.
+pub fn default_output(host: &str, suite: &str, unix: u64) -> PathBuf {
+    let day = report::date(unix).replace('-', "");
+    let s = unix % 86_400;
+    PathBuf::from(format!("bench/local/bench-{host}-{suite}-{day}T{:02}{:02}{:02}Z.json", s / 3600, s / 60 % 60, s % 60))
+}
+
+/// Checks that `path` can receive a new results file: not a directory, not an existing file
+/// (results are never replaced), in a directory that exists (or can be made) and takes a file.
+pub fn check_output(path: &Path) -> Result<(), CliError> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(CliError::Usage(format!(
+            "-o {shown} is a directory; -o takes a results file name, such as {}",
+            path.join("results.json").display()
+        )));
+    }
+    if path.exists() {
+        return Err(CliError::Usage(format!("{shown} exists; tilekit bench never replaces a results file (choose another -o, or remove it first)")));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    // The file the results are written through, created and removed now, so that a place that
+    // cannot take the results fails before the run.
+    let probe = temp_path(path);
+    std::fs::write(&probe, b"").map_err(|e| CliError::Usage(format!("cannot write {shown}: {e}")))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The file beside `path` that [`write_atomically`] writes first.
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(|| "results".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Writes `text` to a file beside `path`, then renames it over `path`: a reader (or a run
+/// interrupted mid-write) sees the previous complete file or the new one, never half of one.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = temp_path(path);
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
@@ -167,10 +222,6 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         d => d.target().is_some_and(|t| t.name.contains("llvmpipe")),
     });
     let flush_mib = args.flush_mib.unwrap_or(if all_cpu { 64 } else { 256 });
-    let output = args.output.clone().unwrap_or_else(|| PathBuf::from(format!("bench/results/bench-{}-{}.json", runner::host_name(), suite.name)));
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("cannot create {}: {e}", dir.display())))?;
-    }
     let known = tilekit_core::gpu::Target::AMD_PRESETS;
     let mut amdgcn = Vec::new();
     for a in &args.amdgcn {
@@ -184,6 +235,10 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         }
     }
     amdgcn.dedup();
+    let output = args.output.clone().unwrap_or_else(|| default_output(&runner::host_name(), suite.name, unix_now()));
+    // Last of the checks, before any device time is spent: a run that cannot save its results
+    // is not started.
+    check_output(&output)?;
     let options = BenchOptions {
         suite,
         devices,
@@ -203,7 +258,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     };
     let mut write_error = None;
     let mut save = |r: &Results| {
-        if let Err(e) = std::fs::write(&output, r.to_json()) {
+        if let Err(e) = write_atomically(&output, &r.to_json()) {
             write_error = Some(format!("cannot write {}: {e}", output.display()));
         }
     };

@@ -22,7 +22,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::pp::{self, CascadeStep};
-use super::schema::{Backend, Entry, Platform, Results, Status, MEMORY_BOUND_INTENSITY};
+use super::schema::{Backend, Derived, Entry, Platform, Results, Status, MEMORY_BOUND_INTENSITY};
 
 #[derive(Clone, Debug, Default)]
 pub struct ReportOptions {
@@ -135,7 +135,7 @@ impl<'a> View<'a> {
                 let d = e.derived.as_ref();
                 let v = match kind {
                     Kind::App => d.and_then(|d| d.efficiency_best),
-                    Kind::Arch => d.and_then(|d| d.efficiency_ceiling),
+                    Kind::Arch => arch_eff(d),
                 };
                 v.map_or(Eff::Unknown, Eff::Value)
             }
@@ -229,6 +229,28 @@ fn pct(v: Option<f64>) -> String {
     v.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0))
 }
 
+/// The architectural efficiency, where it means one: an entry faster than its platform's
+/// measured ceiling shows that the ceiling was measured low (a CPU busy with other work while
+/// the copy ran, say), so it has none; [`above_ceiling`] lists such entries.
+fn arch_eff(d: Option<&Derived>) -> Option<f64> {
+    d.and_then(|d| d.efficiency_ceiling).filter(|x| *x <= 1.0)
+}
+
+fn arch_pct(d: Option<&Derived>) -> String {
+    match d.and_then(|d| d.efficiency_ceiling) {
+        Some(x) if x > 1.0 => "above its ceiling".into(),
+        x => pct(x),
+    }
+}
+
+/// Timed entries faster than the attainable time under their platform's measured ceilings.
+fn above_ceiling<'a>(r: &'a Results) -> impl Iterator<Item = (&'a Entry, f64)> + 'a {
+    r.entries.iter().filter_map(|e| {
+        let x = e.derived.as_ref()?.efficiency_ceiling?;
+        (e.median().is_some() && x > 1.0).then_some((e, x))
+    })
+}
+
 fn slug(s: &str) -> String {
     let mut out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
     while out.contains("--") {
@@ -315,6 +337,7 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
     ));
     runs_section(&v, &mut blocks);
     platforms_section(&v, &mut blocks);
+    ceilings_section(&v, &mut blocks);
     pp_section(&v, &mut blocks, &mut charts)?;
     kernels_section(&v, &mut blocks, &mut charts)?;
     roofline_section(&v, &mut blocks, &mut charts)?;
@@ -337,8 +360,10 @@ fn runs_section(v: &View, blocks: &mut Vec<Block>) {
                     super::schema::L2Policy::Flush { bytes } => format!("flush {} MiB before each run", bytes >> 20),
                     super::schema::L2Policy::None => "none (warm caches)".into(),
                 };
+                let machine = if run.cpu.is_empty() { run.machine.clone() } else { format!("{} ({})", run.machine, run.cpu) };
                 vec![
                     run.host.clone(),
+                    machine,
                     date(run.started_unix),
                     run.suite.clone(),
                     run.tilekit_commit.chars().take(12).collect(),
@@ -347,7 +372,7 @@ fn runs_section(v: &View, blocks: &mut Vec<Block>) {
                 ]
             })
             .collect();
-    blocks.push(Block::Table(["host", "date", "suite", "commit", "timing", "L2 policy"].map(String::from).to_vec(), rows));
+    blocks.push(Block::Table(["host", "machine", "date", "suite", "commit", "timing", "L2 policy"].map(String::from).to_vec(), rows));
 }
 
 fn platforms_section(v: &View, blocks: &mut Vec<Block>) {
@@ -373,6 +398,57 @@ fn platforms_section(v: &View, blocks: &mut Vec<Block>) {
         ["platform", "backend", "type", "driver", "API", "copy GB/s", "matrix TFLOP/s", "timer", "in PP set"].map(String::from).to_vec(),
         rows,
     ));
+}
+
+fn ceilings_section(v: &View, blocks: &mut Vec<Block>) {
+    blocks.push(Block::Heading(2, "Ceilings".into()));
+    let sources: Vec<String> =
+        v.r.platforms
+            .iter()
+            .filter(|p| p.executes)
+            .map(|p| {
+                let copy = p.ceilings.copy_source.clone().unwrap_or_else(|| "not measured".into());
+                let matrix = p.ceilings.matrix_source.clone().unwrap_or_else(|| "not measured".into());
+                format!("`{}`: copy: {copy}; matrix: {matrix}", p.id)
+            })
+            .collect();
+    blocks.push(Block::Para(
+        "How the ceilings are taken: each run first times tilekit's copy kernel on every device (the best median over its \
+         configurations, by the same protocol as every kernel) for the copy bandwidth, and cuBLAS's matrix multiply on CUDA \
+         devices for the matrix rate; platforms of the same hardware on the same machine share the best of their ceilings. \
+         A ceiling measured while the machine was busy (a CPU device shared with other work) comes out low. An entry faster \
+         than its ceiling allows shows that the ceiling is wrong, not that the kernel beat the hardware: it gets no \
+         architectural efficiency (\"above its ceiling\"), is left out of PP arch and of p3.csv's `arch eff`, and is listed \
+         below."
+            .into(),
+    ));
+    blocks.push(Block::List(sources));
+    let rows: Vec<Vec<String>> = above_ceiling(v.r)
+        .map(|(e, x)| {
+            let (rate_value, unit) = rate(e);
+            vec![
+                e.platform.clone(),
+                e.kernel.clone(),
+                e.problem_text.clone(),
+                format!("{} {}", e.implementation, e.config),
+                fmt_rate(rate_value, unit),
+                format!("{x:.2}x"),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        blocks.push(Block::Para("No entry is faster than its platform's measured ceilings.".into()));
+    } else {
+        blocks.push(Block::Para(format!(
+            "{} entr{} faster than the measured ceilings allow (flagged: the ceiling of that platform was measured low):",
+            rows.len(),
+            if rows.len() == 1 { "y is" } else { "ies are" }
+        )));
+        blocks.push(Block::Table(
+            ["platform", "kernel", "problem", "implementation", "achieved", "achieved / attainable"].map(String::from).to_vec(),
+            rows,
+        ));
+    }
 }
 
 fn pp_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, String)>) -> Result<(), ReportError> {
@@ -478,7 +554,7 @@ fn kernels_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, 
                                 fmt_time(e.median().unwrap_or(0.0)),
                                 fmt_rate(x, u),
                                 pct(d.and_then(|d| d.efficiency_best)),
-                                pct(d.and_then(|d| d.efficiency_ceiling)),
+                                arch_pct(d),
                                 if imp == "tilekit tuned" { format!(" · [{}]", e.config) } else { String::new() }
                             )
                         }
@@ -893,7 +969,8 @@ fn csv_field(s: &str) -> String {
 
 /// One row per (problem, platform, application) in the layout p3-analysis-library reads:
 /// `problem`, `platform`, `application`, `fom` (median seconds, lower is better), `date`,
-/// `arch eff` and `app eff` (in [0, 1]; empty where the ceiling was not measured, 0 where the
+/// `arch eff` and `app eff` (in [0, 1]; `arch eff` empty where the ceiling was not measured or
+/// the entry beat it (see [`above_ceiling`]), never clamped; 0 where the
 /// application did not run correctly). Applications: `tilekit-tuned`, `tilekit-same-config`,
 /// and each baseline. Problems skipped by design are left out, as the library reads a missing
 /// row as "did not run" only when the application ran the problem elsewhere.
@@ -925,7 +1002,7 @@ fn p3_csv(v: &View) -> String {
                             let d = e.derived.as_ref();
                             (
                                 format!("{:e}", e.median().unwrap_or(f64::NAN)),
-                                d.and_then(|d| d.efficiency_ceiling).map_or(String::new(), |x| format!("{:.6}", x.min(1.0))),
+                                arch_eff(d).map_or(String::new(), |x| format!("{x:.6}")),
                                 d.and_then(|d| d.efficiency_best).map_or(String::new(), |x| format!("{x:.6}")),
                             )
                         }

@@ -61,7 +61,7 @@ pub struct BenchOptions {
 }
 
 /// Where a device sits in the report, from its Vulkan properties where it has them.
-fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, run: &str) -> Platform {
+fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, machine: &str, run: &str) -> Platform {
     let info = match device {
         Device::Vulkan { name, .. } | Device::Wgpu { name, .. } => infos.iter().find(|i| &i.name == name),
         _ => None,
@@ -103,6 +103,7 @@ fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, run: &str) 
         id: device.name(),
         hardware,
         host: host.to_string(),
+        machine: machine.to_string(),
         backend,
         executes: true,
         device_type,
@@ -136,6 +137,36 @@ pub fn host_name() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The processor model, from /proc/cpuinfo where there is one.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()))
+        .unwrap_or_default()
+}
+
+/// A label that tells this machine apart from others of the same host name (cloud VMs are
+/// often all called `vm`): `TILEKIT_MACHINE` where set, else `<host>-<8 hex digits>`, the
+/// digits a SHA-256 of the machine id (systemd's /etc/machine-id, unique per installation) and
+/// the processor model.
+pub fn machine_label() -> String {
+    if let Some(m) = std::env::var("TILEKIT_MACHINE").ok().map(|m| m.trim().to_string()).filter(|m| !m.is_empty()) {
+        return m;
+    }
+    let id = ["/etc/machine-id", "/var/lib/dbus/machine-id"].iter().find_map(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    machine_label_of(&host_name(), id.trim(), &cpu_model())
+}
+
+/// [`machine_label`] from its parts.
+pub fn machine_label_of(host: &str, machine_id: &str, cpu: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(machine_id.as_bytes());
+    h.update(b"\n");
+    h.update(cpu.as_bytes());
+    let digest: String = h.finalize().iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("{host}-{digest}")
 }
 
 /// The revision of tilekit: `TILEKIT_COMMIT` now or at build time, else the checkout's.
@@ -515,13 +546,16 @@ fn case_line(platform: &str, kernel: &str, problem: &str, entries: &[Entry]) -> 
 /// interrupted run keeps what it measured.
 pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&Results)) -> Results {
     let host = host_name();
+    let machine = machine_label();
     let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_id = format!("{host}-{started}");
+    let run_id = format!("{machine}-{started}");
     let infos = if o.devices.iter().any(|d| !is_cpu_device(d)) { tilekit_spirv::VulkanRuntime::devices().unwrap_or_default() } else { Vec::new() };
     let mut results = Results::new();
     results.runs.push(RunInfo {
         id: run_id.clone(),
         host: host.clone(),
+        machine: machine.clone(),
+        cpu: cpu_model(),
         started_unix: started,
         tilekit_version: env!("CARGO_PKG_VERSION").into(),
         tilekit_commit: commit(),
@@ -537,9 +571,9 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
             max_check_flops: o.max_check_flops,
         },
     });
-    results.platforms = o.devices.iter().map(|d| describe(d, &infos, &host, &run_id)).collect();
+    results.platforms = o.devices.iter().map(|d| describe(d, &infos, &host, &machine, &run_id)).collect();
     let cases: Vec<&Case> = o.suite.cases.iter().filter(|c| o.kernels.is_empty() || o.kernels.iter().any(|k| k == c.kernel)).collect();
-    compile_only(o, &cases, &host, &run_id, &mut results, progress);
+    compile_only(o, &cases, &host, &machine, &run_id, &mut results, progress);
     progress.start(((cases.len() + 1) * o.devices.len()) as u64);
 
     // Ceilings first: the copy bandwidth of every device, best over the copy's configurations.
@@ -707,7 +741,7 @@ fn configs_to_time(kernel: &dyn Kernel, problem: &Problem, o: &BenchOptions) -> 
 /// Compile-only targets (AMDGCN code objects): each case's configurations compiled for each
 /// architecture, the code objects' static resources recorded under status "compiled, not run".
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
-fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, results: &mut Results, progress: &mut dyn Progress) {
+fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, machine: &str, run_id: &str, results: &mut Results, progress: &mut dyn Progress) {
     for name in &o.amdgcn {
         let Some(arch) = tilekit_amdgcn::Arch::parse(name) else { continue };
         let id = format!("amdgcn:{arch}");
@@ -715,6 +749,7 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, run_id: &str, res
             id: id.clone(),
             hardware: format!("AMD {arch} (compile-only)"),
             host: host.to_string(),
+            machine: machine.to_string(),
             backend: Backend::Amdgcn,
             executes: false,
             device_type: "other".into(),
@@ -810,4 +845,4 @@ fn compile_amdgcn(
 }
 
 #[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]
-fn compile_only(_: &BenchOptions, _: &[&Case], _: &str, _: &str, _: &mut Results, _: &mut dyn Progress) {}
+fn compile_only(_: &BenchOptions, _: &[&Case], _: &str, _: &str, _: &str, _: &mut Results, _: &mut dyn Progress) {}

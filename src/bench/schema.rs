@@ -13,8 +13,13 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::Summary;
 
-/// Version of the results format. Readers refuse files of another version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the results format. Version 2 added the machine label ([`RunInfo::machine`],
+/// [`Platform::machine`]); files of version 1 are still read, their machine taken to be their
+/// host. Readers refuse files of any other version.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest version [`Results::from_json`] reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// A results file: the runs it holds, the platforms they measured and one entry per
 /// (platform, kernel, implementation, problem, configuration).
@@ -32,9 +37,17 @@ pub struct Results {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunInfo {
-    /// `host-unixtime`, unique across machines in practice.
+    /// `machine-unixtime`, unique across machines in practice.
     pub id: String,
     pub host: String,
+    /// What tells this machine apart from others of the same host name (every cloud VM may be
+    /// called `vm`): `TILEKIT_MACHINE` where set, else the host name, the processor model and a
+    /// hash of the machine id (see `runner::machine_label`). Version 1 files: their host.
+    #[serde(default)]
+    pub machine: String,
+    /// The processor model (empty where unknown, and in version 1 files).
+    #[serde(default)]
+    pub cpu: String,
     pub started_unix: u64,
     pub tilekit_version: String,
     /// Git revision of the build (`TILEKIT_COMMIT` at build or run time, else `git rev-parse`).
@@ -107,12 +120,17 @@ impl Backend {
 #[serde(deny_unknown_fields)]
 pub struct Platform {
     /// Unique in a results file: the device name `tilekit devices` prints (`vulkan:NVIDIA H200`),
-    /// with `@host` appended when merged files measured same-named devices on different hosts.
+    /// with `@machine` appended when merged files measured same-named devices on different
+    /// machines.
     pub id: String,
-    /// The hardware: platforms with the same hardware and host share the "best implementation
+    /// The hardware: platforms with the same hardware and machine share the "best implementation
     /// on that platform" (the WGSL baseline through wgpu competes with tilekit through Vulkan).
     pub hardware: String,
     pub host: String,
+    /// The machine label of the run that measured it ([`RunInfo::machine`]): platforms of the
+    /// same hardware on the same machine share ceilings and the best implementation.
+    #[serde(default)]
+    pub machine: String,
     pub backend: Backend,
     /// False for compile-only targets (AMDGCN): their entries carry static resources, no times.
     pub executes: bool,
@@ -211,10 +229,10 @@ pub struct Derived {
     /// FLOPs per byte of the problem.
     pub intensity: f64,
     /// Achieved / attainable on the roofline of the hardware's measured ceilings (the best
-    /// measured through any runtime of the same hardware and host); absent when the ceiling it
+    /// measured through any runtime of the same hardware and machine); absent when the ceiling it
     /// needs was not measured.
     pub efficiency_ceiling: Option<f64>,
-    /// Best median time of any implementation of the same problem on the same hardware and host
+    /// Best median time of any implementation of the same problem on the same hardware and machine
     /// / this median time.
     pub efficiency_best: Option<f64>,
 }
@@ -280,7 +298,7 @@ pub enum ResultsError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: not a tilekit results file: {message}")]
     Parse { path: String, message: String },
-    #[error("{path}: results schema version {found}, this tilekit reads version {SCHEMA_VERSION}")]
+    #[error("{path}: results schema version {found}, this tilekit reads versions {OLDEST_READABLE_VERSION} to {SCHEMA_VERSION}")]
     Version { path: String, found: u64 },
     #[error("{path}: entry {index} names platform `{platform}`, which the file does not describe")]
     UnknownPlatform { path: String, index: usize, platform: String },
@@ -296,17 +314,34 @@ impl Results {
     pub fn from_json(path: &str, text: &str) -> Result<Results, ResultsError> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
         match value.get("schema_version").and_then(|v| v.as_u64()) {
-            Some(v) if v == SCHEMA_VERSION as u64 => {}
+            Some(v) if (OLDEST_READABLE_VERSION as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
             Some(found) => return Err(ResultsError::Version { path: path.into(), found }),
             None => return Err(ResultsError::Parse { path: path.into(), message: "no `schema_version`".into() }),
         }
-        let r: Results = serde_json::from_value(value).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
+        let mut r: Results = serde_json::from_value(value).map_err(|e| ResultsError::Parse { path: path.into(), message: e.to_string() })?;
+        r.upgrade();
         for (index, e) in r.entries.iter().enumerate() {
             if !r.platforms.iter().any(|p| p.id == e.platform) {
                 return Err(ResultsError::UnknownPlatform { path: path.into(), index, platform: e.platform.clone() });
             }
         }
         Ok(r)
+    }
+
+    /// Brings a file of an older version to this one: a version 1 file has no machine labels,
+    /// so each run and platform is taken to be its own host.
+    fn upgrade(&mut self) {
+        for run in &mut self.runs {
+            if run.machine.is_empty() {
+                run.machine = run.host.clone();
+            }
+        }
+        for p in &mut self.platforms {
+            if p.machine.is_empty() {
+                p.machine = p.host.clone();
+            }
+        }
+        self.schema_version = SCHEMA_VERSION;
     }
 
     pub fn read(path: &str) -> Result<Results, ResultsError> {
@@ -325,19 +360,20 @@ impl Results {
     }
 
     /// Merges results files from any number of machines into one. Platforms keep their ids
-    /// unless two hosts measured same-named devices, in which case the later file's platform
-    /// becomes `id@host`. Where two runs measured the same (platform, kernel, implementation,
+    /// unless two machines measured same-named devices, in which case the later file's platform
+    /// becomes `id@machine`. Where two runs measured the same (platform, kernel, implementation,
     /// problem, configuration), the later run wins. Efficiencies against the best
     /// implementation are recomputed over the merged set.
     pub fn merge(files: impl IntoIterator<Item = Results>) -> Results {
         let mut out = Results::new();
         for mut file in files {
-            // Same-named platform from another host: rename in this file before adding.
+            file.upgrade();
+            // Same-named platform from another machine: rename in this file before adding.
             let mut renames: HashMap<String, String> = HashMap::new();
             for p in &mut file.platforms {
                 if let Some(existing) = out.platforms.iter().find(|q| q.id == p.id) {
-                    if existing.host != p.host {
-                        let new_id = format!("{}@{}", p.id, p.host);
+                    if existing.machine != p.machine {
+                        let new_id = format!("{}@{}", p.id, p.machine);
                         renames.insert(p.id.clone(), new_id.clone());
                         p.id = new_id;
                     }
@@ -355,7 +391,7 @@ impl Results {
             }
             for p in file.platforms {
                 match out.platforms.iter_mut().find(|q| q.id == p.id) {
-                    // The same device measured again on the same host: keep the newer
+                    // The same device measured again on the same machine: keep the newer
                     // description, and any ceiling only one of the runs measured.
                     Some(q) => {
                         let ceilings = Ceilings {
@@ -389,18 +425,18 @@ impl Results {
     /// (Re)computes every timed entry's derived figures from its samples, its cost, its
     /// platform's ceilings and the best implementation on the same hardware.
     pub fn derive(&mut self) {
-        let hw: HashMap<String, (String, String)> = self.platforms.iter().map(|p| (p.id.clone(), (p.hardware.clone(), p.host.clone()))).collect();
+        let hw: HashMap<String, (String, String)> = self.platforms.iter().map(|p| (p.id.clone(), (p.hardware.clone(), p.machine.clone()))).collect();
         let mut best: HashMap<(String, String, String, String), f64> = HashMap::new();
         for e in &self.entries {
-            if let (Some(m), Some((h, host))) = (e.median(), hw.get(&e.platform)) {
-                let k = (h.clone(), host.clone(), e.kernel.clone(), e.problem_text.clone());
+            if let (Some(m), Some((h, machine))) = (e.median(), hw.get(&e.platform)) {
+                let k = (h.clone(), machine.clone(), e.kernel.clone(), e.problem_text.clone());
                 let b = best.entry(k).or_insert(m);
                 *b = b.min(m);
             }
         }
         // A ceiling belongs to the hardware: the best measured through any of its runtimes.
         let best_of = |p: &Platform, f: fn(&Ceilings) -> Option<f64>| {
-            self.platforms.iter().filter(|q| q.hardware == p.hardware && q.host == p.host).filter_map(|q| f(&q.ceilings)).reduce(f64::max)
+            self.platforms.iter().filter(|q| q.hardware == p.hardware && q.machine == p.machine).filter_map(|q| f(&q.ceilings)).reduce(f64::max)
         };
         let ceilings: HashMap<String, Ceilings> = self
             .platforms
@@ -415,8 +451,8 @@ impl Results {
                 e.derived = None;
                 continue;
             };
-            let (h, host) = hw.get(&e.platform).cloned().unwrap_or_default();
-            let b = best.get(&(h, host, e.kernel.clone(), e.problem_text.clone())).copied();
+            let (h, machine) = hw.get(&e.platform).cloned().unwrap_or_default();
+            let b = best.get(&(h, machine, e.kernel.clone(), e.problem_text.clone())).copied();
             let c = ceilings.get(&e.platform).cloned().unwrap_or_default();
             e.derived = Some(derive_figures(e.bytes, e.flops, m, &c, b));
         }

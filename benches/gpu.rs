@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     let runs: usize = std::env::var("TILEKIT_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
     let warmup = 5;
     let filter = std::env::var("TILEKIT_BENCH_DEVICE").ok();
-    let devices: Vec<Device> = Device::gpus().into_iter().filter(|d| filter.as_deref().is_none_or(|f| d.name().contains(f))).collect();
+    let devices: Vec<Device> = Device::gpus().into_iter().filter(|d| filter.as_deref().map_or(true, |f| d.name().contains(f))).collect();
     if devices.is_empty() {
         eprintln!("no GPU device (is a Vulkan driver installed?)");
         return ExitCode::from(2);

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what tilekit's tests need on a Debian 12 machine that has a Rust toolchain, builds every
-# target in release mode (the interpreter tests run much faster optimised) and runs every test.
+# Installs what tilekit's tests need on a Debian 12 machine that has a Rust toolchain, checks the
+# formatting (rustfmt) and lints (clippy, with and without the LLVM backends), builds every target
+# in release mode (the interpreter tests run much faster optimised) and runs every test. Tests that
+# could not run something here (no CUDA device, say) print `SKIPPED: <test> (<reason>)`; the
+# script lists those lines at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/common.sh
@@ -25,6 +28,12 @@ ensure_cargo
 install_apt "${APT_PACKAGES[@]}"
 install_pip "${PIP_PACKAGES[@]}"
 
+log "formatting (cargo fmt --check)"
+cargo fmt --all -- --check
+log "lints (clippy; then with the ptx and amdgcn features)"
+cargo clippy --release --workspace --all-targets -- -D warnings
+cargo clippy --release --workspace --all-targets --features ptx,amdgcn -- -D warnings
+
 log "building every target (release)"
 cargo build --release --workspace --all-targets
 
@@ -33,11 +42,26 @@ export TILEKIT_VULKAN_VALIDATION=1
 # lavapipe warns on every device creation when this is unset.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 
+# Every test's output also goes to a log, for the list of skipped tests at the end.
+test_log=$(mktemp)
+trap 'rm -f "$test_log"' EXIT
+skipped_summary() {
+  # A line may follow the harness's `test name ... ` on the same line.
+  local lines
+  lines=$({ grep -o 'SKIPPED: .*' "$test_log" || true; } | sort -u)
+  if [ -z "$lines" ]; then
+    log "no test was skipped"
+  else
+    log "$(printf '%s\n' "$lines" | wc -l) skipped:"
+    printf '%s\n' "$lines" | sed 's/^/  /'
+  fi
+}
+
 # Unit, integration and binary tests, then the documentation examples, each once.
 log "tests"
-cargo test --release --workspace --lib --bins --tests --examples
+cargo test --release --workspace --lib --bins --tests --examples 2>&1 | tee -a "$test_log"
 log "documentation tests"
-cargo test --release --workspace --doc
+cargo test --release --workspace --doc 2>&1 | tee -a "$test_log"
 
 # The PTX backend (its crates' own tests ran above, as workspace members): every kernel's PTX
 # through ptxas, golden PTX, `ir --ptx`, and the CUDA kernel tests, which say that there is no
@@ -45,4 +69,5 @@ cargo test --release --workspace --doc
 # The AMDGCN backend in the same build (compile-only): every kernel's code object for gfx90a,
 # gfx942 and gfx1100 linked, disassembled and its metadata checked, golden assembly, `ir --amdgcn`.
 log "PTX and AMDGCN backend tests (features ptx, amdgcn)"
-TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli
+TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli 2>&1 | tee -a "$test_log"
+skipped_summary

@@ -51,14 +51,14 @@ fn check_metadata(k: &AmdgcnKernel) -> Result<(), String> {
     if explicit.len() != k.params.len() {
         problems.push(format!("{} explicit arguments for {} parameters", explicit.len(), k.params.len()));
     }
-    let mut end = 0;
+    let mut end = 0u32;
     for (i, (a, p)) in explicit.iter().zip(&k.params).enumerate() {
         let (kind, size) = match p {
             KernelParam::Buffer { .. } => ("global_buffer", 8),
             KernelParam::Scalar { dtype: DType::I64 } => ("by_value", 8),
             KernelParam::Scalar { .. } => ("by_value", 4),
         };
-        let offset = (end as u32).div_ceil(size) * size;
+        let offset = end.div_ceil(size) * size;
         if a.value_kind != kind || a.size != size || a.offset != offset {
             problems.push(format!("argument {i}: {} of {} B at {}, want {kind} of {size} B at {offset}", a.value_kind, a.size, a.offset));
         }

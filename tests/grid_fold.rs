@@ -33,6 +33,8 @@ struct Job {
 }
 
 /// The two runtimes behind one interface: upload, run the jobs in order, download everything.
+/// (Two of them live in a test at a time: their sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
 enum Rt {
     Vulkan(VulkanRuntime),
     Wgpu(WgpuRuntime, Target),
@@ -93,6 +95,16 @@ impl Rt {
     }
 }
 
+/// Says on stderr that the running test (or the part of it named in `reason`) did not run and
+/// why, as `SKIPPED: <test> (<reason>)`. Written to the stream itself, past the harness's
+/// capture, so the line shows although the test passes; scripts/test.sh lists them at the end.
+fn skipped(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test} ({reason})");
+}
+
 fn assert_clean(rt: &VulkanRuntime) {
     let msgs = rt.take_validation_messages();
     assert!(msgs.is_empty(), "validation messages:\n{}", msgs.join("\n"));
@@ -105,7 +117,7 @@ fn runtimes(limit: Option<u32>) -> Option<[Rt; 2]> {
     let devices = VulkanRuntime::devices().unwrap_or_default();
     if devices.is_empty() {
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-            eprintln!("no Vulkan device; skipped (TILEKIT_SKIP_GPU_TESTS=1)");
+            skipped("no Vulkan device, and TILEKIT_SKIP_GPU_TESTS=1");
             return None;
         }
         panic!("no Vulkan device found: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1");

@@ -19,7 +19,7 @@ fn devices() -> Vec<Device> {
             Ok(_) => "the CUDA driver lists no device of compute capability 8.0 or newer".to_string(),
         };
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-            eprintln!("no CUDA device ({why}); skipped (TILEKIT_SKIP_GPU_TESTS=1)");
+            common::skipped(&format!("no CUDA device: {why}; TILEKIT_SKIP_GPU_TESTS=1"));
             return devices;
         }
         panic!("no CUDA device: {why}; set TILEKIT_SKIP_GPU_TESTS=1 to skip");

@@ -12,7 +12,7 @@ fn devices() -> Vec<Device> {
     let gpus = Device::gpus();
     if gpus.is_empty() {
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-            eprintln!("no Vulkan device; skipped (TILEKIT_SKIP_GPU_TESTS=1)");
+            common::skipped("no Vulkan device, and TILEKIT_SKIP_GPU_TESTS=1");
             return gpus;
         }
         panic!("no Vulkan device found: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1");

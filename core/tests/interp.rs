@@ -187,7 +187,7 @@ fn integer_semantics_wrap_and_errors_are_reported() {
     let o = k.output("o", DType::U32);
     let i = k.arange(0, 4);
     let x = k.load(a, i);
-    k.store(o, i, x >> i * 11);
+    k.store(o, i, x >> (i * 11));
     let p = k.finish().unwrap();
     let ab = HostBuffer::from_slice(&[0xFFFF_FFFFu32; 4]);
     let ob = HostBuffer::zeros(DType::U32, 4);
@@ -230,8 +230,8 @@ fn reductions_scans_and_argmax_along_each_axis() {
     let at = |i: usize, j: usize| data[i * c + j] as f64;
     let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "{got} vs {want}");
     let s0 = outs[0].to_f64();
-    for j in 0..c {
-        close(s0[j], (0..r).map(|i| at(i, j)).sum());
+    for (j, &s) in s0.iter().enumerate().take(c) {
+        close(s, (0..r).map(|i| at(i, j)).sum());
     }
     let (m1, a1, p1) = (outs[1].to_f64(), outs[2].to_vec::<i32>().unwrap(), outs[5].to_f64());
     for i in 0..r {
@@ -432,7 +432,8 @@ fn math_functions_match_f64_within_f32_rounding() {
     let o = k.output("o", DType::F32);
     let i = k.arange(0, 64);
     let x = k.load(a, i);
-    let ops: Vec<(&str, fn(f64) -> f64)> = vec![
+    type Op = (&'static str, fn(f64) -> f64);
+    let ops: Vec<Op> = vec![
         ("exp", f64::exp),
         ("exp2", f64::exp2),
         ("log", |v: f64| v.abs().ln()),

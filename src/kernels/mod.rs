@@ -390,7 +390,7 @@ mod tests {
                 for p in k.test_problems(*d).iter().chain([&k.default_problem()]) {
                     k.check_problem(p).unwrap_or_else(|e| panic!("{} {p}: {e}", k.name()));
                     for key in p.opts.keys() {
-                        assert!(k.options().iter().any(|o| &o.name == key), "{}: `{key}` is undeclared", k.name());
+                        assert!(k.options().iter().any(|o| o.name == key.as_str()), "{}: `{key}` is undeclared", k.name());
                     }
                 }
             }

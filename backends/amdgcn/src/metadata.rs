@@ -166,7 +166,7 @@ pub fn occupancy(arch: Arch, vgprs: u32, agprs: u32, sgprs: u32, lds_bytes: u32,
     // its SIMDs.
     let waves_per_group = threads.div_ceil(arch.wave_size()).max(1);
     let groups_by_waves = (l.max_waves_per_simd * l.simds_per_lds) / waves_per_group;
-    let groups = if lds_bytes > 0 { (l.lds_bytes / lds_bytes).min(groups_by_waves) } else { groups_by_waves };
+    let groups = l.lds_bytes.checked_div(lds_bytes).map_or(groups_by_waves, |g| g.min(groups_by_waves));
     let by_groups = groups * waves_per_group / l.simds_per_lds;
     limit(by_groups, if lds_bytes > 0 && l.lds_bytes / lds_bytes < groups_by_waves { "lds" } else { "workgroup" });
     Occupancy { waves_per_simd: best.0, max_waves_per_simd: l.max_waves_per_simd, limited_by: best.1 }

@@ -15,6 +15,16 @@ use tilekit_core::{DType, HostBuffer, Scalar};
 use tilekit_spirv::wgpu_rt::{KernelBuffer, WgpuBuffer, WgpuError, WgpuRuntime};
 use tilekit_spirv::{Binding, PushConstant, PushConstantError, Requirements, SpirvKernel};
 
+/// Says on stderr that the running test (or the part of it named in `reason`) did not run and
+/// why, as `SKIPPED: <test> (<reason>)`. Written to the stream itself, past the harness's
+/// capture, so the line shows although the test passes; scripts/test.sh lists them at the end.
+fn skipped(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test} ({reason})");
+}
+
 fn skip_gpu() -> bool {
     std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1")
 }
@@ -25,7 +35,7 @@ fn rt() -> Option<&'static WgpuRuntime> {
     match RT.get_or_init(|| WgpuRuntime::new().map_err(|e| e.to_string())) {
         Ok(rt) => Some(rt),
         Err(_) if skip_gpu() => {
-            eprintln!("skipping: no usable Vulkan adapter and TILEKIT_SKIP_GPU_TESTS=1");
+            skipped("no usable Vulkan adapter, and TILEKIT_SKIP_GPU_TESTS=1");
             None
         }
         Err(e) => panic!(
@@ -610,7 +620,7 @@ fn eight_bit_storage_buffers() {
     if !rt.capabilities().storage8 || !rt.capabilities().int8 {
         let err = rt.load(&k).unwrap_err();
         assert!(err.to_string().contains("8"), "{err}");
-        eprintln!("skipping the launch: {err}");
+        skipped(&format!("the launch: {err}"));
         return;
     }
     let k = rt.load(&k).unwrap();

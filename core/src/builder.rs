@@ -555,6 +555,16 @@ impl Builder {
         self.emit(Op::If { cond: cond.v, then_block, else_block }, vec![], loc);
     }
 
+    /// Asserts that the `i1` scalar or tile `cond` holds on every lane (Triton's
+    /// `tl.device_assert`). The interpreter and checked launches report a lane where it does not
+    /// with `message`, this call's location, the program id and the lane; an unchecked GPU
+    /// launch does not evaluate it.
+    #[track_caller]
+    pub fn device_assert<'b>(&'b self, cond: Tile<'b>, message: impl Into<String>) {
+        let loc = Loc::caller();
+        self.emit0(Op::DeviceAssert { cond: cond.v, message: message.into() }, loc);
+    }
+
     fn yield_types(&self, block: &Block) -> Vec<Type> {
         match block.insts.last() {
             Some(Inst { op: Op::Yield { values }, .. }) => values.iter().map(|&v| self.ty(v)).collect(),

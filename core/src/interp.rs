@@ -10,8 +10,9 @@
 //!   results of the f32 functions for the transcendental ones;
 //! - integers are held as i64 and wrapped to their width after every operation;
 //! - a masked-off lane reads `other` and never touches memory; an unmasked out-of-bounds access,
-//!   an integer division by zero, a shift past the width and a zero loop step are errors that name
-//!   the operation, its source location, the program id and the offending value.
+//!   an integer division by zero, a shift past the width, a zero loop step and a failed
+//!   `device_assert` are errors that name the operation, its source location, the program id
+//!   and the offending value (or the assert's message).
 //!
 //! The program is verified before it runs, so nothing below panics on a program the verifier
 //! accepted.
@@ -46,6 +47,8 @@ pub enum InterpError {
     DivisionByZero { op: String, loc: Loc, pid: [u32; 3], lane: usize },
     #[error("`{op}` at {loc}, program {pid:?}, lane {lane}: shift by {amount} is outside 0..{bits}")]
     ShiftOutOfRange { op: String, loc: Loc, pid: [u32; 3], lane: usize, amount: i64, bits: u32 },
+    #[error("`device_assert` at {loc}, program {pid:?}, lane {lane}: assertion failed: {message}")]
+    AssertFailed { loc: Loc, pid: [u32; 3], lane: usize, message: String },
     #[error("`for` at {loc}, program {pid:?}: the loop step is zero")]
     ZeroStep { loc: Loc, pid: [u32; 3] },
     #[error("grid {grid:?} has {total} program instances, more than the interpreter's limit of 2^32")]
@@ -363,6 +366,13 @@ impl<'a> Instance<'a> {
                 return Ok(());
             }
             Op::Yield { .. } => return Ok(()),
+            Op::DeviceAssert { cond, message } => {
+                // The lowest failing lane, as for every other fault the interpreter reports.
+                if let Some(lane) = self.get(*cond).ints().iter().position(|&c| c == 0) {
+                    return Err(InterpError::AssertFailed { loc: inst.loc.clone(), pid: self.pid, lane, message: message.clone() });
+                }
+                return Ok(());
+            }
         };
         self.set(res(0), out);
         Ok(())

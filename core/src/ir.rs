@@ -490,6 +490,14 @@ pub enum Op {
     Yield {
         values: Vec<Value>,
     },
+    /// Asserts that `cond` (an `i1` scalar or tile) holds on every lane. A lane where it is false
+    /// is a failed assertion: the interpreter and checked launches report `message` with the
+    /// op's location, the program id and the lane. An unchecked GPU lowering drops the op, so
+    /// asserts cost nothing unless a launch is checked.
+    DeviceAssert {
+        cond: Value,
+        message: String,
+    },
 }
 
 impl Op {
@@ -522,6 +530,7 @@ impl Op {
             Op::For { .. } => "for",
             Op::If { .. } => "if",
             Op::Yield { .. } => "yield",
+            Op::DeviceAssert { .. } => "device_assert",
         }
     }
 
@@ -563,7 +572,7 @@ impl Op {
                 v.extend(init.iter().copied());
                 v
             }
-            Op::If { cond, .. } => vec![*cond],
+            Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![*cond],
             Op::Yield { values } => values.clone(),
         }
     }
@@ -579,9 +588,10 @@ impl Op {
     }
 
     /// Whether the op writes memory (and so must not be removed or reordered across others that
-    /// touch the same buffer).
+    /// touch the same buffer), or reports a failure (`device_assert`, which defines nothing but
+    /// must not be removed).
     pub fn has_side_effects(&self) -> bool {
-        matches!(self, Op::Store { .. } | Op::Atomic { .. } | Op::AtomicCas { .. })
+        matches!(self, Op::Store { .. } | Op::Atomic { .. } | Op::AtomicCas { .. } | Op::DeviceAssert { .. })
     }
 }
 

@@ -29,6 +29,7 @@
 //!   } else {
 //!     yield %12
 //!   }
+//!   device_assert %6, "offsets below n"
 //! }
 //! ```
 //!
@@ -371,6 +372,7 @@ impl Printer<'_> {
             Op::If { cond, .. } => format!("{name} {}", v(cond)),
             Op::Yield { values } if values.is_empty() => name.to_string(),
             Op::Yield { values } => format!("{name} {}", values_text(values)),
+            Op::DeviceAssert { cond, message } => format!("{name} {}, {}", v(cond), quoted(message)),
         }
     }
 }
@@ -1253,6 +1255,19 @@ impl Parser {
                 Op::For { lower, upper, step, init, body: Block::default() }
             }
             "if" => Op::If { cond: self.operand()?, then_block: Block::default(), else_block: Block::default() },
+            "device_assert" => {
+                let cond = self.operand()?;
+                self.expect_punct(',', " and the message, as in `device_assert %3, \"x is positive\"`")?;
+                let message = match &self.peek().tok {
+                    Tok::Str(s) => {
+                        let s = s.clone();
+                        self.bump();
+                        s
+                    }
+                    _ => return self.fail("the message as a quoted string, as in `\"x is positive\"`"),
+                };
+                Op::DeviceAssert { cond, message }
+            }
             "yield" => {
                 let mut values = Vec::new();
                 if matches!(self.peek().tok, Tok::Value(_)) {

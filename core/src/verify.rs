@@ -14,7 +14,7 @@
 //! - a tile has at most 2^20 elements (Triton's limit), and `dot` extents are at least 16;
 //! - a combine function is a pure scalar function: it sees only its own arguments and values,
 //!   defines only scalars, and holds no memory access, control flow, `program_id`,
-//!   `num_programs` or `arg`;
+//!   `num_programs`, `arg` or `device_assert` (a failure there could name no lane);
 //! - a loop's induction variable is an integer other than `i1`, and a constant step is positive;
 //! - the program body takes no arguments, and regions nest at most 64 levels deep, so that every
 //!   recursive stage stays within its stack;
@@ -322,6 +322,7 @@ fn impure(op: &Op) -> bool {
             | Op::ProgramId { .. }
             | Op::NumPrograms { .. }
             | Op::Arg { .. }
+            | Op::DeviceAssert { .. }
     )
 }
 
@@ -524,7 +525,7 @@ impl<'p> Verifier<'p> {
     /// Result count, handles, and no result defined before.
     fn results(&self, inst: &Inst) -> Check {
         let expected = match &inst.op {
-            Op::Store { .. } | Op::Yield { .. } => Some(0),
+            Op::Store { .. } | Op::Yield { .. } | Op::DeviceAssert { .. } => Some(0),
             Op::For { init, .. } => Some(init.len()),
             // The branches' yields fix the count; they are checked against the results.
             Op::If { .. } => None,
@@ -830,6 +831,13 @@ impl<'p> Verifier<'p> {
             }
             // Placement is checked by the block walk, yielded types by the owner.
             Op::Yield { .. } => Ok(()),
+            &Op::DeviceAssert { cond, .. } => {
+                let c = self.ty(cond)?;
+                if c.dtype != DType::I1 {
+                    return Err(wrong_dtype("the condition", c.dtype, "i1"));
+                }
+                Ok(())
+            }
         }
     }
 

@@ -1629,6 +1629,7 @@ fn parts(op: &mut Op) -> (Vec<&mut Value>, Vec<&mut Block>) {
         }
         Op::If { cond, then_block, else_block } => (vec![cond], vec![then_block, else_block]),
         Op::Yield { values } => (values.iter_mut().collect(), vec![]),
+        Op::DeviceAssert { cond, .. } => (vec![cond], vec![]),
     }
 }
 

@@ -963,6 +963,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 self.bind(&inst.results, &layouts, &results);
             }
             Op::Yield { .. } => {}
+            // Asserts are evaluated only by checked launches, which replace them before lowering
+            // (crate::instrument); an unchecked program runs exactly as without them.
+            Op::DeviceAssert { .. } => {}
         }
         Ok(())
     }

@@ -38,6 +38,7 @@ pub mod buffer;
 pub mod builder;
 pub mod dtype;
 pub mod gpu;
+pub mod instrument;
 pub mod interp;
 pub mod ir;
 pub mod text;

@@ -7,7 +7,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 use tilekit_core::{Config, HostBuffer};
 
-use crate::device::{Device, DeviceError};
+use crate::device::{Device, DeviceError, RunOptions};
 use crate::kernels::{Kernel, KernelError, Problem, Role};
 
 /// How one output compares with the reference.
@@ -105,6 +105,18 @@ pub fn check(kernel: &dyn Kernel, problem: &Problem, config: &Config, device: &D
     check_and_time(kernel, problem, config, device, seed, None).map(|(r, _)| r)
 }
 
+/// As [`check`], run with `options` (a checked launch reports the first fault as an error).
+pub fn check_with(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    device: &Device,
+    seed: u64,
+    options: &RunOptions,
+) -> Result<CheckReport, CheckError> {
+    Case::new(kernel, problem, seed).check_and_time_with(kernel, config, device, None, options).map(|(r, _)| r)
+}
+
 /// As [`check`], then, when `timing` is `(warmup, runs)` and the answer was right, the device
 /// time of each of `runs` executions (seconds, device timestamps on GPUs). A wrong answer is
 /// never timed.
@@ -151,6 +163,19 @@ impl Case {
         device: &Device,
         timing: Option<(usize, usize)>,
     ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
+        self.check_and_time_with(kernel, config, device, timing, &RunOptions::default())
+    }
+
+    /// As [`Case::check_and_time`], with the run (not the timing, which runs the plan as built)
+    /// under `options`.
+    pub fn check_and_time_with(
+        &self,
+        kernel: &dyn Kernel,
+        config: &Config,
+        device: &Device,
+        timing: Option<(usize, usize)>,
+        options: &RunOptions,
+    ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
         let plan = kernel.plan(&self.problem, config)?;
         let want = plan.inputs().count();
         if self.inputs.len() != want {
@@ -186,7 +211,7 @@ impl Case {
             };
             buffers.push(b);
         }
-        let elapsed: Duration = device.run_plan(&plan, &buffers, config)?;
+        let elapsed: Duration = device.run_plan_with(&plan, &buffers, config, options)?;
         let outputs = plan
             .outputs()
             .zip(&self.reference)

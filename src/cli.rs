@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use crate::check::{self, CheckError, CheckReport};
-use crate::device::{Device, DeviceError};
+use crate::device::{Device, DeviceError, RunOptions};
 use crate::kernels::{self, Kernel, KernelError, LaunchArg, Plan, Problem};
 use crate::{Config, DType};
 
@@ -174,6 +174,11 @@ pub struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub seed: u64,
+    /// Checked launches: report the first out-of-bounds access, integer division by zero, shift
+    /// out of range or failed device_assert, with its source location, program id and lane, on
+    /// any device (slower; off by default).
+    #[arg(long)]
+    pub check: bool,
     /// Print JSON results instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -807,6 +812,7 @@ const RUN_HEADERS: [&str; 8] = ["KERNEL", "PROBLEM", "CONFIG", "OUTPUT", "REL ER
 
 fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let device = Device::find(&args.device)?;
+    let options = RunOptions { check: args.check };
     let jobs = jobs(args)?;
 
     // Rows are printed as each run finishes (the interpreter can take a while), so the column
@@ -844,7 +850,9 @@ fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         };
         let result = match &job.outputs {
             Err(e) => Err(e.clone()),
-            Ok(_) => check::check(job.kernel.as_ref(), &job.problem, &job.config, &device, args.seed).map_err(|e: CheckError| e.to_string()),
+            Ok(_) => {
+                check::check_with(job.kernel.as_ref(), &job.problem, &job.config, &device, args.seed, &options).map_err(|e: CheckError| e.to_string())
+            }
         };
         match result {
             Ok(report) => {

@@ -1,6 +1,12 @@
 //! Devices tilekit can run on: the interpreter (the reference), the emulator of the GPU
 //! lowering, every Vulkan device through the raw Vulkan runtime and through wgpu, and (with the
 //! `ptx` feature) every CUDA device through the PTX backend.
+//!
+//! A plan runs as built ([`Device::run_plan`]) or checked ([`Device::run_plan_with`] and
+//! [`RunOptions::check`]): every launch's program instrumented to record its first out-of-bounds
+//! access, integer division by zero, shift out of range or failed `device_assert`
+//! ([`CheckedPlan`], `tilekit_core::instrument`), reported as [`DeviceError::Fault`] in the
+//! interpreter's words, on every device.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,12 +16,13 @@ use std::time::{Duration, Instant};
 use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_core::gpu::simt::{self, SimtError};
 use tilekit_core::gpu::Target;
+use tilekit_core::instrument::{self, Fault, InstrumentError, Instrumented, FAULT_WORDS};
 use tilekit_core::interp::{self, Arg, InterpError};
 use tilekit_core::{Config, DType, HostBuffer, Program, Scalar};
 use tilekit_spirv::{compile, CompileError, VulkanError, VulkanRuntime};
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
-use crate::kernels::{Launch, LaunchArg, Plan};
+use crate::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
 
 /// A place to run plans.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +72,10 @@ pub enum DeviceError {
     #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     #[error("{device}: {source}")]
     Cuda { device: String, source: tilekit_ptx::CudaError },
+    #[error("launch {launch} (`{program}`) cannot be checked: {source}")]
+    Instrument { launch: usize, program: String, source: InstrumentError },
+    #[error("{device}: launch {launch} (`{program}`): {fault}")]
+    Fault { device: String, launch: usize, program: String, fault: Fault },
     #[error("{device}: the Vulkan validation layer reported {} message(s) while running `{program}`:\n{}", messages.len(), messages.join("\n"))]
     Validation { device: String, program: String, messages: Vec<String> },
 }
@@ -279,15 +290,7 @@ impl Device {
     pub fn run_plan(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config) -> Result<Duration, DeviceError> {
         let options = LowerOptions::for_config(config);
         options.check()?;
-        for (li, launch) in plan.launches.iter().enumerate() {
-            for (ai, a) in launch.args.iter().enumerate() {
-                if let LaunchArg::Buffer(i) = a {
-                    if *i >= buffers.len() {
-                        return Err(DeviceError::BadPlan { launch: li, arg: ai, buffer: *i, count: buffers.len() });
-                    }
-                }
-            }
-        }
+        check_buffer_indices(plan, buffers.len())?;
         match self {
             Device::Interpreter | Device::Emulator(_) => {
                 let start = Instant::now();
@@ -351,6 +354,128 @@ impl Device {
             }
         }
     }
+}
+
+/// How [`Device::run_plan_with`] runs a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Checked launches: each launch's program records its first out-of-bounds access, integer
+    /// division by zero, shift out of range or failed `device_assert`, which the run returns as
+    /// [`DeviceError::Fault`] with the op's source location, the program id and the lane. The
+    /// checked programs never touch memory out of bounds. Off by default: an unchecked run
+    /// launches the programs exactly as built.
+    pub check: bool,
+}
+
+impl Device {
+    /// As [`Device::run_plan`], with `options`. A checked run instruments the plan
+    /// ([`CheckedPlan`]), runs it through [`Device::run_plan`] on copies of `buffers` with the
+    /// fault records appended, copies the results back and reads the records: the first launch
+    /// that recorded a fault is the error.
+    pub fn run_plan_with(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, options: &RunOptions) -> Result<Duration, DeviceError> {
+        if !options.check {
+            return self.run_plan(plan, buffers, config);
+        }
+        let checked = CheckedPlan::new(plan, buffers)?;
+        let all: Vec<HostBuffer> = buffers.iter().cloned().chain(checked.records()).collect();
+        let elapsed = self.run_plan(&checked.plan, &all, config)?;
+        for (dst, src) in buffers.iter().zip(&all) {
+            copy_into(dst, src);
+        }
+        match checked.fault(&all)? {
+            Some((launch, fault)) => {
+                Err(DeviceError::Fault { device: self.name(), launch, program: plan.launches[launch].program.name.clone(), fault })
+            }
+            None => Ok(elapsed),
+        }
+    }
+}
+
+/// A plan whose launches record their first fault: each launch's program instrumented
+/// (`tilekit_core::instrument`), one zeroed fault record per launch appended to the plan's
+/// buffers, and each launch given its record and its buffers' lengths. It runs on any device
+/// like the plan it came from.
+#[derive(Clone, Debug)]
+pub struct CheckedPlan {
+    /// The plan to run: the original buffers, then one fault record per launch.
+    pub plan: Plan,
+    /// Each launch's instrumented program, with what reads its record.
+    launches: Vec<Instrumented>,
+    /// Index of the first fault record among the plan's buffers.
+    first_record: usize,
+}
+
+impl CheckedPlan {
+    /// `plan` checked for `buffers` (one per plan buffer), whose lengths bound the accesses.
+    pub fn new(plan: &Plan, buffers: &[HostBuffer]) -> Result<CheckedPlan, DeviceError> {
+        check_buffer_indices(plan, buffers.len())?;
+        let first_record = buffers.len();
+        let mut out = plan.clone();
+        let mut launches = Vec::with_capacity(plan.launches.len());
+        for (li, launch) in out.launches.iter_mut().enumerate() {
+            let inst = instrument::instrument(&launch.program).map_err(|source| DeviceError::Instrument {
+                launch: li,
+                program: launch.program.name.clone(),
+                source,
+            })?;
+            let lens: Vec<usize> = inst.lengths.iter().map(|l| arg_len(&launch.args, buffers, l.buffer)).collect();
+            launch.args.push(LaunchArg::Buffer(first_record + li));
+            for (l, len) in inst.lengths.iter().zip(lens) {
+                launch.args.push(LaunchArg::Scalar(l.value(len)));
+            }
+            launch.program = inst.program.clone();
+            launches.push(inst);
+        }
+        for li in 0..plan.launches.len() {
+            out.buffers.push(BufferSpec { name: format!("faults of launch {li}"), dtype: DType::I32, len: FAULT_WORDS, role: Role::Scratch });
+        }
+        Ok(CheckedPlan { plan: out, launches, first_record })
+    }
+
+    /// The zeroed fault records, to follow the original buffers.
+    pub fn records(&self) -> Vec<HostBuffer> {
+        (0..self.launches.len()).map(|_| HostBuffer::zeros(DType::I32, FAULT_WORDS)).collect()
+    }
+
+    /// The first launch, in plan order, whose record holds a fault, and that fault, from the
+    /// buffers of a run of [`CheckedPlan::plan`] (the original buffers, then the records).
+    pub fn fault(&self, buffers: &[HostBuffer]) -> Result<Option<(usize, Fault)>, DeviceError> {
+        for (li, (inst, launch)) in self.launches.iter().zip(&self.plan.launches).enumerate() {
+            let record = buffers.get(self.first_record + li).and_then(|b| b.to_vec::<i32>()).unwrap_or_default();
+            let fault = inst.fault(&record, |b| arg_len(&launch.args, buffers, b)).map_err(|source| DeviceError::Instrument {
+                launch: li,
+                program: inst.program.name.clone(),
+                source,
+            })?;
+            if let Some(f) = fault {
+                return Ok(Some((li, f)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The length of the buffer a launch passes for parameter `param` (0 where it passes none: the
+/// launch then fails on its arguments).
+fn arg_len(args: &[LaunchArg], buffers: &[HostBuffer], param: u32) -> usize {
+    match args.get(param as usize) {
+        Some(LaunchArg::Buffer(i)) => buffers.get(*i).map_or(0, HostBuffer::len),
+        _ => 0,
+    }
+}
+
+/// Every buffer a launch names exists.
+fn check_buffer_indices(plan: &Plan, count: usize) -> Result<(), DeviceError> {
+    for (li, launch) in plan.launches.iter().enumerate() {
+        for (ai, a) in launch.args.iter().enumerate() {
+            if let LaunchArg::Buffer(i) = a {
+                if *i >= count {
+                    return Err(DeviceError::BadPlan { launch: li, arg: ai, buffer: *i, count });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the compiler or the driver says one launch's kernel takes on a device.

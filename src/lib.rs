@@ -12,4 +12,6 @@ pub mod device;
 pub mod kernels;
 
 pub use device::Device;
-pub use tilekit_core::{builder, gpu, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Type};
+pub use tilekit_core::{
+    builder, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Type,
+};

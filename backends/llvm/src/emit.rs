@@ -662,6 +662,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     // ---- memory ----
 
     /// Pointer to `buffer[index]`, after checking the buffer and recording the access.
+    #[allow(clippy::too_many_arguments)]
     fn element_ptr(
         &mut self,
         buffer: u32,
@@ -729,7 +730,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     }
 
     /// A loaded memory value as a register value.
-    fn from_mem(&mut self, dtype: DType, raw: Operand) -> Operand {
+    fn reg_from_mem(&mut self, dtype: DType, raw: Operand) -> Operand {
         if dtype == DType::I1 {
             self.icmp("ne", "i8", raw, Operand::Int(0))
         } else {
@@ -737,7 +738,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         }
     }
 
-    fn to_mem(&mut self, dtype: DType, v: Operand) -> Operand {
+    fn reg_to_mem(&mut self, dtype: DType, v: Operand) -> Operand {
         if dtype == DType::I1 {
             self.inst(format!("zext i1 {v} to i8"))
         } else {
@@ -1316,7 +1317,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let gas = self.hooks.global_addrspace();
         let mt = mem_ty(dtype);
         let raw = self.inst(format!("load {mt}, ptr addrspace({gas}) {p}, align {}", dtype.size_bytes()));
-        let r = self.from_mem(dtype, raw);
+        let r = self.reg_from_mem(dtype, raw);
         self.val(r, dtype)
     }
 
@@ -1326,7 +1327,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             return;
         };
         let gas = self.hooks.global_addrspace();
-        let v = self.to_mem(dtype, value.op);
+        let v = self.reg_to_mem(dtype, value.op);
         self.stmt(format!("store {} {v}, ptr addrspace({gas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
     }
 
@@ -1422,7 +1423,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         (0..n)
             .map(|i| {
                 let raw = self.inst(format!("extractelement <{n} x {mt}> {vec}, i32 {i}"));
-                let r = self.from_mem(dtype, raw);
+                let r = self.reg_from_mem(dtype, raw);
                 self.val(r, dtype)
             })
             .collect()
@@ -1447,7 +1448,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let mut vec = Operand::Int(0);
         let mut vec_text = "poison".to_string();
         for (i, v) in values.iter().enumerate() {
-            let m = self.to_mem(dtype, v.op);
+            let m = self.reg_to_mem(dtype, v.op);
             vec = self.inst(format!("insertelement <{n} x {mt}> {vec_text}, {mt} {m}, i32 {i}"));
             vec_text = vec.to_string();
         }
@@ -1466,7 +1467,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         };
         let sas = self.hooks.shared_addrspace();
         let raw = self.inst(format!("load {}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
-        let r = self.from_mem(dtype, raw);
+        let r = self.reg_from_mem(dtype, raw);
         self.val(r, dtype)
     }
 
@@ -1476,7 +1477,7 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             return;
         };
         let sas = self.hooks.shared_addrspace();
-        let v = self.to_mem(dtype, value.op);
+        let v = self.reg_to_mem(dtype, value.op);
         self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
     }
 

@@ -92,8 +92,8 @@ pub fn analyse(program: &Program, scalar_divisibility: &[u64]) -> Vec<Option<Axi
                     let xi = get(*x, info);
                     let xs = &p.ty(*x).shape;
                     let mut o = AxisInfo::unknown(rank);
-                    for d in 0..rank {
-                        if xs[d] == 1 && ty.shape[d] != 1 {
+                    for (d, &xd) in xs.iter().enumerate().take(rank) {
+                        if xd == 1 && ty.shape[d] != 1 {
                             o.contiguity[d] = 1;
                             o.constancy[d] = ty.shape[d] as u64;
                             o.divisibility[d] = xi.divisibility[d];

@@ -146,6 +146,9 @@ pub struct LowerInfo {
 
 type R<T> = Result<T, LowerError>;
 
+/// A reduction's running value, with its index for arg reductions.
+type Partial<V> = (V, Option<V>);
+
 /// Lowers `program` for `target` through `emitter`.
 pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOptions, emitter: &mut E) -> R<LowerInfo> {
     verify(program)?;
@@ -806,7 +809,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut out = Vec::new();
         for (t, l) in types.iter().zip(layouts) {
             let n = if t.is_scalar() { 1 } else { self.dist(l, &t.shape).num_regs() };
-            out.extend(std::iter::repeat_n(reg_dtype(t.dtype), n));
+            out.extend(std::iter::repeat(reg_dtype(t.dtype)).take(n));
         }
         out
     }
@@ -1542,15 +1545,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// Reduction through shared memory: every thread reads its result elements' whole axis.
     #[allow(clippy::too_many_arguments)]
-    fn reduce_shared(
-        &mut self,
-        xt: &Type,
-        xl: &Layout,
-        xregs: &[E::V],
-        axis: usize,
-        combine: &'a Combine,
-        rdist: &Dist,
-    ) -> R<Vec<(E::V, Option<E::V>)>> {
+    fn reduce_shared(&mut self, xt: &Type, xl: &Layout, xregs: &[E::V], axis: usize, combine: &'a Combine, rdist: &Dist) -> R<Vec<Partial<E::V>>> {
         let dtype = xt.dtype;
         let rd = reg_dtype(dtype);
         let arg = matches!(combine, Combine::ArgMax | Combine::ArgMin);

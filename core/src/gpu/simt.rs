@@ -470,6 +470,8 @@ impl Machine<'_> {
         self.shared.iter_mut().find(|(d, _)| *d == dtype).map(|(_, v)| v)
     }
 
+    // Threads index several per-thread arrays (activity, registers) in lock-step.
+    #[allow(clippy::needless_range_loop)]
     fn exec(&mut self, code: &[SInst], active: &[bool]) -> Result<(), SimtError> {
         let threads = self.threads;
         for inst in code {

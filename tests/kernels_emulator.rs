@@ -1,5 +1,7 @@
 //! Every library kernel through the GPU lowering, emulated thread by thread on the CPU, for a
-//! warp-32 target and for lavapipe's warp of 8, against the kernel's f64 reference.
+//! warp-32 target, for lavapipe's warp of 8 and for CUDA's sm_80 (whose `dot`s lower to
+//! `mma.sync`, run by the emulator's model of the instruction), against the kernel's f64
+//! reference.
 
 #[macro_use]
 mod common;
@@ -8,7 +10,7 @@ use tilekit::gpu::Target;
 use tilekit::Device;
 
 fn check_kernel(name: &str) {
-    for target in [Target::vulkan_baseline(), Target::lavapipe()] {
+    for target in [Target::vulkan_baseline(), Target::lavapipe(), Target::cuda_sm80()] {
         common::check_kernel(name, &Device::Emulator(target));
     }
 }

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
 use half::{bf16, f16};
-use tilekit_core::gpu::{Emitter, Target};
+use tilekit_core::gpu::{Emitter, MatrixInstr, Target};
 use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
 use tilekit_core::{DType, Program, Scalar};
 
@@ -1485,6 +1485,40 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         self.barriers += 1;
         let h = self.hooks;
         h.barrier(&mut self.builder());
+    }
+
+    fn mma(&mut self, instr: MatrixInstr, a: &[LlvmValue], b: &[LlvmValue], c: &[LlvmValue]) -> Option<Vec<LlvmValue>> {
+        // Two 16-bit elements per 32-bit word, the first in the low half.
+        let pack = |me: &mut Self, vals: &[LlvmValue], dtype: DType| -> Vec<Operand> {
+            vals.chunks(2)
+                .map(|pair| {
+                    let half = |me: &mut Self, v: LlvmValue| {
+                        me.expect(v, dtype, "matrix operand");
+                        let bits = if dtype == DType::F16 { me.inst(format!("bitcast half {} to i16", v.op)) } else { v.op };
+                        me.inst(format!("zext i16 {bits} to i32"))
+                    };
+                    let lo = half(me, pair[0]);
+                    let hi = match pair.get(1) {
+                        Some(&v) => half(me, v),
+                        None => Operand::Int(0),
+                    };
+                    let hi = me.bin("shl", "i32", hi, Operand::Int(16));
+                    me.bin("or", "i32", hi, lo)
+                })
+                .collect()
+        };
+        if !matches!(instr.a, DType::F16 | DType::BF16) || instr.b != instr.a {
+            return None;
+        }
+        let aw = pack(self, a, instr.a);
+        let bw = pack(self, b, instr.b);
+        for &v in c {
+            self.expect(v, DType::F32, "matrix accumulator");
+        }
+        let cw: Vec<Operand> = c.iter().map(|v| v.op).collect();
+        let h = self.hooks;
+        let d = h.mma(&mut self.builder(), &instr, &aw, &bw, &cw)?;
+        Some(d.into_iter().map(|op| self.val(op, DType::F32)).collect())
     }
 
     fn shuffle_xor(&mut self, dtype: DType, value: LlvmValue, lane_mask: u32) -> LlvmValue {

@@ -7,6 +7,8 @@ use inkwell::module::Module;
 use inkwell::targets::RelocMode;
 use inkwell::OptimizationLevel;
 
+use tilekit_core::gpu::MatrixInstr;
+
 use crate::emit::{Builder, Operand};
 
 /// The f32 functions a kernel may call, beyond what LLVM intrinsics express exactly.
@@ -67,6 +69,14 @@ pub trait Hooks {
     fn barrier(&self, b: &mut Builder<'_>);
     /// The i32 `value` of lane `lane ^ mask` in a warp of `warp` lanes (every lane active).
     fn shuffle_xor_i32(&self, b: &mut Builder<'_>, value: Operand, mask: u32, warp: u32) -> Operand;
+    /// One warp-level matrix instruction `d = a x b + c` ([`tilekit_core::gpu::Emitter::mma`])
+    /// on operands packed as the instruction takes them: `a` and `b` as 32-bit words of two
+    /// 16-bit elements (low half first), `c` as f32; returns the f32 results. `None` when the
+    /// target has no such instruction.
+    fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
+        let _ = (b, instr, a, bw, c);
+        None
+    }
     /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use tilekit_core::gpu::MatrixInstr;
+use tilekit_core::DType;
 use tilekit_llvm::emit::{Builder, Operand};
 use tilekit_llvm::inkwell::context::Context;
 use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
@@ -108,6 +110,25 @@ impl Hooks for NvptxHooks {
             "llvm.nvvm.shfl.sync.bfly.i32",
             &[("i32", Operand::Int(-1)), ("i32", value), ("i32", Operand::Int(mask as i64)), ("i32", Operand::Int(c as i64))],
         )
+    }
+
+    fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
+        let ty = match instr.a {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            _ => return None,
+        };
+        if (instr.m, instr.n, instr.k, instr.acc) != (16, 8, 16, DType::F32) || a.len() != 4 || bw.len() != 2 || c.len() != 4 {
+            return None;
+        }
+        // Convergent: every lane of the warp must execute it together, so LLVM may not sink it
+        // into a branch.
+        let args: Vec<String> = a.iter().chain(bw).map(|v| format!("i32 {v}")).chain(c.iter().map(|v| format!("float {v}"))).collect();
+        let r = b.inst(format!(
+            "call {{ float, float, float, float }} asm \"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
+            args.join(", ")
+        ));
+        Some((0..4).map(|i| b.inst(format!("extractvalue {{ float, float, float, float }} {r}, {i}"))).collect())
     }
 
     fn math(&self, f: MathFn) -> &'static str {

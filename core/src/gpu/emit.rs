@@ -15,6 +15,7 @@
 use std::fmt::Debug;
 
 use crate::dtype::{DType, Scalar};
+use crate::gpu::target::MatrixInstr;
 use crate::ir::{AtomicOp, BinaryOp, CmpPred, UnaryOp};
 
 pub trait Emitter {
@@ -128,6 +129,17 @@ pub trait Emitter {
         -> (Self::V, Vec<Self::V>);
     /// Closes the body with the next carried values; returns the values after the loop.
     fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
+
+    /// One warp-level matrix instruction of kind [`crate::gpu::MatrixKind::MmaSync`]:
+    /// `d = a x b + c` on this thread's fragments, laid out as [`crate::gpu::layout::Mma`]
+    /// says (for m16n8k16: eight `a` values of `instr.a`, four `b` values of `instr.b`, four
+    /// f32 `c` values; four f32 results). Every thread of the warp executes it together.
+    /// `None` when the backend has no such instruction: the lowering then refuses the program
+    /// (a target lists only what its backend issues).
+    fn mma(&mut self, instr: MatrixInstr, a: &[Self::V], b: &[Self::V], c: &[Self::V]) -> Option<Vec<Self::V>> {
+        let _ = (instr, a, b, c);
+        None
+    }
 
     /// Marks the loop opened next as the k loop of a `dot`: its body already holds a step of
     /// every accumulator register, so unrolling it multiplies the shared-memory loads in flight

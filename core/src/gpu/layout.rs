@@ -28,6 +28,152 @@ pub enum Layout {
         dim: u32,
         parent: Box<Layout>,
     },
+    /// The accumulator of a warp-level matrix instruction (`mma.sync`), repeated over the
+    /// warps and then over the tile.
+    Mma(Mma),
+    /// Operand `a` (`operand` 0, `[M, K]`) or `b` (1, `[K, N]`) of the matrix instruction whose
+    /// accumulator is `parent`: the fragments each lane hands the instruction.
+    DotOperand {
+        operand: u8,
+        parent: Mma,
+    },
+}
+
+/// NVIDIA's `mma.sync.aligned.m16n8k16` fragments (PTX ISA, "Matrix Fragments for
+/// mma.m16n8k16"): in a warp, lane `l` has group `g = l / 4` and thread-in-group `t = l % 4`;
+/// the accumulator's four registers hold rows `g` and `g + 8`, columns `2t` and `2t + 1` of a
+/// 16 x 8 tile; `a`'s eight hold rows `g`, `g + 8` by columns `2t, 2t + 1, 2t + 8, 2t + 9` of
+/// a 16 x 16 tile; `b`'s four hold rows (k) `2t, 2t + 1, 2t + 8, 2t + 9` of column `g` of a
+/// 16 x 8 tile. `warps` = `[wm, wn]` warps tile M and N (warp `w` takes M-index `w % wm`);
+/// the instruction tiles then repeat over the value's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mma {
+    pub warps: [u32; 2],
+}
+
+impl Mma {
+    /// Rows and columns of one instruction's accumulator, and its K.
+    pub const M: u32 = 16;
+    pub const N: u32 = 8;
+    pub const K: u32 = 16;
+
+    /// Static (row, column) of accumulator register `j` (0..4) of one instruction.
+    pub fn acc_reg(j: u32) -> (u32, u32) {
+        (8 * (j >> 1), j & 1)
+    }
+
+    /// Static (row, k) of `a` register `j` (0..8) of one instruction.
+    pub fn a_reg(j: u32) -> (u32, u32) {
+        (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1))
+    }
+
+    /// Static (k, column) of `b` register `j` (0..4) of one instruction.
+    pub fn b_reg(j: u32) -> (u32, u32) {
+        (8 * (j >> 1) + (j & 1), 0)
+    }
+
+    /// Lane `l`'s offsets within one instruction's tile: (group, thread-in-group).
+    pub fn lane_parts(lane: u32) -> (u32, u32) {
+        (lane >> 2, lane & 3)
+    }
+
+    fn warp_terms(&self) -> (Option<ThreadTerm>, Option<ThreadTerm>) {
+        let [wm, wn] = self.warps;
+        let m = (wm > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: 0, mask: wm - 1, mult: Mma::M });
+        let n = (wn > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: wm.trailing_zeros(), mask: wn - 1, mult: Mma::N });
+        (m, n)
+    }
+
+    /// Instruction tiles along each dimension of `shape` for operand `which` (None: the
+    /// accumulator), and whether a dimension is smaller than the warps' tile (then it wraps).
+    fn repeats(&self, shape: &[usize], which: Option<u8>) -> ([usize; 2], [bool; 2]) {
+        let [wm, wn] = self.warps;
+        let tile = match which {
+            None => [Mma::M * wm, Mma::N * wn],
+            Some(0) => [Mma::M * wm, Mma::K],
+            _ => [Mma::K, Mma::N * wn],
+        };
+        let reps = [0, 1].map(|d| (shape[d] / tile[d] as usize).max(1));
+        let wrap = [0, 1].map(|d| shape[d] < tile[d] as usize);
+        (reps, wrap)
+    }
+
+    fn dist(&self, shape: &[usize], which: Option<u8>) -> Dist {
+        let [wm, wn] = self.warps;
+        let (wterm_m, wterm_n) = self.warp_terms();
+        let g = ThreadTerm { src: ThreadSrc::Lane, shift: 2, mask: 7, mult: 1 };
+        let t2 = ThreadTerm { src: ThreadSrc::Lane, shift: 0, mask: 3, mult: 2 };
+        let (reps, wrap) = self.repeats(shape, which);
+        let mut terms = vec![Vec::new(), Vec::new()];
+        let mut replica_terms = Vec::new();
+        let mut regs = Vec::new();
+        match which {
+            None => {
+                terms[0].push(g);
+                terms[0].extend(wterm_m);
+                terms[1].push(t2);
+                terms[1].extend(wterm_n);
+                for mi in 0..reps[0] as u32 {
+                    for ni in 0..reps[1] as u32 {
+                        for j in 0..4 {
+                            let (r, c) = Mma::acc_reg(j);
+                            regs.push(vec![Mma::M * wm * mi + r, Mma::N * wn * ni + c]);
+                        }
+                    }
+                }
+            }
+            Some(0) => {
+                terms[0].push(g);
+                terms[0].extend(wterm_m);
+                terms[1].push(t2);
+                replica_terms.extend(wterm_n);
+                for mi in 0..reps[0] as u32 {
+                    for ki in 0..reps[1] as u32 {
+                        for j in 0..8 {
+                            let (r, k) = Mma::a_reg(j);
+                            regs.push(vec![Mma::M * wm * mi + r, Mma::K * ki + k]);
+                        }
+                    }
+                }
+            }
+            _ => {
+                terms[0].push(t2);
+                terms[1].push(g);
+                terms[1].extend(wterm_n);
+                replica_terms.extend(wterm_m);
+                for ki in 0..reps[0] as u32 {
+                    for ni in 0..reps[1] as u32 {
+                        for j in 0..4 {
+                            let (k, c) = Mma::b_reg(j);
+                            regs.push(vec![Mma::K * ki + k, Mma::N * wn * ni + c]);
+                        }
+                    }
+                }
+            }
+        }
+        Dist { shape: shape.to_vec(), regs, terms, wrap: wrap.to_vec(), replica_terms }
+    }
+
+    /// Registers of one instruction's operand or accumulator in the dist of `which` over
+    /// `shape`: the register indices for instruction tile (`i`, `j`) (rows, columns of the
+    /// operand's repeats), in fragment order.
+    pub fn fragment(&self, shape: &[usize], which: Option<u8>, i: usize, j: usize) -> std::ops::Range<usize> {
+        let (reps, _) = self.repeats(shape, which);
+        let per = match which {
+            None => 4,
+            Some(0) => 8,
+            _ => 4,
+        };
+        let first = (i * reps[1] + j) * per;
+        first..first + per
+    }
+
+    /// Instruction tiles of the accumulator over `[m, n]` and the K steps over `k`:
+    /// (M repeats, N repeats, K steps).
+    pub fn steps(&self, m: usize, n: usize, k: usize) -> (usize, usize, usize) {
+        let (acc, _) = self.repeats(&[m, n], None);
+        (acc[0], acc[1], (k / Mma::K as usize).max(1))
+    }
 }
 
 /// Triton's blocked layout. Every extent is a power of two.
@@ -80,6 +226,7 @@ impl Layout {
             Layout::Uniform => 0,
             Layout::Blocked(b) => b.size_per_thread.len(),
             Layout::Slice { parent, .. } => parent.rank() - 1,
+            Layout::Mma(_) | Layout::DotOperand { .. } => 2,
         }
     }
 
@@ -88,6 +235,8 @@ impl Layout {
         match self {
             Layout::Uniform => Dist { shape: vec![], regs: vec![vec![]], terms: vec![], wrap: vec![], replica_terms: vec![] },
             Layout::Blocked(b) => b.dist(shape, warp_size),
+            Layout::Mma(m) => m.dist(shape, None),
+            Layout::DotOperand { operand, parent } => parent.dist(shape, Some(*operand)),
             Layout::Slice { dim, parent } => {
                 let d = *dim as usize;
                 let mut pshape = shape.to_vec();
@@ -133,7 +282,7 @@ impl Layout {
                 }))
             }
             Layout::Uniform => Some(Layout::Uniform),
-            Layout::Slice { .. } => None,
+            Layout::Slice { .. } | Layout::Mma(_) | Layout::DotOperand { .. } => None,
         }
     }
 }
@@ -264,6 +413,10 @@ impl fmt::Display for Layout {
                 list(&b.order)
             ),
             Layout::Slice { dim, parent } => write!(f, "#slice<dim {dim}, {parent}>"),
+            Layout::Mma(m) => write!(f, "#mma<m16n8k16, warps [{}, {}]>", m.warps[0], m.warps[1]),
+            Layout::DotOperand { operand, parent } => {
+                write!(f, "#dot_operand<{}, #mma<m16n8k16, warps [{}, {}]>>", ["a", "b"][*operand as usize & 1], parent.warps[0], parent.warps[1])
+            }
         }
     }
 }
@@ -334,6 +487,32 @@ mod tests {
             rs.remove(dim as usize);
             check_ownership(&s, &rs, 32, 4);
         }
+    }
+
+    #[test]
+    fn mma_layouts_own_every_element_once() {
+        for (warps, m, n, k) in [([1, 1], 16, 8, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 64, 16), ([1, 8], 16, 128, 16)] {
+            let mma = Mma { warps };
+            let nw = warps[0] * warps[1];
+            check_ownership(&Layout::Mma(mma), &[m, n], 32, nw);
+            check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 32, nw);
+            check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 32, nw);
+        }
+    }
+
+    /// Lane 5 (group 1, thread 1) holds the fragments the PTX ISA gives it.
+    #[test]
+    fn mma_fragments_follow_the_ptx_isa() {
+        let mma = Mma { warps: [1, 1] };
+        let at = |d: &Dist, r: usize, lane: u32| -> Vec<u32> {
+            (0..2).map(|dim| d.regs[r][dim] + d.terms[dim].iter().map(|t| ((lane >> t.shift) & t.mask) * t.mult).sum::<u32>()).collect()
+        };
+        let c = Layout::Mma(mma).dist(&[16, 8], 32);
+        assert_eq!((0..4).map(|r| at(&c, r, 5)).collect::<Vec<_>>(), [[1, 2], [1, 3], [9, 2], [9, 3]]);
+        let a = Layout::DotOperand { operand: 0, parent: mma }.dist(&[16, 16], 32);
+        assert_eq!((0..8).map(|r| at(&a, r, 5)).collect::<Vec<_>>(), [[1, 2], [1, 3], [9, 2], [9, 3], [1, 10], [1, 11], [9, 10], [9, 11]]);
+        let b = Layout::DotOperand { operand: 1, parent: mma }.dist(&[16, 8], 32);
+        assert_eq!((0..4).map(|r| at(&b, r, 5)).collect::<Vec<_>>(), [[2, 1], [3, 1], [10, 1], [11, 1]]);
     }
 
     #[test]

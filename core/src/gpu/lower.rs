@@ -25,8 +25,8 @@ use std::collections::HashMap;
 use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
 use crate::gpu::emit::Emitter;
-use crate::gpu::layout::{Blocked, Dist, Layout, ThreadSrc, ThreadTerm};
-use crate::gpu::target::Target;
+use crate::gpu::layout::{Blocked, Dist, Layout, Mma, ThreadSrc, ThreadTerm};
+use crate::gpu::target::{MatrixInstr, MatrixKind, Target};
 use crate::ir::*;
 use crate::verify::{verify, VerifyError};
 
@@ -186,8 +186,11 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
             &(0..program.params.len()).map(|p| if p < 64 && options.divisible_by_16 >> p & 1 == 1 { 16 } else { 1 }).collect::<Vec<_>>(),
         ),
         default_vector: 1,
+        mma: HashMap::new(),
+        carried: HashMap::new(),
     };
     lw.default_vector = lw.program_vector();
+    plan_matrix(&mut lw);
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
     let lane = lw.e.binary(BinaryOp::And, DType::I32, tid, wmask);
@@ -277,6 +280,12 @@ struct Lowerer<'a, E: Emitter> {
     axis: Vec<Option<AxisInfo>>,
     /// Consecutive elements per thread in the default layout (see `program_vector`).
     default_vector: u32,
+    /// The matrix instruction and warp arrangement of each `dot` (by result) that lowers to
+    /// one, chosen before emission ([`plan_matrix`]).
+    mma: HashMap<Value, (MatrixInstr, Mma)>,
+    /// Layouts chosen ahead for values whose best layout a later op decides: the loop-carried
+    /// accumulators of matrix-instruction `dot`s (by body argument).
+    carried: HashMap<Value, Layout>,
 }
 
 /// Coordinates of a distribution's registers in this thread.
@@ -918,8 +927,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::For { lower, upper, step, init, body } => {
                 let iv_dtype = self.ty(*lower).dtype;
                 let (lo, hi, st) = (self.scalar(*lower), self.scalar(*upper), self.scalar(*step));
-                let layouts: Vec<Layout> = init.iter().map(|&v| self.carried_layout(v)).collect();
+                let layouts: Vec<Layout> =
+                    init.iter().zip(&body.args[1..]).map(|(&v, a)| self.carried.get(a).cloned().unwrap_or_else(|| self.carried_layout(v))).collect();
                 let init_regs = self.flatten(init, &layouts)?;
+                // Operands of the body's matrix dots defined out here move into their fragment
+                // layouts once, not once per iteration.
+                self.hoist_operands(body)?;
                 let types: Vec<&Type> = init.iter().map(|&v| self.ty(v)).collect();
                 let dtypes = self.flat_dtypes(&types, &layouts);
                 let carried: Vec<(DType, E::V)> = dtypes.iter().copied().zip(init_regs).collect();
@@ -1640,6 +1653,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// thread accumulates its registers over each chunk.
     fn dot(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value) -> R<()> {
         let r = inst.results[0];
+        if let Some(&(instr, mma)) = self.mma.get(&r) {
+            return self.dot_mma(inst, a, b, acc, instr, mma);
+        }
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
         let (ad, bd) = (reg_dtype(at.dtype), reg_dtype(bt.dtype));
@@ -1811,6 +1827,148 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok(())
     }
 
+    /// `a @ b + acc` with warp-level matrix instructions. The accumulator lives in the
+    /// instruction's layout. An operand already held in its fragment layout (a loop-invariant
+    /// one converted before the loop) is used from registers; the others are written to shared
+    /// memory once, row-major, and each K step reads just the fragments it multiplies, so a
+    /// thread never holds a whole operand tile. Each instruction tile of the result takes one
+    /// instruction per K step, K outermost: every element sums its products in ascending K, as
+    /// the interpreter does.
+    fn dot_mma(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value, instr: MatrixInstr, mma: Mma) -> R<()> {
+        let r = inst.results[0];
+        let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
+        let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
+        let accd = self.ty(acc).dtype;
+        let acc_layout = Layout::Mma(mma);
+        let acc_in = self.get(acc, &acc_layout)?;
+        let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+        let layouts = [Layout::DotOperand { operand: 0, parent: mma }, Layout::DotOperand { operand: 1, parent: mma }];
+        let ready = [self.held(a, &layouts[0]), self.held(b, &layouts[1])];
+        // Operands through shared memory, `a` first then `b` when both go (one array per
+        // register dtype: both are f16, or both bf16 held as f32).
+        let mut bases = [0usize; 2];
+        let mut staged = 0usize;
+        for (i, (v, t)) in [(a, &at), (b, &bt)].into_iter().enumerate() {
+            if ready[i].is_none() {
+                bases[i] = staged;
+                staged += t.numel();
+                let _ = v;
+            }
+        }
+        // bf16 (held in f32 registers) is staged as bf16: half the bytes, and what the
+        // instruction takes.
+        let staged_dtype = |d: DType| if d == DType::BF16 { DType::BF16 } else { reg_dtype(d) };
+        if staged > 0 {
+            let rd = staged_dtype(at.dtype);
+            self.reserve(rd, staged);
+            self.e.barrier();
+            for (i, (v, t)) in [(a, &at), (b, &bt)].into_iter().enumerate() {
+                if ready[i].is_some() {
+                    continue;
+                }
+                let (home, regs) = self.get_natural(v)?;
+                let dist = self.dist(&home, &t.shape);
+                let c = self.coords(&dist);
+                for (j, cs) in c.coords.iter().enumerate() {
+                    let lin = self.linear(cs, &t.shape);
+                    let slot = self.offset(lin, bases[i] as i64);
+                    let value = if rd == DType::BF16 { self.e.cast(DType::F32, DType::BF16, regs[j]) } else { regs[j] };
+                    match c.owner[j] {
+                        // Copies in other threads write the same value; one write is enough.
+                        Some(own) => self.store_shared_if(Some(own), rd, slot, value),
+                        None => self.e.store_shared(rd, slot, value),
+                    }
+                }
+            }
+            self.e.barrier();
+        }
+        // Each staged operand's fragments are read at one thread base plus a constant per
+        // register (fragment layouts never wrap: `matrix_choice` sizes the warps to fit).
+        let mut thread_base = [None, None];
+        for i in 0..2 {
+            if ready[i].is_none() {
+                let t = if i == 0 { &at } else { &bt };
+                let dist = self.dist(&layouts[i], &t.shape);
+                let row = self.thread_coord(&dist, 0);
+                let col = self.thread_coord(&dist, 1);
+                let cols = self.c_i32(t.shape[1] as i64);
+                let rb = self.e.binary(BinaryOp::Mul, DType::I32, row, cols);
+                let tb = self.e.binary(BinaryOp::Add, DType::I32, rb, col);
+                thread_base[i] = Some(self.offset(tb, bases[i] as i64));
+            }
+        }
+        let (reps_m, reps_n, steps_k) = mma.steps(m, n, k);
+        for ki in 0..steps_k {
+            let frag = |me: &mut Self, i: usize, row: usize, col: usize| -> Vec<E::V> {
+                let t = if i == 0 { &at } else { &bt };
+                let range = mma.fragment(&t.shape, Some(i as u8), row, col);
+                match &ready[i] {
+                    // bf16 is held in f32 registers; the instruction takes bf16.
+                    Some(regs) if t.dtype == DType::BF16 => regs[range].iter().map(|&v| me.e.cast(DType::F32, DType::BF16, v)).collect(),
+                    Some(regs) => regs[range].to_vec(),
+                    None => {
+                        let dist = me.dist(&layouts[i], &t.shape);
+                        let rd = staged_dtype(t.dtype);
+                        range
+                            .map(|j| {
+                                let off = dist.regs[j][0] as i64 * t.shape[1] as i64 + dist.regs[j][1] as i64;
+                                let idx = me.offset(thread_base[i].expect("a base for staged operands"), off);
+                                me.e.load_shared(rd, idx)
+                            })
+                            .collect()
+                    }
+                }
+            };
+            let fa: Vec<Vec<E::V>> = (0..reps_m).map(|mi| frag(self, 0, mi, ki)).collect();
+            let fb: Vec<Vec<E::V>> = (0..reps_n).map(|ni| frag(self, 1, ki, ni)).collect();
+            for (mi, fa) in fa.iter().enumerate() {
+                for (ni, fb) in fb.iter().enumerate() {
+                    let fc = mma.fragment(&[m, n], None, mi, ni);
+                    let d = self.e.mma(instr, fa, fb, &accregs[fc.clone()]).ok_or_else(|| LowerError::Unsupported {
+                        op: "dot".into(),
+                        loc: inst.loc.clone(),
+                        what: format!("the backend has no {instr:?} instruction the target lists"),
+                    })?;
+                    accregs.splice(fc, d);
+                }
+            }
+        }
+        let out = accregs.into_iter().map(|v| self.cast(DType::F32, accd, v)).collect();
+        self.set_data(r, acc_layout, out);
+        Ok(())
+    }
+
+    /// The registers of `v` in `layout` if they exist already (its home, or a conversion
+    /// memoized in scope), without emitting anything.
+    fn held(&self, v: Value, layout: &Layout) -> Option<Vec<E::V>> {
+        match self.data.get(&v) {
+            Some((home, regs)) if home == layout => Some(regs.clone()),
+            _ => self.memo.get(&(v, layout.clone())).map(|m| m.regs.clone()),
+        }
+    }
+
+    /// Converts the operands of the matrix `dot`s in `body` (and blocks nested in it) that are
+    /// already computed outside it to their fragment layouts now, at this depth, so the
+    /// conversion is memoized for every iteration.
+    fn hoist_operands(&mut self, body: &'a Block) -> R<()> {
+        let mut wanted: Vec<(Value, Layout)> = Vec::new();
+        walk_block(body, &mut |inst| {
+            if let Op::Dot { a, b, .. } = &inst.op {
+                if let Some(&(_, mma)) = self.mma.get(&inst.results[0]) {
+                    for (operand, v) in [(0u8, *a), (1, *b)] {
+                        if self.data.contains_key(&v) {
+                            wanted.push((v, Layout::DotOperand { operand, parent: mma }));
+                        }
+                    }
+                }
+            }
+        });
+        for (v, l) in wanted {
+            self.get(v, &l)?;
+        }
+        Ok(())
+    }
+
     /// This thread's part of its coordinate along `d` of `dist`: the sum of the dimension's
     /// thread terms (0 without any). A register's coordinate adds its static part unless the
     /// dimension wraps.
@@ -1897,4 +2055,87 @@ fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: 
         kc /= 2;
     }
     (kc.min(k), Chunking::Dynamic)
+}
+
+/// Calls `f` on every instruction of `b` and of the blocks nested in it.
+fn walk_block<'a>(b: &'a Block, f: &mut impl FnMut(&'a Inst)) {
+    for inst in &b.insts {
+        f(inst);
+        for nb in inst.op.blocks() {
+            walk_block(nb, f);
+        }
+    }
+}
+
+/// Chooses, before anything is emitted, the `dot`s that lower to a warp-level matrix
+/// instruction of the target and how warps tile them, and the layout of the loop-carried
+/// accumulators they update, so a `for` around such a `dot` carries its accumulator in the
+/// instruction's layout rather than converting it twice per iteration.
+fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
+    let p = lw.p;
+    // Dots that share a loop body with another dot (attention's QK^T then PV) put every warp
+    // along M: each warp then owns whole rows, the rows of the first dot's result are the rows
+    // of the second's `a`, and a loop-invariant `a` (Q) is split over warps, not copied into
+    // each.
+    let mut chained = std::collections::HashSet::new();
+    p.walk(&mut |inst| {
+        for b in inst.op.blocks() {
+            let dots: Vec<Value> = b.insts.iter().filter(|i| matches!(i.op, Op::Dot { .. })).map(|i| i.results[0]).collect();
+            if dots.len() > 1 {
+                chained.extend(dots);
+            }
+        }
+    });
+    let mut mma = HashMap::new();
+    p.walk(&mut |inst| {
+        if let Op::Dot { a, b, acc } = &inst.op {
+            let (at, bt, ct) = (p.ty(*a), p.ty(*b), p.ty(*acc));
+            let rows_first = chained.contains(&inst.results[0]);
+            if let Some(choice) = matrix_choice(lw.target, lw.num_warps, at, bt, ct, rows_first) {
+                mma.insert(inst.results[0], choice);
+            }
+        }
+    });
+    let mut carried = HashMap::new();
+    p.walk(&mut |inst| {
+        if let Op::For { body, .. } = &inst.op {
+            if let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() {
+                for (i, y) in values.iter().enumerate() {
+                    if let Some(&(_, m)) = mma.get(y) {
+                        carried.insert(body.args[i + 1], Layout::Mma(m));
+                    }
+                }
+            }
+        }
+    });
+    lw.mma = mma;
+    lw.carried = carried;
+}
+
+/// The warp-level matrix instruction a `dot` of these operand types lowers to on `target` with
+/// `num_warps` warps, and the warps' arrangement, if any: operands of the instruction's
+/// dtypes, a float accumulator (summed in f32, as the IR's semantics say), and extents the
+/// warps' tile divides. Warps go to M while M has more instruction rows per warp than N has
+/// columns (Triton's rule for mma v2), or, with `rows_first`, while M has rows for them.
+fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type, rows_first: bool) -> Option<(MatrixInstr, Mma)> {
+    if target.subgroup_size != 32 || !acc.dtype.is_float() {
+        return None;
+    }
+    let instr = *target.matrix.iter().find(|i| {
+        i.kind == MatrixKind::MmaSync && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32 && (i.m, i.n, i.k) == (Mma::M, Mma::N, Mma::K)
+    })?;
+    let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
+    if m % Mma::M != 0 || n % Mma::N != 0 || k % Mma::K != 0 {
+        return None;
+    }
+    let mut warps = [1u32, 1];
+    while warps[0] * warps[1] < num_warps {
+        let more_rows = rows_first || m / Mma::M / warps[0] >= n / (Mma::N * warps[1]);
+        if more_rows && warps[0] < m / Mma::M {
+            warps[0] *= 2;
+        } else {
+            warps[1] *= 2;
+        }
+    }
+    (Mma::M * warps[0] <= m && Mma::N * warps[1] <= n).then_some((instr, Mma { warps }))
 }

@@ -14,7 +14,7 @@ pub mod target;
 pub mod warmup;
 
 pub use emit::Emitter;
-pub use target::{Isa, MatrixInstr, SubgroupOps, Target};
+pub use target::{Isa, MatrixInstr, MatrixKind, SubgroupOps, Target};
 
 use crate::ir::Program;
 use crate::text::{print_with, PrintOptions};

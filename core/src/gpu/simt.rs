@@ -14,7 +14,9 @@ use rayon::prelude::*;
 use crate::buffer::HostBuffer;
 use crate::dtype::{DType, Scalar};
 use crate::gpu::emit::Emitter;
+use crate::gpu::layout::Mma;
 use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
+use crate::gpu::target::MatrixInstr;
 use crate::gpu::target::Target;
 use crate::interp::{
     atomic_new_bits, binary_float, binary_int, float_bits, float_to_int, from_bits, int_to_float, int_to_int, round_to, unary_float, unary_int, Arg,
@@ -125,6 +127,14 @@ enum SInst {
         value: Reg,
     },
     Barrier,
+    /// A warp-level matrix instruction: every lane's fragments in, every lane's results out.
+    Mma {
+        instr: MatrixInstr,
+        a: Vec<Reg>,
+        b: Vec<Reg>,
+        c: Vec<Reg>,
+        d: Vec<Reg>,
+    },
     ShuffleXor {
         dst: Reg,
         x: Reg,
@@ -282,6 +292,11 @@ impl Emitter for Recorder {
     }
     fn barrier(&mut self) {
         self.push(SInst::Barrier);
+    }
+    fn mma(&mut self, instr: MatrixInstr, a: &[Reg], b: &[Reg], c: &[Reg]) -> Option<Vec<Reg>> {
+        let d: Vec<Reg> = c.iter().map(|_| self.reg()).collect();
+        self.push(SInst::Mma { instr, a: a.to_vec(), b: b.to_vec(), c: c.to_vec(), d: d.clone() });
+        Some(d)
     }
     fn shuffle_xor(&mut self, _dtype: DType, x: Reg, mask: u32) -> Reg {
         let dst = self.reg();
@@ -504,6 +519,7 @@ impl Machine<'_> {
                         }
                     }
                 }
+                SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
                 SInst::Loop { lower, upper, step, init, iv, args, body, next, results } => {
                     for t in 0..threads {
                         if active[t] {
@@ -715,9 +731,64 @@ impl Machine<'_> {
                 }
                 (*dst, self.get(*x, other))
             }
-            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } => return Ok(()),
+            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } => return Ok(()),
         };
         self.set(dst, t, v);
+        Ok(())
+    }
+
+    /// One matrix instruction in lock-step over every warp: the fragments of the warp's lanes
+    /// are gathered into whole tiles (the layout's fragment map, [`Mma`]), multiplied with the
+    /// products summed in f32 in ascending K, and scattered back.
+    fn mma(&mut self, instr: &MatrixInstr, a: &[Reg], b: &[Reg], c: &[Reg], d: &[Reg], active: &[bool]) -> Result<(), SimtError> {
+        let warp = self.lowered.warp as usize;
+        if let Some(t) = active.iter().position(|a| !a) {
+            return Err(self.fault(t, "a matrix instruction is reached by only some threads of a warp".into()));
+        }
+        if (instr.m, instr.n, instr.k) != (Mma::M, Mma::N, Mma::K) || a.len() != 8 || b.len() != 4 || c.len() != 4 || d.len() != 4 || warp != 32 {
+            return Err(self.fault(0, format!("no model of {instr:?} with {} lanes and {}/{}/{} fragments", warp, a.len(), b.len(), c.len())));
+        }
+        let f = |me: &Self, r: Reg, t: usize| match me.get(r, t) {
+            Elem::F(x) => x,
+            Elem::I(x) => x as f32,
+        };
+        for w in 0..self.threads / warp {
+            let mut ta = [[0f32; 16]; 16];
+            let mut tb = [[0f32; 8]; 16];
+            let mut tc = [[0f32; 8]; 16];
+            for lane in 0..32u32 {
+                let t = w * warp + lane as usize;
+                let (g, q) = Mma::lane_parts(lane);
+                for (j, &r) in a.iter().enumerate() {
+                    let (row, k) = Mma::a_reg(j as u32);
+                    ta[(row + g) as usize][(k + 2 * q) as usize] = f(self, r, t);
+                }
+                for (j, &r) in b.iter().enumerate() {
+                    let (k, col) = Mma::b_reg(j as u32);
+                    tb[(k + 2 * q) as usize][(col + g) as usize] = f(self, r, t);
+                }
+                for (j, &r) in c.iter().enumerate() {
+                    let (row, col) = Mma::acc_reg(j as u32);
+                    tc[(row + g) as usize][(col + 2 * q) as usize] = f(self, r, t);
+                }
+            }
+            for (i, row) in tc.iter_mut().enumerate() {
+                for (j, acc) in row.iter_mut().enumerate() {
+                    for (kk, brow) in tb.iter().enumerate() {
+                        *acc = ta[i][kk].mul_add(brow[j], *acc);
+                    }
+                }
+            }
+            for lane in 0..32u32 {
+                let t = w * warp + lane as usize;
+                let (g, q) = Mma::lane_parts(lane);
+                for (j, &r) in d.iter().enumerate() {
+                    let (row, col) = Mma::acc_reg(j as u32);
+                    let v = tc[(row + g) as usize][(col + 2 * q) as usize];
+                    self.set(r, t, Elem::F(v));
+                }
+            }
+        }
         Ok(())
     }
 

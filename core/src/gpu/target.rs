@@ -25,15 +25,33 @@ pub struct SubgroupOps {
     pub arithmetic: bool,
 }
 
+/// How a matrix instruction is issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatrixKind {
+    /// A warp-level instruction on per-thread fragments (`mma.sync` on NVIDIA): the lowering
+    /// lays operands and accumulators out in its fragment layouts ([`crate::gpu::layout::Mma`]).
+    MmaSync,
+    /// A subgroup-scope cooperative matrix (`VK_KHR_cooperative_matrix`), opaque to the lowering.
+    CooperativeMatrix,
+}
+
 /// A matrix instruction the target executes per subgroup: `[m, k] x [k, n] + [m, n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatrixInstr {
+    pub kind: MatrixKind,
     pub m: u32,
     pub n: u32,
     pub k: u32,
     pub a: DType,
     pub b: DType,
     pub acc: DType,
+}
+
+impl MatrixInstr {
+    /// `mma.sync.aligned.m16n8k16` with f32 accumulation on `dtype` operands.
+    pub fn mma_m16n8k16(dtype: DType) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::MmaSync, m: 16, n: 8, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
 }
 
 /// Everything the compiler may assume about a device.
@@ -127,8 +145,8 @@ impl Target {
             max_push_constant_bytes: 256,
             max_grid: [2147483647, 65535, 65535],
             matrix: vec![
-                MatrixInstr { m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F32 },
-                MatrixInstr { m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F16 },
+                MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F32 },
+                MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F16 },
             ],
             ..Target::vulkan_baseline()
         }
@@ -156,12 +174,11 @@ impl Target {
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
-            matrix: Vec::new(),
+            matrix: vec![MatrixInstr::mma_m16n8k16(DType::F16), MatrixInstr::mma_m16n8k16(DType::BF16)],
         }
     }
 
-    /// An NVIDIA Hopper GPU (sm_90) through CUDA; the same limits as [`Target::cuda_sm80`]
-    /// until `dot` uses its matrix instructions.
+    /// An NVIDIA Hopper GPU (sm_90) through CUDA; the same limits as [`Target::cuda_sm80`].
     pub fn cuda_sm90() -> Target {
         Target { name: "cuda:sm_90".into(), ..Target::cuda_sm80() }
     }

@@ -1,7 +1,9 @@
 """Triton 3.x reference figures on the machine that runs tilekit's benchmark, with tilekit's protocol.
 
 Runs the Triton tutorial kernels that tilekit's library mirrors (vector add, fused softmax,
-LayerNorm forward) at the shapes of the SPIR-V and PTX issues, timed as `tilekit bench` times:
+LayerNorm forward, matmul) and torch's baselines for the compute-bound ones (torch.matmul, which
+is cuBLAS, and scaled-dot-product attention on its flash backend) at the shapes of the SPIR-V,
+PTX and tensor-core issues, timed as `tilekit bench` times:
 CUDA events around each run, a 256 MiB buffer written before every run (L2 flushed), 200 ms of
 warm-up, then at least 30 runs and 100 ms; median, min, p10 and p90. Bytes counted as tilekit
 counts them (every buffer read and written). Writes JSON lines to stdout and, with --dump DIR,
@@ -209,10 +211,86 @@ def layernorm(rows, cols, args):
            {"config": f"BLOCK={block},num_warps={num_warps}"})
 
 
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    ],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    # The tutorial's kernel, row-major A, B and C.
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_pid_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % group) % size_m)
+    pid_n = (pid % group) // size_m
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    c = acc.to(c_ptr.dtype.element_ty)
+    cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c_ptr + cm[:, None] * N + cn[None, :], c, mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+def matmul(n, dtype, args):
+    """Square f16/bf16 matmul: torch.matmul (cuBLAS) and Triton's tutorial kernel (autotuned over
+    its configurations before timing), FLOPs 2 n^3."""
+    td = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    a = torch.randn(n, n, device="cuda", dtype=td)
+    b = torch.randn(n, n, device="cuda", dtype=td)
+    c = torch.empty(n, n, device="cuda", dtype=td)
+    flops = 2 * n ** 3
+    nbytes = 3 * 2 * n * n
+    t = time_it(lambda: torch.matmul(a, b, out=c))
+    report("matmul", [n, n, n], dtype, nbytes, t, None, {"impl": "torch.matmul (cuBLAS)", "tflops": flops / t["median_s"] / 1e12})
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+    matmul_kernel[grid](a, b, c, n, n, n)
+    ref = torch.matmul(a, b)
+    assert torch.allclose(c.float(), ref.float(), atol=1e-1, rtol=2e-2), (c.float() - ref.float()).abs().max()
+    t = time_it(lambda: matmul_kernel[grid](a, b, c, n, n, n))
+    best = matmul_kernel.best_config
+    report("matmul", [n, n, n], dtype, nbytes, t, None,
+           {"impl": "triton", "tflops": flops / t["median_s"] / 1e12, "config": str(best)})
+
+
+def attention(b, h, s, d, causal, args):
+    """torch's scaled-dot-product attention on the flash backend, FLOPs 4 b h s^2 d (half when
+    causal), as tilekit's attention counts them."""
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        run()
+        t = time_it(run)
+    flops = 4 * b * h * s * s * d // (2 if causal else 1)
+    nbytes = 4 * 2 * b * h * s * d
+    report("attention", [b, h, s, d], "f16", nbytes, t, None,
+           {"impl": "torch sdpa (flash)", "causal": causal, "tflops": flops / t["median_s"] / 1e12})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", help="directory for each kernel's PTX and TTGIR")
-    ap.add_argument("--only", action="append", choices=["vector_add", "softmax", "layernorm"],
+    ap.add_argument("--only", action="append", choices=["vector_add", "softmax", "layernorm", "matmul", "attention"],
                     help="run only these kernels (repeatable)")
     ap.add_argument("--softmax-cols", type=int, action="append", help="softmax row lengths (default 1024, 4096, 12800)")
     ap.add_argument("--layernorm-cols", type=int, action="append", help="LayerNorm row lengths (default 1024, 8192)")
@@ -237,6 +315,14 @@ def main():
     if want("layernorm"):
         for c in args.layernorm_cols or (1024, 8192):
             layernorm(4096, c, args)
+    if want("matmul"):
+        for dtype in ("f16", "bf16"):
+            for n in (1024, 2048, 4096, 8192):
+                matmul(n, dtype, args)
+    if want("attention"):
+        for d in (64, 128):
+            for causal in (False, True):
+                attention(4, 32, 4096, d, causal, args)
 
 
 if __name__ == "__main__":

@@ -1519,6 +1519,28 @@ impl SpirvEmitter {
         self.sel(f, nan, x, y)
     }
 
+    /// `log` / `log2` of f32 with subnormal inputs scaled into the normal range first
+    /// (`log(x) = log(x 2^24) - 24 ln 2`): lavapipe's logarithm of a subnormal was neither the
+    /// flushed result nor within Vulkan's 3 ulp. A device that flushes subnormal inputs still
+    /// sees zero and returns -inf.
+    fn log_f32(&mut self, natural: bool, x: Word) -> Word {
+        let f = self.f32_ty();
+        let bt = self.bool_ty();
+        let min_normal = self.c_f32(f32::MIN_POSITIVE);
+        let zero = self.c_f32(0.0);
+        let below = self.emit(Op::FOrdLessThan, bt, &[x, min_normal]);
+        let positive = self.emit(Op::FOrdGreaterThan, bt, &[x, zero]);
+        let sub = self.b_op(Op::LogicalAnd, below, positive);
+        let scale = self.c_f32(16_777_216.0);
+        let one = self.c_f32(1.0);
+        let factor = self.sel(f, sub, scale, one);
+        let xs = self.exact(Op::FMul, f, &[x, factor]);
+        let r = self.ext(if natural { Gl::Log } else { Gl::Log2 }, f, &[xs]);
+        let shift = self.c_f32(if natural { 24.0 * std::f32::consts::LN_2 } else { 24.0 });
+        let back = self.exact(Op::FSub, f, &[r, shift]);
+        self.sel(f, sub, back, r)
+    }
+
     fn unary_f32(&mut self, op: UnaryOp, x: Word) -> Word {
         let f = self.f32_ty();
         match op {
@@ -1527,8 +1549,7 @@ impl SpirvEmitter {
             UnaryOp::Abs => self.ext(Gl::FAbs, f, &[x]),
             UnaryOp::Exp => self.ext(Gl::Exp, f, &[x]),
             UnaryOp::Exp2 => self.ext(Gl::Exp2, f, &[x]),
-            UnaryOp::Log => self.ext(Gl::Log, f, &[x]),
-            UnaryOp::Log2 => self.ext(Gl::Log2, f, &[x]),
+            UnaryOp::Log | UnaryOp::Log2 => self.log_f32(op == UnaryOp::Log, x),
             UnaryOp::Sqrt => self.ext(Gl::Sqrt, f, &[x]),
             UnaryOp::Rsqrt => self.ext(Gl::InverseSqrt, f, &[x]),
             UnaryOp::Sin => self.ext(Gl::Sin, f, &[x]),

@@ -762,10 +762,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     self.e.cast(DType::F32, to, x)
                 }
             }
-            (false, true) => {
+            (false, true) if from.is_float() => {
                 let f = if from == DType::F32 { x } else { self.e.cast(from, DType::F32, x) };
-                // Integers beyond 2^24 round twice here; bf16 cannot hold them closely anyway.
                 self.round(DType::BF16, f)
+            }
+            (false, true) => {
+                // Integers straight to bf16 (one rounding; through f32 they would round twice
+                // above 2^24), then held as f32.
+                let b = self.e.cast(from, DType::BF16, x);
+                self.e.cast(DType::BF16, DType::F32, b)
             }
             _ => self.e.cast(from, to, x),
         }
@@ -1371,6 +1376,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     out.push(self.e.end_if(&[z])[0]);
                 }
             }
+        }
+        if owners.iter().any(Option::is_some) {
+            // Only the owner of an element performed its atomic; its copies in other threads
+            // take the old value from it through shared memory.
+            let numel = t.numel();
+            self.reserve(rd, numel);
+            self.e.barrier();
+            let c = self.coords(&dist);
+            let lins: Vec<E::V> = c.coords.iter().map(|cs| self.linear(cs, &t.shape)).collect();
+            for (i, &lin) in lins.iter().enumerate() {
+                self.store_shared_if(c.owner[i], rd, lin, out[i]);
+            }
+            self.e.barrier();
+            out = lins.iter().map(|&lin| self.e.load_shared(rd, lin)).collect();
         }
         self.set_data(r, layout, out);
         Ok(())

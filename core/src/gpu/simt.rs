@@ -149,6 +149,8 @@ enum SInst {
         results: Vec<Reg>,
     },
     Loop {
+        /// The induction variable's dtype: the loop stops where the next value would leave it.
+        iv_dtype: DType,
         lower: Reg,
         upper: Reg,
         step: Reg,
@@ -164,7 +166,7 @@ enum SInst {
 /// Open control-flow regions while recording.
 enum Frame {
     If { cond: Reg, outer: Vec<SInst>, then_body: Option<(Vec<SInst>, Vec<Reg>)>, results: Vec<Reg> },
-    Loop { outer: Vec<SInst>, lower: Reg, upper: Reg, step: Reg, init: Vec<Reg>, iv: Reg, args: Vec<Reg>, results: Vec<Reg> },
+    Loop { outer: Vec<SInst>, iv_dtype: DType, lower: Reg, upper: Reg, step: Reg, init: Vec<Reg>, iv: Reg, args: Vec<Reg>, results: Vec<Reg> },
 }
 
 /// Records the per-thread program through the [`Emitter`] trait.
@@ -326,21 +328,21 @@ impl Emitter for Recorder {
             _ => panic!("end_if without begin_if: a lowering bug"),
         }
     }
-    fn begin_loop(&mut self, _iv_dtype: DType, lower: Reg, upper: Reg, step: Reg, carried: &[(DType, Reg)]) -> (Reg, Vec<Reg>) {
+    fn begin_loop(&mut self, iv_dtype: DType, lower: Reg, upper: Reg, step: Reg, carried: &[(DType, Reg)]) -> (Reg, Vec<Reg>) {
         let iv = self.reg();
         let args: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
         let results: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
         let outer = std::mem::take(&mut self.code);
         let init = carried.iter().map(|c| c.1).collect();
-        self.frames.push(Frame::Loop { outer, lower, upper, step, init, iv, args: args.clone(), results });
+        self.frames.push(Frame::Loop { outer, iv_dtype, lower, upper, step, init, iv, args: args.clone(), results });
         (iv, args)
     }
     fn end_loop(&mut self, next: &[Reg]) -> Vec<Reg> {
         let body = std::mem::take(&mut self.code);
         match self.frames.pop() {
-            Some(Frame::Loop { outer, lower, upper, step, init, iv, args, results }) => {
+            Some(Frame::Loop { outer, iv_dtype, lower, upper, step, init, iv, args, results }) => {
                 self.code = outer;
-                self.push(SInst::Loop { lower, upper, step, init, iv, args, body, next: next.to_vec(), results: results.clone() });
+                self.push(SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next: next.to_vec(), results: results.clone() });
                 results
             }
             _ => panic!("end_loop without begin_loop: a lowering bug"),
@@ -520,7 +522,7 @@ impl Machine<'_> {
                     }
                 }
                 SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
-                SInst::Loop { lower, upper, step, init, iv, args, body, next, results } => {
+                SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next, results } => {
                     for t in 0..threads {
                         if active[t] {
                             let lo = self.get(*lower, t);
@@ -559,8 +561,12 @@ impl Machine<'_> {
                                 for (a, v) in args.iter().zip(vals) {
                                     self.set(*a, t, v);
                                 }
-                                let i = self.int(*iv, t) + self.int(*step, t);
-                                self.set(*iv, t, Elem::I(i));
+                                // Past the end of the induction variable's dtype the loop stops
+                                // (the backends' loops do not wrap): iv becomes the bound.
+                                let (i, st) = (self.int(*iv, t), self.int(*step, t));
+                                let next = i.checked_add(st).filter(|&n| int_to_int(*iv_dtype, n) == n);
+                                let next = next.unwrap_or_else(|| self.int(*upper, t));
+                                self.set(*iv, t, Elem::I(next));
                             }
                         }
                     }

@@ -503,6 +503,40 @@ pub struct DeviceInfo {
     pub default: bool,
     /// True for targets tilekit compiles for but cannot run (AMDGCN: no AMD runtime).
     pub compile_only: bool,
+    /// What the compiler assumes of the device (GPU devices): warp width, shared memory, the
+    /// float controls and matrix instructions it uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetInfo>,
+}
+
+/// The facts of a [`tilekit_core::gpu::Target`] a device report shows.
+#[derive(Debug, Serialize)]
+pub struct TargetInfo {
+    pub warp: u32,
+    pub shared_memory_bytes: u32,
+    pub f16: bool,
+    pub bf16: bool,
+    pub i64: bool,
+    pub ieee_preserve: bool,
+    pub f16_rte: bool,
+    pub f32_denorm_preserve: bool,
+    pub matrix: Vec<String>,
+}
+
+impl TargetInfo {
+    fn of(t: &tilekit_core::gpu::Target) -> TargetInfo {
+        TargetInfo {
+            warp: t.subgroup_size,
+            shared_memory_bytes: t.shared_memory_bytes,
+            f16: t.f16,
+            bf16: t.bf16,
+            i64: t.i64,
+            ieee_preserve: t.ieee_preserve,
+            f16_rte: t.f16_rte,
+            f32_denorm_preserve: t.f32_denorm_preserve,
+            matrix: t.matrix.iter().map(|m| format!("{:?} m{}n{}k{} {}x{}->{}", m.kind, m.m, m.n, m.k, m.a, m.b, m.acc)).collect(),
+        }
+    }
 }
 
 /// The AMDGCN architectures this build compiles code objects for; none run here.
@@ -518,8 +552,8 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
     let devices: Vec<DeviceInfo> = Device::all()
         .iter()
         .enumerate()
-        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0, compile_only: false })
-        .chain(compile_only_targets().into_iter().map(|name| DeviceInfo { name, default: false, compile_only: true }))
+        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0, compile_only: false, target: d.target().map(TargetInfo::of) })
+        .chain(compile_only_targets().into_iter().map(|name| DeviceInfo { name, default: false, compile_only: true, target: None }))
         .collect();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&devices)?)?;

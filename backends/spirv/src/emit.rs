@@ -524,7 +524,7 @@ impl SpirvEmitter {
             (used.int64_atomics, spirv::Capability::Int64Atomics),
             (self.target.ieee_preserve, spirv::Capability::SignedZeroInfNanPreserve),
             (used.f16_rte, spirv::Capability::RoundingModeRTE),
-            (used.f16_rte, spirv::Capability::DenormPreserve),
+            (used.f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
         ] {
             if on {
                 caps.push(cap);
@@ -556,6 +556,11 @@ impl SpirvEmitter {
                 self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [16]);
             }
         }
+        if self.target.f32_denorm_preserve {
+            // f32 subnormals stay what they are (the interpreter's semantics); a driver may
+            // flush them otherwise.
+            self.b.execution_mode(main, spirv::ExecutionMode::DenormPreserve, [32]);
+        }
         if used.f16_rte {
             // f32 -> f16 conversions (and f16 arithmetic) round to nearest even and keep
             // subnormals, as the interpreter's do.
@@ -577,6 +582,7 @@ impl SpirvEmitter {
             int64_atomics: used.int64_atomics,
             shared_bytes: shared_bytes.min(u32::MAX as u64) as u32,
             f16_rte: used.f16_rte,
+            denorm_preserve_f32: self.target.f32_denorm_preserve,
         };
         let t = &self.target;
         let mut missing = Vec::new();

@@ -53,6 +53,8 @@ pub struct Requirements {
     /// f16 rounding to nearest even and f16 subnormals kept, through float controls
     /// (`Target::f16_rte`).
     pub f16_rte: bool,
+    /// f32 subnormals kept through float controls (`Target::f32_denorm_preserve`).
+    pub denorm_preserve_f32: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

@@ -108,6 +108,8 @@ pub struct VulkanDeviceInfo {
     pub ieee_preserve: bool,
     /// f16 results can round to nearest even with subnormals kept (see `Target::f16_rte`).
     pub f16_rte: bool,
+    /// f32 subnormals can be kept (`shaderDenormPreserveFloat32`, settable for 32 bits alone).
+    pub denorm_preserve_f32: bool,
     /// Supported subgroup operation classes (`basic`, `vote`, `arithmetic`, `ballot`, `shuffle`,
     /// `shuffle_relative`, `clustered`, `quad`).
     pub subgroup_ops: Vec<&'static str>,
@@ -160,6 +162,7 @@ impl VulkanDeviceInfo {
             atomic_float_add: self.atomic_float_add,
             ieee_preserve: self.ieee_preserve,
             f16_rte: self.f16_rte,
+            f32_denorm_preserve: self.denorm_preserve_f32,
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
             max_grid: self.max_workgroup_count,
@@ -196,6 +199,7 @@ impl VulkanDeviceInfo {
             (req.atomic_float_add, info.atomic_float_add, "shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float)"),
             (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
             (req.f16_rte, info.f16_rte, "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"),
+            (req.denorm_preserve_f32, info.denorm_preserve_f32, "shaderDenormPreserveFloat32"),
         ] {
             if need && !have {
                 return Err(missing(feature));
@@ -557,6 +561,12 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
                 && float_controls.shader_signed_zero_inf_nan_preserve_float32 == vk::TRUE
                 && float_controls.shader_signed_zero_inf_nan_preserve_float16 == vk::TRUE,
             f16_rte: v12 && f16_rte(&float_controls),
+            denorm_preserve_f32: v12
+                && float_controls.shader_denorm_preserve_float32 == vk::TRUE
+                && matches!(
+                    float_controls.denorm_behavior_independence,
+                    vk::ShaderFloatControlsIndependence::ALL | vk::ShaderFloatControlsIndependence::TYPE_32_ONLY
+                ),
             subgroup_ops,
             shared_memory_bytes: limits.max_compute_shared_memory_size,
             max_workgroup_size: limits.max_compute_work_group_size,

@@ -84,6 +84,11 @@ pub struct Target {
     /// with the f32 modes where the widths are not independent). SPIR-V then converts f32 to f16
     /// with one `OpFConvert` instead of an exact integer emulation of some forty instructions.
     pub f16_rte: bool,
+    /// The device keeps f32 subnormals (inputs and results) when a module asks: always for PTX
+    /// and AMDGCN (no flush-to-zero is ever requested), for Vulkan where the driver has
+    /// `shaderDenormPreserveFloat32`. Without it a Vulkan driver may flush them to zero, which
+    /// tilekit's semantics then allow (docs/semantics.md).
+    pub f32_denorm_preserve: bool,
     /// Widest global access one thread issues, in bytes (16 on every GPU of interest).
     pub max_vector_bytes: u32,
     /// Bytes of push constants / kernel parameters for scalars.
@@ -113,6 +118,7 @@ impl Target {
             atomic_float_add: false,
             ieee_preserve: false,
             f16_rte: false,
+            f32_denorm_preserve: false,
             max_vector_bytes: 16,
             max_push_constant_bytes: 128,
             max_grid: [65535, 65535, 65535],
@@ -142,6 +148,7 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
+            f32_denorm_preserve: false,
             max_push_constant_bytes: 256,
             max_grid: [2147483647, 65535, 65535],
             matrix: vec![
@@ -171,6 +178,7 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
+            f32_denorm_preserve: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
@@ -206,6 +214,7 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
+            f32_denorm_preserve: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],

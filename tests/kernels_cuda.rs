@@ -42,3 +42,11 @@ fn layernorm_every_configuration() {
 }
 
 kernel_tests!(vector_add, softmax, softmax_online, layernorm, rmsnorm, sum, cumsum, histogram, matmul, attention, swiglu, rotary, spmv,);
+
+/// Matmul's software-pipelined loop ([`common::check_matmul_pipelined`]).
+#[test]
+fn matmul_pipelined() {
+    for device in &devices() {
+        common::check_matmul_pipelined(device);
+    }
+}

@@ -25,3 +25,9 @@ fn layernorm_every_configuration() {
 }
 
 kernel_tests!(vector_add, softmax, softmax_online, layernorm, rmsnorm, sum, cumsum, histogram, matmul, attention, swiglu, rotary, spmv,);
+
+/// Matmul's software-pipelined loop on sm_80 ([`common::check_matmul_pipelined`]).
+#[test]
+fn matmul_pipelined() {
+    common::check_matmul_pipelined(&Device::Emulator(Target::cuda_sm80()));
+}

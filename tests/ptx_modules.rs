@@ -137,6 +137,18 @@ fn dots_use_mma_sync() {
         let ptx = ptx_of("attention", &[1, 2, 128, 64], dtype, "BLOCK_M=64,BLOCK_N=32,num_warps=4");
         assert!(ptx.matches(&want).count() >= 2, "attention {dtype}: fewer than two {want}");
     }
+    // With num_stages, the K loop's tiles arrive by asynchronous copies `num_stages - 1`
+    // iterations ahead and the dots read them with matrix loads; without, neither.
+    for (stages, pending) in [(2, 0), (3, 1), (4, 2)] {
+        let ptx =
+            ptx_of("matmul", &[256, 256, 256], DType::F16, &format!("BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages={stages}"));
+        assert!(ptx.contains("cp.async.cg.shared.global"), "num_stages={stages}: no cp.async\n{ptx}");
+        assert!(ptx.contains(&format!("cp.async.wait_group {pending};")), "num_stages={stages}: no wait_group {pending}\n{ptx}");
+        assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"), "num_stages={stages}: no ldmatrix\n{ptx}");
+        assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "num_stages={stages}: no transposed ldmatrix\n{ptx}");
+    }
+    let ptx = ptx_of("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=1");
+    assert!(!ptx.contains("cp.async") && !ptx.contains("ldmatrix"), "num_stages=1 pipelines");
     // f32 operands keep the FMA dot (tf32 is an opt-in the IR does not have yet).
     let ptx = ptx_of("matmul", &[64, 64, 64], DType::F32, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4");
     assert!(!ptx.contains("mma.sync"));

@@ -248,19 +248,26 @@ impl Kernel for Matmul {
         let c = |bm: i64, bn: i64, bk: i64, g: i64, w: i64, s: i64| {
             Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("BLOCK_K", bk).with("GROUP_M", g).with("num_warps", w).with("num_stages", s)
         };
-        // Sized for the FMA `dot` every backend lowers to today: at most 64 accumulator
-        // elements per thread (BLOCK_M * BLOCK_N / threads) on at most 8 warps. Triton's
-        // tensor-core tile of 128 x 256 on 8 warps holds 128 per thread and spilled on every
-        // NVIDIA target; on 16 warps a thread may have only 128 registers and it spilled too.
+        // Most are sized for the FMA `dot`: at most 64 accumulator elements per thread
+        // (BLOCK_M * BLOCK_N / threads) on at most 8 warps. Triton's tensor-core tile of
+        // 128 x 256 on 8 warps holds 128 per thread and spilled on every NVIDIA target; on 16
+        // warps a thread may have only 128 registers and it spilled too. The 128 x 128 tile on
+        // 4 warps (128 per thread) is for matrix instructions, whose accumulator fragments
+        // need no operand registers beside them. With pipelining, the shared memory a
+        // configuration needs grows with `num_stages` (one copy of each operand tile per
+        // stage): those that do not fit a target fail to compile there and are skipped.
         vec![
             c(64, 64, 32, 8, 4, 3),
             c(16, 16, 16, 2, 2, 2),
             c(128, 128, 32, 8, 8, 3),
             c(128, 64, 32, 8, 4, 4),
             c(64, 128, 32, 8, 4, 4),
-            c(256, 64, 32, 8, 8, 3),
+            c(256, 64, 32, 8, 8, 2),
             c(64, 64, 64, 8, 4, 3),
             c(32, 64, 32, 8, 4, 5),
+            c(128, 128, 32, 8, 4, 3),
+            c(128, 64, 32, 8, 4, 3),
+            c(128, 64, 64, 8, 4, 2),
         ]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
@@ -274,6 +281,20 @@ impl Kernel for Matmul {
         offset_bound("padded M * K", pm.saturating_mul(pk))?;
         offset_bound("padded K * N", pk.saturating_mul(pn))?;
         offset_bound("padded M * N", pm.saturating_mul(pn))?;
+        // A thread that holds its accumulators and its share of both operand tiles in registers
+        // (the FMA `dot`, or matrix instructions fed from registers) spilled past 128 of them
+        // (128 x 128 x 32 and 128 x 64 x 64 on 4 warps). Those tiles need the pipelined path,
+        // where asynchronous copies keep the operands in shared memory: 16-bit operands, at
+        // least two stages, and K and N multiples of 16 so that every 16-byte copy is whole.
+        let threads = 32 * config.get("num_warps").unwrap_or(4).max(1) as usize;
+        let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
+        let stages = config.get("num_stages").unwrap_or(1);
+        if per_thread > 128 && !(problem.dtype.size_bytes() == 2 && stages >= 2 && kd % 16 == 0 && n % 16 == 0) {
+            return Err(KernelError::Unfit(format!(
+                "{per_thread} accumulator and operand elements per thread (above 128) spill unless pipelined, \
+                 which needs 16-bit operands, num_stages >= 2 and K and N multiples of 16"
+            )));
+        }
         let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));
         offset_bound("number of tiles", tiles)?;
         let dtype = problem.dtype;

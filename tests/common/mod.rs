@@ -103,7 +103,7 @@ pub fn whole_row_layernorms() -> Vec<kernels::Problem> {
 }
 
 /// One line per output of `report` outside its tolerance.
-fn failed_outputs(report: &tilekit::check::CheckReport, problem: &kernels::Problem, config: &tilekit::Config) -> Vec<String> {
+pub fn failed_outputs(report: &tilekit::check::CheckReport, problem: &kernels::Problem, config: &tilekit::Config) -> Vec<String> {
     report
         .outputs
         .iter()
@@ -115,4 +115,38 @@ fn failed_outputs(report: &tilekit::check::CheckReport, problem: &kernels::Probl
             )
         })
         .collect()
+}
+
+/// Matmul's software-pipelined loop (`num_stages` 2 to 5: asynchronous copies into a ring of
+/// shared-memory buffers, read with matrix loads, where the backend has them) for sizes whose
+/// tiles take it: K loops shorter than, as long as and longer than the pipeline, rows past
+/// the last whole tile, f16 and bf16, one and several warps along each side of the tile.
+#[allow(dead_code)]
+pub fn check_matmul_pipelined(device: &Device) {
+    use tilekit::{Config, DType};
+    let kernel = kernels::find("matmul").expect("matmul");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let problems =
+        [(64, 64, 32, DType::F16), (128, 64, 96, DType::F16), (96, 128, 160, DType::BF16), (64, 64, 256, DType::F16), (80, 64, 64, DType::BF16)];
+    for (i, &(m, n, k, dtype)) in problems.iter().enumerate() {
+        let problem = kernels::Problem::new(&[m, n, k], dtype);
+        for (bm, bn, bk, w, most) in [(64, 64, 32, 4, 5), (32, 64, 32, 2, 5), (64, 32, 64, 4, 3)] {
+            for stages in 2..=most {
+                let config = Config::new()
+                    .with("BLOCK_M", bm)
+                    .with("BLOCK_N", bn)
+                    .with("BLOCK_K", bk)
+                    .with("GROUP_M", 8)
+                    .with("num_warps", w)
+                    .with("num_stages", stages);
+                match check(kernel.as_ref(), &problem, &config, device, 0x919E ^ i as u64) {
+                    Ok(report) => failures.extend(failed_outputs(&report, &problem, &config)),
+                    Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
+                }
+                runs += 1;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} on {}: {} of {runs} runs failed:\n{}", kernel.name(), device.name(), failures.len(), failures.join("\n"));
 }

@@ -1521,6 +1521,59 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         Some(d.into_iter().map(|op| self.val(op, DType::F32)).collect())
     }
 
+    fn load_shared_matrix(&mut self, dtype: DType, row: LlvmValue, count: u32, trans: bool) -> Option<Vec<LlvmValue>> {
+        if !matches!(dtype, DType::F16 | DType::BF16) || !matches!(count, 1 | 2 | 4) {
+            return None;
+        }
+        let p = self.shared_ptr(dtype, row, "load_shared_matrix")?;
+        let sas = self.hooks.shared_addrspace();
+        let addr = self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32"));
+        let h = self.hooks;
+        let words = h.load_shared_matrix(&mut self.builder(), addr, count, trans)?;
+        let mut out = Vec::with_capacity(2 * words.len());
+        for w in words {
+            for shift in [0, 16] {
+                let x = if shift == 0 { w } else { self.bin("lshr", "i32", w, Operand::Int(16)) };
+                let x = self.inst(format!("trunc i32 {x} to i16"));
+                let x = if dtype == DType::F16 { self.inst(format!("bitcast i16 {x} to half")) } else { x };
+                out.push(self.val(x, dtype));
+            }
+        }
+        Some(out)
+    }
+
+    fn async_copies(&self) -> bool {
+        self.hooks.async_copies()
+    }
+
+    fn async_copy(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType, shared_index: LlvmValue, n: u32, pred: LlvmValue) {
+        self.expect(pred, DType::I1, "async_copy predicate");
+        if n as usize * dtype.size_bytes() != 16 {
+            self.fail_contract(format!("async_copy of {n} x {dtype} (16 bytes expected)"));
+            return;
+        }
+        let Some(src) = self.element_ptr(buffer, dtype, index, index_dtype, true, false, "async_copy") else { return };
+        let Some(dst) = self.shared_ptr(dtype, shared_index, "async_copy") else { return };
+        let (gas, sas) = (self.hooks.global_addrspace(), self.hooks.shared_addrspace());
+        let src = self.inst(format!("ptrtoint ptr addrspace({gas}) {src} to i64"));
+        let dst = self.inst(format!("ptrtoint ptr addrspace({sas}) {dst} to i32"));
+        // Masked off: the source is not read (its address may lie outside the buffer) and the
+        // destination becomes zeros.
+        let size = self.inst(format!("select i1 {}, i32 16, i32 0", pred.op));
+        let h = self.hooks;
+        h.async_copy(&mut self.builder(), dst, src, size);
+    }
+
+    fn async_commit(&mut self) {
+        let h = self.hooks;
+        h.async_commit(&mut self.builder());
+    }
+
+    fn async_wait(&mut self, pending: u32) {
+        let h = self.hooks;
+        h.async_wait(&mut self.builder(), pending);
+    }
+
     fn shuffle_xor(&mut self, dtype: DType, value: LlvmValue, lane_mask: u32) -> LlvmValue {
         self.expect(value, dtype, "shuffle value");
         let h = self.hooks;

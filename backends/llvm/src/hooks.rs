@@ -77,6 +77,31 @@ pub trait Hooks {
         let _ = (b, instr, a, bw, c);
         None
     }
+    /// `ldmatrix` ([`tilekit_core::gpu::Emitter::load_shared_matrix`]): `count` 8 x 8 matrices
+    /// of 16-bit elements, this lane naming one row at the shared-memory address `addr` (an i32
+    /// in the shared address space); returns one 32-bit word per matrix (two elements, the
+    /// first in the low half). `None` when the target has no such load.
+    fn load_shared_matrix(&self, b: &mut Builder<'_>, addr: Operand, count: u32, trans: bool) -> Option<Vec<Operand>> {
+        let _ = (b, addr, count, trans);
+        None
+    }
+    /// Whether the target has asynchronous global-to-shared copies ([`Hooks::async_copy`]).
+    fn async_copies(&self) -> bool {
+        false
+    }
+    /// `cp.async` of 16 bytes from the global address `src` (an i64) to the shared address
+    /// `dst` (an i32), reading only `src_size` bytes (an i32, 0 or 16) and zero-filling the rest.
+    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, src_size: Operand) {
+        let _ = (b, dst, src, src_size);
+    }
+    /// Closes the group of asynchronous copies started since the last commit.
+    fn async_commit(&self, b: &mut Builder<'_>) {
+        let _ = b;
+    }
+    /// Waits until at most `pending` groups of this thread's copies are incomplete.
+    fn async_wait(&self, b: &mut Builder<'_>, pending: u32) {
+        let _ = (b, pending);
+    }
     /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;

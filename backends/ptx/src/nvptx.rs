@@ -131,6 +131,38 @@ impl Hooks for NvptxHooks {
         Some((0..4).map(|i| b.inst(format!("extractvalue {{ float, float, float, float }} {r}, {i}"))).collect())
     }
 
+    fn load_shared_matrix(&self, b: &mut Builder<'_>, addr: Operand, count: u32, trans: bool) -> Option<Vec<Operand>> {
+        let outs: Vec<String> = (0..count).map(|i| format!("${i}")).collect();
+        let ty = vec!["i32"; count as usize].join(", ");
+        let constraints = vec!["=r"; count as usize].join(",");
+        // Reads shared memory the barriers order: convergent, and not movable across them.
+        let r = b.inst(format!(
+            "call {{ {ty} }} asm sideeffect \"ldmatrix.sync.aligned.m8n8.x{count}{}.shared.b16 {{{}}}, [${count}];\", \"{constraints},r,~{{memory}}\"(i32 {addr}) convergent",
+            if trans { ".trans" } else { "" },
+            outs.join(", ")
+        ));
+        Some((0..count).map(|i| b.inst(format!("extractvalue {{ {ty} }} {r}, {i}"))).collect())
+    }
+
+    fn async_copies(&self) -> bool {
+        true
+    }
+
+    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, src_size: Operand) {
+        // .cg: the tile is read once per program, from L2; L1 would only hold it twice.
+        b.stmt(format!(
+            "call void asm sideeffect \"cp.async.cg.shared.global [$0], [$1], 16, $2;\", \"r,l,r,~{{memory}}\"(i32 {dst}, i64 {src}, i32 {src_size})"
+        ));
+    }
+
+    fn async_commit(&self, b: &mut Builder<'_>) {
+        b.stmt("call void asm sideeffect \"cp.async.commit_group;\", \"~{memory}\"()".to_string());
+    }
+
+    fn async_wait(&self, b: &mut Builder<'_>, pending: u32) {
+        b.stmt(format!("call void asm sideeffect \"cp.async.wait_group {pending};\", \"~{{memory}}\"()"));
+    }
+
     fn math(&self, f: MathFn) -> &'static str {
         match f {
             // ex2.approx of x * log2(e): 2 + 1.16|x| ulp at most, inside the 3 + 2|x| ulp Vulkan

@@ -141,6 +141,42 @@ pub trait Emitter {
         None
     }
 
+    /// Warp-level load of `count` (1, 2 or 4) 8 x 8 matrices of 16-bit `dtype` from shared
+    /// memory (`ldmatrix` on NVIDIA): lane `8 i + r` gives `row`, the index of row `r` of
+    /// matrix `i` (eight consecutive elements, 16-byte aligned); each lane receives, per
+    /// matrix, the two elements at row `lane / 4`, columns `2 (lane % 4)` and `+ 1` (with
+    /// `trans`, at column `lane / 4`, rows `2 (lane % 4)` and `+ 1`). Every thread of the warp
+    /// executes it together. `None` where the backend has no such load: the lowering then
+    /// reads the elements one by one.
+    fn load_shared_matrix(&mut self, dtype: DType, row: Self::V, count: u32, trans: bool) -> Option<Vec<Self::V>> {
+        let _ = (dtype, row, count, trans);
+        None
+    }
+
+    /// Whether the backend has asynchronous copies from global to shared memory
+    /// ([`Emitter::async_copy`]); without them the lowering does not pipeline loops.
+    fn async_copies(&self) -> bool {
+        false
+    }
+
+    /// Starts copying `n` consecutive elements of `dtype` (16 bytes) from `buffer[index..]` to
+    /// shared memory at `shared_index` (a multiple of `n`), without waiting for it (`cp.async`);
+    /// where `pred` is false nothing is read and the shared elements become zeros. This thread
+    /// sees them after an [`Emitter::async_wait`] that completes the copy's group, others after
+    /// a barrier after that. Only called where [`Emitter::async_copies`] holds.
+    #[allow(clippy::too_many_arguments)]
+    fn async_copy(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType, shared_index: Self::V, n: u32, pred: Self::V) {
+        let _ = (buffer, dtype, index, index_dtype, shared_index, n, pred);
+    }
+
+    /// Closes the group of asynchronous copies started since the last commit.
+    fn async_commit(&mut self) {}
+
+    /// Waits until at most `pending` committed groups of this thread's copies are incomplete.
+    fn async_wait(&mut self, pending: u32) {
+        let _ = pending;
+    }
+
     /// Marks the loop opened next as the k loop of a `dot`: its body already holds a step of
     /// every accumulator register, so unrolling it multiplies the shared-memory loads in flight
     /// (and the registers they need) without adding independent work. Emitters whose code

@@ -51,18 +51,28 @@ pub struct LowerOptions {
     /// program that keeps a long row in registers otherwise gets so many that one program fills a
     /// multiprocessor and nothing hides its load latency. SPIR-V and AMDGCN ignore it.
     pub occupancy: u32,
+    /// Software-pipelining depth of the loads that feed a matrix `dot` in a loop (the
+    /// configuration's `num_stages`; 1: none). With `s` stages, `s - 1` iterations of those
+    /// loads are in flight, as asynchronous copies into a ring of `s` shared-memory buffers,
+    /// on backends that have asynchronous copies (PTX for sm_80 and newer); elsewhere, and for
+    /// loads that cannot be issued early, the loop runs as written.
+    pub num_stages: u32,
 }
 
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0 }
+        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1 }
     }
 
     /// The options a configuration asks for: its `num_warps` (4 when absent) and `occupancy`
     /// (0 when absent).
     pub fn for_config(config: &crate::Config) -> LowerOptions {
-        LowerOptions { occupancy: config.count("occupancy").unwrap_or(0) as u32, ..LowerOptions::new(config.num_warps() as u32) }
+        LowerOptions {
+            occupancy: config.count("occupancy").unwrap_or(0) as u32,
+            num_stages: config.count("num_stages").unwrap_or(1) as u32,
+            ..LowerOptions::new(config.num_warps() as u32)
+        }
     }
 
     /// The marks for a launch's scalar arguments, given as (parameter index, value): integers
@@ -188,9 +198,14 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         default_vector: 1,
         mma: HashMap::new(),
         carried: HashMap::new(),
+        pipelines: HashMap::new(),
+        rings: HashMap::new(),
+        floors: HashMap::new(),
+        num_stages: options.num_stages.max(1),
     };
     lw.default_vector = lw.program_vector();
     plan_matrix(&mut lw);
+    plan_pipelines(&mut lw);
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
     let lane = lw.e.binary(BinaryOp::And, DType::I32, tid, wmask);
@@ -204,7 +219,11 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     shared.sort();
     let shared_bytes: u64 = shared.iter().map(|&(d, n)| n as u64 * smem_elem_bytes(d)).sum();
     if shared_bytes > target.shared_memory_bytes as u64 {
-        let detail = shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + ");
+        let mut detail = shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + ");
+        let rings: usize = lw.pipelines.values().flat_map(|p| &p.loads).map(|l| l.numel() * lw.num_stages as usize).sum();
+        if rings > 0 {
+            detail.push_str(&format!(", of which {rings} elements are num_stages = {} copies of the pipelined tiles", lw.num_stages));
+        }
         return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
     }
     Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions })
@@ -286,6 +305,70 @@ struct Lowerer<'a, E: Emitter> {
     /// Layouts chosen ahead for values whose best layout a later op decides: the loop-carried
     /// accumulators of matrix-instruction `dot`s (by body argument).
     carried: HashMap<Value, Layout>,
+    /// Software-pipelined loops (by their induction variable) and the loads they issue early.
+    pipelines: HashMap<Value, Pipeline>,
+    /// Pipelined loads of the loop being lowered: not emitted where they stand, their `dot`s
+    /// read the ring.
+    rings: HashMap<Value, Ring<E::V>>,
+    /// Shared-memory elements per dtype below which a pipelined loop's rings live: every other
+    /// use starts above them while the loop runs.
+    floors: HashMap<DType, u32>,
+    num_stages: u32,
+}
+
+/// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
+#[derive(Clone, Debug)]
+struct Pipeline {
+    loads: Vec<PipeLoad>,
+    /// The body's instructions (indices, in order) that compute those loads' offsets and masks:
+    /// pure functions of the induction variable and values defined outside the loop, so they
+    /// can be evaluated for a later iteration.
+    slice: Vec<usize>,
+}
+
+/// A load a pipelined loop issues early, into a ring of `num_stages` shared-memory buffers.
+#[derive(Clone, Debug)]
+struct PipeLoad {
+    result: Value,
+    buffer: u32,
+    offsets: Value,
+    mask: Option<Value>,
+    dtype: DType,
+    shape: [usize; 2],
+    swizzle: Swizzle,
+}
+
+impl PipeLoad {
+    fn numel(&self) -> usize {
+        self.shape[0] * self.shape[1]
+    }
+}
+
+/// Where a `dot` operand's fragments come from.
+enum Source<V> {
+    Registers(Vec<V>),
+    /// Written to shared memory by the dot itself, at this offset.
+    Staged {
+        base: usize,
+    },
+    Ring(Ring<V>),
+}
+
+/// The current buffer of a pipelined load's ring.
+#[derive(Clone, Debug)]
+struct Ring<V> {
+    dtype: DType,
+    swizzle: Swizzle,
+    /// Shared-memory index of the buffer this iteration reads.
+    slot_base: V,
+}
+
+/// Per-lane parts of matrix-load addresses ([`Lowerer::matrix_lanes`]).
+struct MatrixLanes<V> {
+    l15: V,
+    a_row: V,
+    a_col: V,
+    b_col: V,
 }
 
 /// Coordinates of a distribution's registers in this thread.
@@ -377,10 +460,29 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     fn reserve(&mut self, dtype: DType, len: usize) {
-        let len = len as u32;
+        let len = len as u32 + self.floors.get(&dtype).copied().unwrap_or(0);
         let e = self.shared.entry(dtype).or_insert(0);
         *e = (*e).max(len);
         self.e.reserve_shared(dtype, len);
+    }
+
+    /// Shared-memory accesses of everything but a pipelined loop's rings, which sit below the
+    /// floor of their dtype while the loop runs.
+    fn floored(&mut self, dtype: DType, index: E::V) -> E::V {
+        match self.floors.get(&dtype).copied() {
+            Some(f) if f > 0 => self.offset(index, f as i64),
+            _ => index,
+        }
+    }
+
+    fn st_sh(&mut self, dtype: DType, index: E::V, value: E::V) {
+        let index = self.floored(dtype, index);
+        self.e.store_shared(dtype, index, value);
+    }
+
+    fn ld_sh(&mut self, dtype: DType, index: E::V) -> E::V {
+        let index = self.floored(dtype, index);
+        self.e.load_shared(dtype, index)
     }
 
     // ----- classes -----
@@ -661,7 +763,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let sc = self.coords(&sdist);
         for (r, cs) in sc.coords.iter().enumerate() {
             let lin = self.linear(cs, src_shape);
-            self.e.store_shared(sd, lin, regs[r]);
+            self.st_sh(sd, lin, regs[r]);
         }
         self.e.barrier();
         let ddist = self.dist(to, dst_shape);
@@ -669,7 +771,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut out = Vec::with_capacity(ddist.num_regs());
         for cs in &dc.coords {
             let lin = src_index(self, cs);
-            out.push(self.e.load_shared(sd, lin));
+            out.push(self.ld_sh(sd, lin));
         }
         Ok(out)
     }
@@ -922,6 +1024,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     self.set_data(r, out_layout, regs);
                 }
             }
+            // A pipelined load's tile is already on its way to the ring its `dot` reads.
+            Op::Load { .. } if self.rings.contains_key(&inst.results[0]) => {}
             Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other)?,
             Op::Store { buffer, offsets, value, mask } => self.store(inst, *buffer, *offsets, *value, *mask)?,
             Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
@@ -940,17 +1044,50 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 self.hoist_operands(body)?;
                 let types: Vec<&Type> = init.iter().map(|&v| self.ty(v)).collect();
                 let dtypes = self.flat_dtypes(&types, &layouts);
-                let carried: Vec<(DType, E::V)> = dtypes.iter().copied().zip(init_regs).collect();
+                let mut carried: Vec<(DType, E::V)> = dtypes.iter().copied().zip(init_regs).collect();
+                let nflat = carried.len();
+                let pipe = self.pipelines.get(&body.args[0]).cloned();
+                // A pipelined loop also carries the ring slots it reads and writes.
+                let ring = match &pipe {
+                    Some(pipe) => {
+                        let (bases, floors) = self.pipe_prologue(pipe, body, iv_dtype, lo, hi, st)?;
+                        let (read, write) = (self.c_i32(0), self.c_i32(self.num_stages as i64 - 1));
+                        carried.push((DType::I32, read));
+                        carried.push((DType::I32, write));
+                        Some((bases, floors))
+                    }
+                    None => None,
+                };
                 let (iv, args) = self.e.begin_loop(iv_dtype, lo, hi, st, &carried);
                 self.push_scope();
                 self.scalars.insert(body.args[0], iv);
-                self.bind(&body.args[1..], &layouts, &args);
+                self.bind(&body.args[1..], &layouts, &args[..nflat]);
+                let slots = match (&pipe, &ring) {
+                    (Some(pipe), Some((bases, _))) => Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1])?),
+                    _ => None,
+                };
                 self.block(body)?;
                 let ys = self.yielded(body);
-                let next = self.flatten(&ys, &layouts)?;
+                let mut next = self.flatten(&ys, &layouts)?;
+                if let Some((read, write)) = slots {
+                    next.push(read);
+                    next.push(write);
+                }
+                if let Some(pipe) = &pipe {
+                    for l in &pipe.loads {
+                        self.rings.remove(&l.result);
+                    }
+                }
                 self.pop_scope();
                 let results = self.e.end_loop(&next);
-                self.bind(&inst.results, &layouts, &results);
+                if let Some((_, floors)) = ring {
+                    // The last iterations' copies (of tiles past the end, all masked off) land
+                    // before anything else uses that memory.
+                    self.e.async_wait(0);
+                    self.e.barrier();
+                    self.floors = floors;
+                }
+                self.bind(&inst.results, &layouts, &results[..nflat]);
             }
             Op::If { cond, then_block, else_block } => {
                 let c = self.scalar(*cond);
@@ -1339,11 +1476,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.e.barrier();
             let zero = self.c_i32(0);
             self.e.begin_if(first, &[]);
-            self.e.store_shared(rd, zero, old);
+            self.st_sh(rd, zero, old);
             self.e.begin_else(&[]);
             self.e.end_if(&[]);
             self.e.barrier();
-            let v = self.e.load_shared(rd, zero);
+            let v = self.ld_sh(rd, zero);
             self.scalars.insert(r, v);
             return Ok(());
         }
@@ -1389,7 +1526,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 self.store_shared_if(c.owner[i], rd, lin, out[i]);
             }
             self.e.barrier();
-            out = lins.iter().map(|&lin| self.e.load_shared(rd, lin)).collect();
+            out = lins.iter().map(|&lin| self.ld_sh(rd, lin)).collect();
         }
         self.set_data(r, layout, out);
         Ok(())
@@ -1535,10 +1672,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 for (i, cs) in rc.coords.iter().enumerate() {
                     let lin = self.linear(cs, &rt.shape);
                     let slot = self.e.binary(BinaryOp::Add, DType::I32, base, lin);
-                    self.e.store_shared(rd, slot, partial[i].0);
+                    self.st_sh(rd, slot, partial[i].0);
                     if let Some(ix) = partial[i].1 {
                         let islot = self.offset(slot, index_base as i64);
-                        self.e.store_shared(DType::I32, islot, ix);
+                        self.st_sh(DType::I32, islot, ix);
                     }
                     lins.push(lin);
                 }
@@ -1548,10 +1685,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     for w in 0..nw {
                         let off = self.c_i32((w as usize * rnumel) as i64);
                         let slot = self.e.binary(BinaryOp::Add, DType::I32, off, *lin);
-                        let v = self.e.load_shared(rd, slot);
+                        let v = self.ld_sh(rd, slot);
                         let ix = if arg {
                             let islot = self.offset(slot, index_base as i64);
-                            Some(self.e.load_shared(DType::I32, islot))
+                            Some(self.ld_sh(DType::I32, islot))
                         } else {
                             None
                         };
@@ -1587,7 +1724,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let xc = self.coords(&xdist);
         for (i, cs) in xc.coords.iter().enumerate() {
             let lin = self.linear(cs, &xt.shape);
-            self.e.store_shared(rd, lin, xregs[i]);
+            self.st_sh(rd, lin, xregs[i]);
         }
         self.e.barrier();
         let rc = self.coords(rdist);
@@ -1600,7 +1737,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let zero = self.c_i32(0);
             full.insert(axis, zero);
             let base = self.linear(&full, &xt.shape);
-            let first = self.e.load_shared(rd, base);
+            let first = self.ld_sh(rd, base);
             let zero = self.c_i32(0);
             let init: Vec<(DType, E::V)> = if arg { vec![(rd, first), (DType::I32, zero)] } else { vec![(rd, first)] };
             let (lo, hi, st) = (self.c_i32(1), self.c_i32(n as i64), self.c_i32(1));
@@ -1609,7 +1746,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let sv = self.c_i32(stride as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, k, sv);
             let slot = self.e.binary(BinaryOp::Add, DType::I32, base, off);
-            let v = self.e.load_shared(rd, slot);
+            let v = self.ld_sh(rd, slot);
             let (nv, ni) = self.combine(combine, dtype, (args[0], args.get(1).copied()), (v, if arg { Some(k) } else { None }))?;
             self.pop_scope();
             let next: Vec<E::V> = if arg { vec![nv, ni.expect("arg")] } else { vec![nv] };
@@ -1636,7 +1773,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         while step < n {
             self.e.barrier();
             for (i, &lin) in lins.iter().enumerate() {
-                self.e.store_shared(rd, lin, regs[i]);
+                self.st_sh(rd, lin, regs[i]);
             }
             self.e.barrier();
             for (i, cs) in c.coords.iter().enumerate() {
@@ -1654,7 +1791,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let delta = self.c_i32((step * stride) as i64);
                 let other = self.e.binary(nb, DType::I32, lins[i], delta);
                 let slot = self.e.select(DType::I32, ok, other, lins[i]);
-                let v = self.e.load_shared(rd, slot);
+                let v = self.ld_sh(rd, slot);
                 let (comb, _) = if reverse {
                     self.combine(combine, dtype, (regs[i], None), (v, None))?
                 } else {
@@ -1819,13 +1956,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let mut av = Vec::with_capacity(rows.len());
             for (r, &rw) in rows.iter().enumerate() {
                 let idx = if c_split { self.offset(a_row_k[0], rw as i64 * kc as i64) } else { a_row_k[r] };
-                let v = self.e.load_shared(ad, idx);
+                let v = self.ld_sh(ad, idx);
                 av.push(self.cast(at.dtype, racc, v));
             }
             let mut bv = Vec::with_capacity(cols.len());
             for (cix, &cl) in cols.iter().enumerate() {
                 let idx = if c_split { self.offset(b_col_k[0], b_base as i64 + cl as i64) } else { b_col_k[cix] };
-                let v = self.e.load_shared(bd, idx);
+                let v = self.ld_sh(bd, idx);
                 bv.push(self.cast(bt.dtype, racc, v));
             }
             let mut next = Vec::with_capacity(args.len());
@@ -1847,12 +1984,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     /// `a @ b + acc` with warp-level matrix instructions. The accumulator lives in the
-    /// instruction's layout. An operand already held in its fragment layout (a loop-invariant
-    /// one converted before the loop) is used from registers; the others are written to shared
-    /// memory once, row-major, and each K step reads just the fragments it multiplies, so a
-    /// thread never holds a whole operand tile. Each instruction tile of the result takes one
-    /// instruction per K step, K outermost: every element sums its products in ascending K, as
-    /// the interpreter does.
+    /// instruction's layout. Each operand comes from one of three places: registers already in
+    /// its fragment layout (a loop-invariant operand converted before the loop); the ring of
+    /// shared-memory buffers a pipelined loop fills with asynchronous copies (swizzled, read
+    /// with matrix loads); or, otherwise, shared memory it is written to here, row-major, and
+    /// read back a fragment element at a time. Either way a K step reads just the fragments it
+    /// multiplies, so no thread holds a whole operand tile. Each instruction tile of the result
+    /// takes one instruction per K step, K outermost: every element sums its products in
+    /// ascending K, as the interpreter does.
     fn dot_mma(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value, instr: MatrixInstr, mma: Mma) -> R<()> {
         let r = inst.results[0];
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
@@ -1862,16 +2001,22 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let acc_in = self.get(acc, &acc_layout)?;
         let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
         let layouts = [Layout::DotOperand { operand: 0, parent: mma }, Layout::DotOperand { operand: 1, parent: mma }];
-        let ready = [self.held(a, &layouts[0]), self.held(b, &layouts[1])];
+        let types = [&at, &bt];
+        let mut sources: Vec<Source<E::V>> = Vec::with_capacity(2);
+        for (i, v) in [a, b].into_iter().enumerate() {
+            sources.push(match (self.rings.get(&v), self.held(v, &layouts[i])) {
+                (Some(ring), _) => Source::Ring(ring.clone()),
+                (None, Some(regs)) => Source::Registers(regs),
+                (None, None) => Source::Staged { base: 0 },
+            });
+        }
         // Operands through shared memory, `a` first then `b` when both go (one array per
         // register dtype: both are f16, or both bf16 held as f32).
-        let mut bases = [0usize; 2];
         let mut staged = 0usize;
-        for (i, (v, t)) in [(a, &at), (b, &bt)].into_iter().enumerate() {
-            if ready[i].is_none() {
-                bases[i] = staged;
-                staged += t.numel();
-                let _ = v;
+        for (i, src) in sources.iter_mut().enumerate() {
+            if let Source::Staged { base } = src {
+                *base = staged;
+                staged += types[i].numel();
             }
         }
         // bf16 (held in f32 registers) is staged as bf16: half the bytes, and what the
@@ -1881,65 +2026,111 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let rd = staged_dtype(at.dtype);
             self.reserve(rd, staged);
             self.e.barrier();
-            for (i, (v, t)) in [(a, &at), (b, &bt)].into_iter().enumerate() {
-                if ready[i].is_some() {
-                    continue;
-                }
+            for (i, v) in [a, b].into_iter().enumerate() {
+                let Source::Staged { base } = sources[i] else { continue };
+                let t = types[i];
                 let (home, regs) = self.get_natural(v)?;
                 let dist = self.dist(&home, &t.shape);
                 let c = self.coords(&dist);
                 for (j, cs) in c.coords.iter().enumerate() {
                     let lin = self.linear(cs, &t.shape);
-                    let slot = self.offset(lin, bases[i] as i64);
+                    let slot = self.offset(lin, base as i64);
                     let value = if rd == DType::BF16 { self.e.cast(DType::F32, DType::BF16, regs[j]) } else { regs[j] };
                     match c.owner[j] {
                         // Copies in other threads write the same value; one write is enough.
                         Some(own) => self.store_shared_if(Some(own), rd, slot, value),
-                        None => self.e.store_shared(rd, slot, value),
+                        None => self.st_sh(rd, slot, value),
                     }
                 }
             }
             self.e.barrier();
         }
-        // Each staged operand's fragments are read at one thread base plus a constant per
-        // register (fragment layouts never wrap: `matrix_choice` sizes the warps to fit).
+        // Staged operands are read at one thread base plus a constant per register (fragment
+        // layouts never wrap: `matrix_choice` sizes the warps to fit).
         let mut thread_base = [None, None];
         for i in 0..2 {
-            if ready[i].is_none() {
-                let t = if i == 0 { &at } else { &bt };
+            if let Source::Staged { base } = sources[i] {
+                let t = types[i];
                 let dist = self.dist(&layouts[i], &t.shape);
                 let row = self.thread_coord(&dist, 0);
                 let col = self.thread_coord(&dist, 1);
                 let cols = self.c_i32(t.shape[1] as i64);
                 let rb = self.e.binary(BinaryOp::Mul, DType::I32, row, cols);
                 let tb = self.e.binary(BinaryOp::Add, DType::I32, rb, col);
-                thread_base[i] = Some(self.offset(tb, bases[i] as i64));
+                thread_base[i] = Some(self.offset(tb, base as i64));
             }
         }
+        // Ring operands are read with matrix loads: lane `l` names row `l % 16` of the
+        // instruction tile and its 8-column block `l / 16` (a: four matrices, a0..a7; b:
+        // transposed, two matrices per instruction tile, two tiles per load).
+        let [wm, wn] = mma.warps;
+        let lanes = if sources.iter().any(|s| matches!(s, Source::Ring(_))) { Some(self.matrix_lanes(mma)) } else { None };
         let (reps_m, reps_n, steps_k) = mma.steps(m, n, k);
         for ki in 0..steps_k {
-            let frag = |me: &mut Self, i: usize, row: usize, col: usize| -> Vec<E::V> {
-                let t = if i == 0 { &at } else { &bt };
-                let range = mma.fragment(&t.shape, Some(i as u8), row, col);
-                match &ready[i] {
+            let frag = |me: &mut Self, i: usize, row: usize, col: usize, count: usize| -> R<Vec<Vec<E::V>>> {
+                let t = types[i];
+                let ranges: Vec<_> = (0..count)
+                    .map(|c| if i == 0 { mma.fragment(&t.shape, Some(0), row, col) } else { mma.fragment(&t.shape, Some(1), row, col + c) })
+                    .collect();
+                Ok(match &sources[i] {
                     // bf16 is held in f32 registers; the instruction takes bf16.
-                    Some(regs) if t.dtype == DType::BF16 => regs[range].iter().map(|&v| me.e.cast(DType::F32, DType::BF16, v)).collect(),
-                    Some(regs) => regs[range].to_vec(),
-                    None => {
+                    Source::Registers(regs) => ranges
+                        .into_iter()
+                        .map(|r| {
+                            if t.dtype == DType::BF16 {
+                                regs[r].iter().map(|&v| me.e.cast(DType::F32, DType::BF16, v)).collect()
+                            } else {
+                                regs[r].to_vec()
+                            }
+                        })
+                        .collect(),
+                    Source::Staged { .. } => {
                         let dist = me.dist(&layouts[i], &t.shape);
                         let rd = staged_dtype(t.dtype);
-                        range
-                            .map(|j| {
-                                let off = dist.regs[j][0] as i64 * t.shape[1] as i64 + dist.regs[j][1] as i64;
-                                let idx = me.offset(thread_base[i].expect("a base for staged operands"), off);
-                                me.e.load_shared(rd, idx)
+                        ranges
+                            .into_iter()
+                            .map(|r| {
+                                r.map(|j| {
+                                    let off = dist.regs[j][0] as i64 * t.shape[1] as i64 + dist.regs[j][1] as i64;
+                                    let idx = me.offset(thread_base[i].expect("a base for staged operands"), off);
+                                    me.ld_sh(rd, idx)
+                                })
+                                .collect()
                             })
                             .collect()
                     }
-                }
+                    Source::Ring(ring) => {
+                        let l = lanes.as_ref().expect("lane parts for matrix loads");
+                        let (r, c) = if i == 0 {
+                            (me.offset(l.a_row, (row * 16 * wm as usize) as i64), me.offset(l.a_col, (col * 16) as i64))
+                        } else {
+                            (me.offset(l.l15, (row * 16) as i64), me.offset(l.b_col, (col * 8 * wn as usize) as i64))
+                        };
+                        let idx = ring.swizzle.index(me, r, c);
+                        let idx = me.e.binary(BinaryOp::Add, DType::I32, idx, ring.slot_base);
+                        let n = if i == 0 { 4 } else { 2 * count as u32 };
+                        match me.e.load_shared_matrix(ring.dtype, idx, n, i == 1) {
+                            Some(vals) => vals.chunks(if i == 0 { 8 } else { 4 }).map(|c| c.to_vec()).collect(),
+                            None => {
+                                return Err(LowerError::Unsupported {
+                                    op: "dot".into(),
+                                    loc: inst.loc.clone(),
+                                    what: "a pipelined operand on a backend without matrix loads from shared memory".into(),
+                                })
+                            }
+                        }
+                    }
+                })
             };
-            let fa: Vec<Vec<E::V>> = (0..reps_m).map(|mi| frag(self, 0, mi, ki)).collect();
-            let fb: Vec<Vec<E::V>> = (0..reps_n).map(|ni| frag(self, 1, ki, ni)).collect();
+            let mut fa: Vec<Vec<E::V>> = Vec::with_capacity(reps_m);
+            for mi in 0..reps_m {
+                fa.extend(frag(self, 0, mi, ki, 1)?);
+            }
+            let mut fb: Vec<Vec<E::V>> = Vec::with_capacity(reps_n);
+            for ni in (0..reps_n).step_by(2) {
+                let count = (reps_n - ni).min(2);
+                fb.extend(frag(self, 1, ki, ni, count)?);
+            }
             for (mi, fa) in fa.iter().enumerate() {
                 for (ni, fb) in fb.iter().enumerate() {
                     let fc = mma.fragment(&[m, n], None, mi, ni);
@@ -1955,6 +2146,177 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let out = accregs.into_iter().map(|v| self.cast(DType::F32, accd, v)).collect();
         self.set_data(r, acc_layout, out);
         Ok(())
+    }
+
+    /// Before a pipelined loop: places its rings below a raised floor (returning each load's
+    /// ring base and the floors to restore afterwards) and issues the copies of its first
+    /// `num_stages - 1` iterations, one group each.
+    fn pipe_prologue(
+        &mut self,
+        pipe: &Pipeline,
+        body: &'a Block,
+        iv_dtype: DType,
+        lo: E::V,
+        hi: E::V,
+        st: E::V,
+    ) -> R<(Vec<usize>, HashMap<DType, u32>)> {
+        let s = self.num_stages as usize;
+        let saved = self.floors.clone();
+        let mut bases = Vec::with_capacity(pipe.loads.len());
+        for l in &pipe.loads {
+            let f = self.floors.entry(l.dtype).or_insert(0);
+            bases.push(*f as usize);
+            *f += (s * l.numel()) as u32;
+        }
+        for l in &pipe.loads {
+            self.reserve(l.dtype, 0);
+        }
+        // Memory now under the rings may still be read by an earlier use in other threads.
+        self.e.barrier();
+        let mut ivj = lo;
+        for j in 0..s - 1 {
+            if j > 0 {
+                ivj = self.e.binary(BinaryOp::Add, iv_dtype, ivj, st);
+            }
+            let in_range = self.e.cmp(CmpPred::Lt, iv_dtype, ivj, hi);
+            let slot = self.c_i32(j as i64);
+            self.pipe_issue(pipe, body, &bases, ivj, in_range, slot)?;
+            self.e.async_commit();
+        }
+        Ok((bases, saved))
+    }
+
+    /// At the top of a pipelined loop's body: waits for this iteration's tiles, issues the
+    /// copies of iteration `iv + (num_stages - 1) step` into the slot the previous iteration
+    /// finished reading, and points the `dot`s at this iteration's slot. Returns the next
+    /// iteration's (read, write) slots.
+    #[allow(clippy::too_many_arguments)]
+    fn pipe_step(
+        &mut self,
+        pipe: &Pipeline,
+        body: &'a Block,
+        bases: &[usize],
+        iv_dtype: DType,
+        iv: E::V,
+        hi: E::V,
+        st: E::V,
+        read: E::V,
+        write: E::V,
+    ) -> R<(E::V, E::V)> {
+        let s = self.num_stages;
+        // Groups committed so far: s - 1 + i; this iteration's is the (i + 1)-th.
+        self.e.async_wait(s - 2);
+        // Everyone's copies are visible, and everyone is done with the slot written next.
+        self.e.barrier();
+        let ahead = self.e.constant(iv_dtype, Scalar::Int(s as i64 - 1));
+        let jump = self.e.binary(BinaryOp::Mul, iv_dtype, st, ahead);
+        let later = self.e.binary(BinaryOp::Add, iv_dtype, iv, jump);
+        // Past the end, or wrapped past the dtype's range: nothing to copy.
+        let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
+        let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
+        let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
+        self.pipe_issue(pipe, body, bases, later, in_range, write)?;
+        self.e.async_commit();
+        for (l, &base) in pipe.loads.iter().zip(bases) {
+            let n = self.c_i32(l.numel() as i64);
+            let off = self.e.binary(BinaryOp::Mul, DType::I32, read, n);
+            let slot_base = self.offset(off, base as i64);
+            self.rings.insert(l.result, Ring { dtype: l.dtype, swizzle: l.swizzle, slot_base });
+        }
+        let advance = |me: &mut Self, x: E::V| {
+            let one = me.offset(x, 1);
+            let last = me.c_i32(s as i64);
+            let wrap = me.e.cmp(CmpPred::Eq, DType::I32, one, last);
+            let zero = me.c_i32(0);
+            me.e.select(DType::I32, wrap, zero, one)
+        };
+        Ok((advance(self, read), advance(self, write)))
+    }
+
+    /// Issues the asynchronous copies of a pipelined loop's loads for the iteration whose
+    /// induction variable is `iv`, into ring slot `slot`: evaluates the loop's address slice
+    /// at `iv` (the values it defines are set aside and restored), then copies 16 bytes per
+    /// thread and vector, zero-filled where the mask or `in_range` is false.
+    fn pipe_issue(&mut self, pipe: &Pipeline, body: &'a Block, bases: &[usize], iv: E::V, in_range: E::V, slot: E::V) -> R<()> {
+        let mut defined: Vec<Value> = vec![body.args[0]];
+        for &i in &pipe.slice {
+            defined.extend(body.insts[i].results.iter().copied());
+        }
+        // Each value the slice defines, with what it held before (scalar or per-thread data).
+        type Saved<V> = (Value, Option<V>, Option<(Layout, Vec<V>)>);
+        let saved: Vec<Saved<E::V>> = defined.iter().map(|&v| (v, self.scalars.remove(&v), self.data.remove(&v))).collect();
+        self.push_scope();
+        self.scalars.insert(body.args[0], iv);
+        for &i in &pipe.slice {
+            self.inst(&body.insts[i])?;
+        }
+        for (l, &base) in pipe.loads.iter().zip(bases) {
+            let layout = Layout::Blocked(Blocked::for_shape(&l.shape, 8, self.warp, self.num_warps));
+            let idx_dtype = self.ty(l.offsets).dtype;
+            let offs = self.get(l.offsets, &layout)?;
+            let masks = match l.mask {
+                Some(m) => Some(self.get(m, &layout)?),
+                None => None,
+            };
+            let dist = self.dist(&layout, &l.shape);
+            let c = self.coords(&dist);
+            let n = self.c_i32(l.numel() as i64);
+            let off = self.e.binary(BinaryOp::Mul, DType::I32, slot, n);
+            let slot_base = self.offset(off, base as i64);
+            for (first, _) in Self::vector_groups(&dist, 8) {
+                let pred = match &masks {
+                    Some(m) => self.e.binary(BinaryOp::And, DType::I1, in_range, m[first]),
+                    None => in_range,
+                };
+                let (r, col) = (c.coords[first][0], c.coords[first][1]);
+                let at = l.swizzle.index(self, r, col);
+                let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
+                self.e.async_copy(l.buffer, l.dtype, offs[first], idx_dtype, at, 8, pred);
+            }
+        }
+        self.pop_scope();
+        for (v, sc, d) in saved {
+            self.scalars.remove(&v);
+            self.data.remove(&v);
+            if let Some(x) = sc {
+                self.scalars.insert(v, x);
+            }
+            if let Some(x) = d {
+                self.data.insert(v, x);
+            }
+        }
+        Ok(())
+    }
+
+    /// This lane's parts of the matrix-load row addresses of a dot's operands: `a` row
+    /// `warp_m * 16 + l % 16` and column `8 (l / 16)`; `b` row (k) `l % 16` and column
+    /// `warp_n * 8 + (l / 16) * 8 wn`.
+    fn matrix_lanes(&mut self, mma: Mma) -> MatrixLanes<E::V> {
+        let [wm, wn] = mma.warps;
+        let lane = self.lane.expect("thread ids are emitted first");
+        let warp_id = self.warp_id.expect("thread ids are emitted first");
+        let c15 = self.c_i32(15);
+        let l15 = self.e.binary(BinaryOp::And, DType::I32, lane, c15);
+        let c4 = self.c_i32(4);
+        let hi = self.e.binary(BinaryOp::Shr, DType::I32, lane, c4);
+        let warp_part = |me: &mut Self, shift: u32, count: u32| -> E::V {
+            let sh = me.c_i32(shift as i64);
+            let x = me.e.binary(BinaryOp::Shr, DType::I32, warp_id, sh);
+            let mask = me.c_i32(count as i64 - 1);
+            me.e.binary(BinaryOp::And, DType::I32, x, mask)
+        };
+        let warp_m = warp_part(self, 0, wm);
+        let warp_n = warp_part(self, wm.trailing_zeros(), wn);
+        let sixteen = self.c_i32(16);
+        let a_row = self.e.binary(BinaryOp::Mul, DType::I32, warp_m, sixteen);
+        let a_row = self.e.binary(BinaryOp::Add, DType::I32, a_row, l15);
+        let eight = self.c_i32(8);
+        let a_col = self.e.binary(BinaryOp::Mul, DType::I32, hi, eight);
+        let b_col = self.e.binary(BinaryOp::Mul, DType::I32, warp_n, eight);
+        let step = self.c_i32(8 * wn as i64);
+        let b_hi = self.e.binary(BinaryOp::Mul, DType::I32, hi, step);
+        let b_col = self.e.binary(BinaryOp::Add, DType::I32, b_col, b_hi);
+        MatrixLanes { l15, a_row, a_col, b_col }
     }
 
     /// The registers of `v` in `layout` if they exist already (its home, or a conversion
@@ -2024,10 +2386,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     fn store_shared_if(&mut self, pred: Option<E::V>, dtype: DType, index: E::V, value: E::V) {
         match pred {
-            None => self.e.store_shared(dtype, index, value),
+            None => self.st_sh(dtype, index, value),
             Some(p) => {
                 self.e.begin_if(p, &[]);
-                self.e.store_shared(dtype, index, value);
+                self.st_sh(dtype, index, value);
                 self.e.begin_else(&[]);
                 self.e.end_if(&[]);
             }
@@ -2131,6 +2493,152 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
     lw.carried = carried;
 }
 
+/// Chooses the loops to software-pipeline and the loads they issue early (with `num_stages`
+/// of at least 2 on a backend with asynchronous copies): a load in a `for` body, not nested
+/// deeper, of a 2-D f16 or bf16 tile whose only uses are as an operand of a matrix-instruction
+/// `dot` in that body; whose offsets and mask are pure functions of the induction variable and
+/// values from outside the loop (no division, no loads, no carried values); that moves whole
+/// aligned 16-byte vectors (offset analysis: 8 contiguous, aligned elements; the mask constant
+/// over them), each thread its own (no copies in several threads); and that fills masked-off
+/// elements with zero (no `other`, or a zero). Everything else is loaded where it stands.
+fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
+    if lw.num_stages < 2 || !lw.e.async_copies() || lw.mma.is_empty() {
+        return;
+    }
+    let p = lw.p;
+    let mut defs: HashMap<Value, &Op> = HashMap::new();
+    let mut loops: Vec<&Inst> = Vec::new();
+    fn go<'p>(b: &'p Block, defs: &mut HashMap<Value, &'p Op>, loops: &mut Vec<&'p Inst>) {
+        for inst in &b.insts {
+            for &r in &inst.results {
+                defs.insert(r, &inst.op);
+            }
+            if let Op::For { .. } = inst.op {
+                loops.push(inst);
+            }
+            for nb in inst.op.blocks() {
+                go(nb, defs, loops);
+            }
+        }
+    }
+    go(&p.body, &mut defs, &mut loops);
+    let is_zero = |v: Value| -> bool {
+        let c = match defs.get(&v).copied() {
+            Some(Op::Splat { x }) => defs.get(x).copied(),
+            d => d,
+        };
+        match c {
+            Some(Op::Const { value: Scalar::Int(0) }) => true,
+            Some(Op::Const { value: Scalar::Float(f) }) => f.to_bits() == 0,
+            _ => false,
+        }
+    };
+    let mut pipelines = HashMap::new();
+    for inst in loops {
+        let Op::For { step, body, .. } = &inst.op else { continue };
+        if !matches!(defs.get(step), Some(Op::Const { value: Scalar::Int(x) }) if *x > 0) {
+            continue;
+        }
+        // Where each value of the body is defined, and every use of each inside it.
+        let local: HashMap<Value, usize> = body.insts.iter().enumerate().flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i))).collect();
+        let mut uses: HashMap<Value, Vec<(usize, &Inst)>> = HashMap::new();
+        for (i, inst) in body.insts.iter().enumerate() {
+            let mut all = inst.op.operands();
+            for nb in inst.op.blocks() {
+                fn nested(b: &Block, out: &mut Vec<Value>) {
+                    for inst in &b.insts {
+                        out.extend(inst.op.operands());
+                        for nb in inst.op.blocks() {
+                            nested(nb, out);
+                        }
+                    }
+                }
+                nested(nb, &mut all);
+            }
+            for v in all {
+                uses.entry(v).or_default().push((i, inst));
+            }
+        }
+        // The body instructions a value needs, if it is a pure function of the induction
+        // variable and outside values.
+        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| -> bool {
+            let mut stack = vec![v];
+            while let Some(v) = stack.pop() {
+                if body.args[1..].contains(&v) {
+                    return false;
+                }
+                let Some(&i) = local.get(&v) else { continue };
+                let op = &body.insts[i].op;
+                let pure = match op {
+                    Op::Const { .. }
+                    | Op::Arange { .. }
+                    | Op::Splat { .. }
+                    | Op::Broadcast { .. }
+                    | Op::ExpandDims { .. }
+                    | Op::Cmp { .. }
+                    | Op::Select { .. } => true,
+                    Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Arg { .. } => true,
+                    Op::Binary { op, .. } => !matches!(op, BinaryOp::Div | BinaryOp::Rem),
+                    Op::Cast { .. } => !p.ty(body.insts[i].results[0]).dtype.is_float(),
+                    _ => false,
+                };
+                if !pure {
+                    return false;
+                }
+                if out.insert(i) {
+                    stack.extend(op.operands());
+                }
+            }
+            true
+        };
+        let mut loads = Vec::new();
+        let mut slice = std::collections::BTreeSet::new();
+        for (i, li) in body.insts.iter().enumerate() {
+            let Op::Load { buffer, offsets, mask, other } = &li.op else { continue };
+            let r = li.results[0];
+            let t = p.ty(r);
+            if t.rank() != 2 || !matches!(t.dtype, DType::F16 | DType::BF16) || t.shape[1] % 8 != 0 {
+                continue;
+            }
+            let only_dot_operand = uses.get(&r).is_some_and(|us| {
+                us.iter().all(|&(j, u)| {
+                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.mma.contains_key(&u.results[0]))
+                })
+            });
+            if !only_dot_operand || other.is_some_and(|o| !is_zero(o)) {
+                continue;
+            }
+            if lw.vector_width(*offsets, t.dtype) < 8 || !lw.mask_uniform(*mask, 8) {
+                continue;
+            }
+            let shape = [t.shape[0], t.shape[1]];
+            let dist = Layout::Blocked(Blocked::for_shape(&shape, 8, lw.warp, lw.num_warps)).dist(&shape, lw.warp);
+            let whole = Lowerer::<E>::vector_groups(&dist, 8).iter().all(|&(_, n)| n == 8);
+            if !whole || dist.num_regs() as u64 * lw.threads as u64 != (shape[0] * shape[1]) as u64 {
+                continue;
+            }
+            let mut s = slice.clone();
+            if !slice_of(*offsets, &mut s) || !mask.map_or(true, |m| slice_of(m, &mut s)) {
+                continue;
+            }
+            slice = s;
+            loads.push(PipeLoad {
+                result: r,
+                buffer: *buffer,
+                offsets: *offsets,
+                mask: *mask,
+                dtype: t.dtype,
+                shape,
+                swizzle: Swizzle::for_row(shape[1]),
+            });
+        }
+        if !loads.is_empty() {
+            pipelines.insert(body.args[0], Pipeline { loads, slice: slice.into_iter().collect() });
+        }
+    }
+    lw.pipelines = pipelines;
+}
+
 /// The warp-level matrix instruction a `dot` of these operand types lowers to on `target` with
 /// `num_warps` warps, and the warps' arrangement, if any: operands of the instruction's
 /// dtypes, a float accumulator (summed in f32, as the IR's semantics say), and extents the
@@ -2157,4 +2665,42 @@ fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type
         }
     }
     (Mma::M * warps[0] <= m && Mma::N * warps[1] <= n).then_some((instr, Mma { warps }))
+}
+
+/// The XOR swizzle of a row-major tile of 16-bit elements staged for matrix loads: each row's
+/// 16-byte chunks are permuted by a phase that changes every `128 / row bytes` rows, so the
+/// eight rows one 8 x 8 matrix load reads (and the eight chunks a warp's rows write) fall in
+/// eight different groups of four banks. Triton's shared layout for mma operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Swizzle {
+    cols: usize,
+    /// log2 of the rows sharing a phase.
+    per_phase_shift: u32,
+    max_phase: u32,
+}
+
+impl Swizzle {
+    fn for_row(cols: usize) -> Swizzle {
+        let per_phase = (64 / cols.max(1)).max(1) as u32;
+        let max_phase = (cols / 8).clamp(1, 8) as u32;
+        Swizzle { cols, per_phase_shift: per_phase.trailing_zeros(), max_phase }
+    }
+
+    /// The swizzled index of element (`r`, `c`): `r * cols + ((c / 8) ^ phase(r)) * 8 + c % 8`.
+    fn index<E: Emitter>(&self, me: &mut Lowerer<'_, E>, r: E::V, c: E::V) -> E::V {
+        let cols = me.c_i32(self.cols as i64);
+        let row = me.e.binary(BinaryOp::Mul, DType::I32, r, cols);
+        if self.max_phase == 1 {
+            return me.e.binary(BinaryOp::Add, DType::I32, row, c);
+        }
+        let sh = me.c_i32(self.per_phase_shift as i64);
+        let phase = me.e.binary(BinaryOp::Shr, DType::I32, r, sh);
+        let pm = me.c_i32(self.max_phase as i64 - 1);
+        let phase = me.e.binary(BinaryOp::And, DType::I32, phase, pm);
+        let three = me.c_i32(3);
+        let phase = me.e.binary(BinaryOp::Shl, DType::I32, phase, three);
+        // (c / 8 ^ phase) * 8 + c % 8 == c ^ (phase * 8)
+        let col = me.e.binary(BinaryOp::Xor, DType::I32, c, phase);
+        me.e.binary(BinaryOp::Add, DType::I32, row, col)
+    }
 }

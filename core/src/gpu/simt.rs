@@ -127,6 +127,26 @@ enum SInst {
         value: Reg,
     },
     Barrier,
+    /// An asynchronous copy of `n` elements from global to shared memory.
+    AsyncCopy {
+        buffer: u32,
+        dtype: DType,
+        index: Reg,
+        shared_index: Reg,
+        n: u32,
+        pred: Reg,
+    },
+    AsyncCommit,
+    AsyncWait {
+        pending: u32,
+    },
+    /// A warp-level load of 8 x 8 matrices from shared memory (`ldmatrix`).
+    LoadMatrix {
+        dtype: DType,
+        row: Reg,
+        trans: bool,
+        d: Vec<Reg>,
+    },
     /// A warp-level matrix instruction: every lane's fragments in, every lane's results out.
     Mma {
         instr: MatrixInstr,
@@ -295,6 +315,23 @@ impl Emitter for Recorder {
     fn barrier(&mut self) {
         self.push(SInst::Barrier);
     }
+    fn async_copies(&self) -> bool {
+        true
+    }
+    fn async_copy(&mut self, buffer: u32, dtype: DType, index: Reg, _index_dtype: DType, shared_index: Reg, n: u32, pred: Reg) {
+        self.push(SInst::AsyncCopy { buffer, dtype, index, shared_index, n, pred });
+    }
+    fn async_commit(&mut self) {
+        self.push(SInst::AsyncCommit);
+    }
+    fn async_wait(&mut self, pending: u32) {
+        self.push(SInst::AsyncWait { pending });
+    }
+    fn load_shared_matrix(&mut self, dtype: DType, row: Reg, count: u32, trans: bool) -> Option<Vec<Reg>> {
+        let d: Vec<Reg> = (0..2 * count).map(|_| self.reg()).collect();
+        self.push(SInst::LoadMatrix { dtype, row, trans, d: d.clone() });
+        Some(d)
+    }
     fn mma(&mut self, instr: MatrixInstr, a: &[Reg], b: &[Reg], c: &[Reg]) -> Option<Vec<Reg>> {
         let d: Vec<Reg> = c.iter().map(|_| self.reg()).collect();
         self.push(SInst::Mma { instr, a: a.to_vec(), b: b.to_vec(), c: c.to_vec(), d: d.clone() });
@@ -420,6 +457,7 @@ impl Lowered {
                 regs: vec![Vec::new(); self.regs as usize],
                 shared: self.shared.iter().map(|&(d, n)| (d, vec![SharedSlot::default(); n as usize])).collect(),
                 epoch: 0,
+                copies: vec![Default::default(); threads],
             };
             let active = vec![true; threads];
             m.exec(&self.code, &active)
@@ -432,11 +470,14 @@ struct SharedSlot {
     value: Elem,
     /// Barrier epoch and thread of the last write (None: never written).
     written: Option<(u64, u32)>,
+    /// An asynchronous copy to this slot has started and not been waited for: reading it, or
+    /// writing it otherwise, is a race.
+    pending: bool,
 }
 
 impl Default for SharedSlot {
     fn default() -> Self {
-        SharedSlot { value: Elem::I(0), written: None }
+        SharedSlot { value: Elem::I(0), written: None, pending: false }
     }
 }
 
@@ -450,7 +491,12 @@ struct Machine<'a> {
     regs: Vec<Vec<Elem>>,
     shared: Vec<(DType, Vec<SharedSlot>)>,
     epoch: u64,
+    /// Per thread, the committed groups of asynchronous copies not yet waited for (oldest
+    /// first), then the group being filled; each copy is (shared dtype, index, value).
+    copies: Vec<(Vec<CopyGroup>, CopyGroup)>,
 }
+
+type CopyGroup = Vec<(DType, usize, Elem)>;
 
 impl Machine<'_> {
     fn fault(&self, thread: usize, what: String) -> SimtError {
@@ -522,6 +568,7 @@ impl Machine<'_> {
                     }
                 }
                 SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
+                SInst::LoadMatrix { dtype, row, trans, d } => self.load_matrix(*dtype, *row, *trans, d, active)?,
                 SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next, results } => {
                     for t in 0..threads {
                         if active[t] {
@@ -690,21 +737,7 @@ impl Machine<'_> {
             }
             SInst::LoadShared { dst, dtype, index } => {
                 let i = self.int(*index, t);
-                let epoch = self.epoch;
-                let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
-                let arr = self.shared.iter().find(|(d, _)| d == dtype).map(|(_, v)| v);
-                let slot = arr
-                    .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
-                    .copied()
-                    .ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
-                match slot.written {
-                    Some((e, w)) if e == epoch && w != t as u32 => {
-                        return Err(fault(format!("shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)")))
-                    }
-                    None => return Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
-                    _ => {}
-                }
-                (*dst, slot.value)
+                (*dst, self.read_shared(*dtype, i, t)?)
             }
             SInst::StoreShared { dtype, index, value } => {
                 let i = self.int(*index, t);
@@ -727,7 +760,14 @@ impl Machine<'_> {
                         });
                     }
                 }
-                *slot = SharedSlot { value: v, written: Some((epoch, t as u32)) };
+                if slot.pending {
+                    return Err(SimtError::Fault {
+                        pid,
+                        thread: t as u32,
+                        what: format!("shared {dtype}[{i}] is written while an asynchronous copy to it is in flight"),
+                    });
+                }
+                *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false };
                 return Ok(());
             }
             SInst::ShuffleXor { dst, x, mask } => {
@@ -737,9 +777,82 @@ impl Machine<'_> {
                 }
                 (*dst, self.get(*x, other))
             }
-            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } => return Ok(()),
+            SInst::AsyncCopy { buffer, dtype, index, shared_index, n, pred } => {
+                let on = self.int(*pred, t) != 0;
+                let base = self.int(*shared_index, t);
+                for j in 0..*n as i64 {
+                    let v = if on {
+                        let i = self.index_at(*buffer, self.int(*index, t) + j, t, "asynchronous copy")?;
+                        bits_elem(*dtype, self.buffer(*buffer).load_bits(i))
+                    } else {
+                        bits_elem(*dtype, 0)
+                    };
+                    let i = base + j;
+                    let pid = self.pid;
+                    let slot = self.shared_array(*dtype).and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| {
+                        SimtError::Fault { pid, thread: t as u32, what: format!("asynchronous copy to shared {dtype}[{i}] is out of bounds") }
+                    })?;
+                    slot.pending = true;
+                    self.copies[t].1.push((*dtype, i as usize, v));
+                }
+                return Ok(());
+            }
+            SInst::AsyncCommit => {
+                let group = std::mem::take(&mut self.copies[t].1);
+                self.copies[t].0.push(group);
+                return Ok(());
+            }
+            SInst::AsyncWait { pending } => {
+                while self.copies[t].0.len() > *pending as usize {
+                    let group = self.copies[t].0.remove(0);
+                    let epoch = self.epoch;
+                    for (d, i, v) in group {
+                        if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
+                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false };
+                        }
+                    }
+                }
+                return Ok(());
+            }
+            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } | SInst::LoadMatrix { .. } => return Ok(()),
         };
         self.set(dst, t, v);
+        Ok(())
+    }
+
+    /// `ldmatrix` in lock-step over every warp: lane `8 i + r` names row `r` of matrix `i`;
+    /// each row's eight elements are read with the checks of any shared-memory load.
+    fn load_matrix(&mut self, dtype: DType, row: Reg, trans: bool, d: &[Reg], active: &[bool]) -> Result<(), SimtError> {
+        let warp = self.lowered.warp as usize;
+        if let Some(t) = active.iter().position(|a| !a) {
+            return Err(self.fault(t, "a matrix load is reached by only some threads of a warp".into()));
+        }
+        let count = d.len() / 2;
+        if warp != 32 || !(1..=4).contains(&count) || d.len() % 2 != 0 {
+            return Err(self.fault(0, format!("no model of a matrix load of {count} matrices with {warp} lanes")));
+        }
+        for w in 0..self.threads / warp {
+            let mut m = vec![[[Elem::I(0); 8]; 8]; count];
+            for (i, mat) in m.iter_mut().enumerate() {
+                for (r, out) in mat.iter_mut().enumerate() {
+                    let t = w * warp + 8 * i + r;
+                    let base = self.int(row, t);
+                    for (c, e) in out.iter_mut().enumerate() {
+                        *e = self.read_shared(dtype, base + c as i64, t)?;
+                    }
+                }
+            }
+            for lane in 0..32 {
+                let t = w * warp + lane;
+                let (g, q) = (lane / 4, lane % 4);
+                for (i, mat) in m.iter().enumerate() {
+                    for j in 0..2 {
+                        let v = if trans { mat[2 * q + j][g] } else { mat[g][2 * q + j] };
+                        self.set(d[2 * i + j], t, v);
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -796,6 +909,28 @@ impl Machine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Thread `t` reads `shared dtype[i]`: a fault when out of bounds, never written, or written
+    /// by another thread since the last barrier.
+    fn read_shared(&self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
+        let epoch = self.epoch;
+        let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
+        let arr = self.shared.iter().find(|(d, _)| *d == dtype).map(|(_, v)| v);
+        let slot = arr
+            .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
+            .copied()
+            .ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
+        if slot.pending {
+            return Err(fault(format!("shared {dtype}[{i}] is read while an asynchronous copy to it is in flight (a missing wait)")));
+        }
+        match slot.written {
+            Some((e, w)) if e == epoch && w != t as u32 => {
+                Err(fault(format!("shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)")))
+            }
+            None => Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
+            _ => Ok(slot.value),
+        }
     }
 
     fn lowered_param_dtype(&self, param: u32) -> Option<DType> {

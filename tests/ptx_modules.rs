@@ -149,6 +149,13 @@ fn dots_use_mma_sync() {
     }
     let ptx = ptx_of("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=1");
     assert!(!ptx.contains("cp.async") && !ptx.contains("ldmatrix"), "num_stages=1 pipelines");
+    // Past 48 KiB the shared memory is one dynamic array the launch sizes; below, static arrays.
+    let big = compiled("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3").kernel;
+    assert_eq!((big.shared_bytes, big.dynamic_shared_bytes), (3 * (128 * 64 + 64 * 256) * 2, 3 * (128 * 64 + 64 * 256) * 2));
+    assert!(big.ptx.contains(".extern .shared .align 16 .b8 shared_dyn[];"), "{}", big.ptx);
+    let small = compiled("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3").kernel;
+    assert_eq!(small.dynamic_shared_bytes, 0);
+    assert!(!small.ptx.contains(".extern .shared"));
     // f32 operands keep the FMA dot (tf32 is an opt-in the IR does not have yet).
     let ptx = ptx_of("matmul", &[64, 64, 64], DType::F32, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4");
     assert!(!ptx.contains("mma.sync"));

@@ -218,8 +218,9 @@ impl Kernel for Matmul {
         // (M, N, K, bias, act): primes and odd sizes leave partial tiles on every edge; 67 rows
         // make 5 tile rows at BLOCK_M=16, so GROUP_M=2 leaves a short last group; K = 1 and 130
         // give one partial and several K steps; 520 rows make 9 tile rows at BLOCK_M=64, so
-        // GROUP_M=8 has a full group and a short one.
-        let cases: [(usize, usize, usize, bool, &str); 11] = [
+        // GROUP_M=8 has a full group and a short one; K and N multiples of 16 (67 x 48 x 96)
+        // take the pipelined path and the largest tiles.
+        let cases: [(usize, usize, usize, bool, &str); 12] = [
             (1, 1, 1, false, "none"),
             (1, 1, 1, true, "relu"),
             (17, 31, 67, true, "relu"),
@@ -231,6 +232,7 @@ impl Kernel for Matmul {
             (67, 33, 19, false, "silu"),
             (130, 97, 75, true, "gelu"),
             (520, 40, 16, false, "none"),
+            (67, 48, 96, true, "gelu"),
         ];
         cases
             .iter()
@@ -268,6 +270,11 @@ impl Kernel for Matmul {
             c(128, 128, 32, 8, 4, 3),
             c(128, 64, 32, 8, 4, 3),
             c(128, 64, 64, 8, 4, 2),
+            c(128, 256, 64, 8, 8, 3),
+            c(128, 256, 32, 8, 8, 4),
+            c(256, 128, 64, 8, 8, 3),
+            c(128, 128, 64, 8, 4, 4),
+            c(128, 128, 32, 8, 4, 4),
         ]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {

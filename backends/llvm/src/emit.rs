@@ -145,8 +145,11 @@ pub struct KernelInterface {
     pub threads: u32,
     /// Kernel parameters in program parameter order: buffers are pointers, scalars values.
     pub params: Vec<KernelParam>,
-    /// Static shared memory, in bytes.
+    /// Shared memory, in bytes (static and dynamic).
     pub shared_bytes: u32,
+    /// Of `shared_bytes`, how many are dynamic ([`Hooks::static_shared_limit`]): the launch
+    /// must ask for them; 0 when the kernel's shared memory is static.
+    pub dynamic_shared_bytes: u32,
     /// External functions the module calls ([`Hooks::math`] names) and the backend must link.
     pub externals: Vec<String>,
 }
@@ -348,8 +351,39 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         let _ = writeln!(m, "; tilekit kernel `{}`, {} threads per program", self.kernel, self.threads);
         let _ = writeln!(m, "target triple = \"{}\"\n", h.triple());
         let sas = h.shared_addrspace();
-        for (d, len) in &self.shared {
-            let _ = writeln!(m, "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align 16", d.name(), len.max(&1), mem_ty(*d));
+        let dynamic = h.static_shared_limit().is_some_and(|limit| shared_bytes > limit);
+        if dynamic {
+            // One external array sized at launch; each dtype's buffer starts at a 16-byte
+            // aligned offset in it, widest dtypes first. The accesses named `@shared_<dtype>`
+            // as they were emitted, which becomes a constant address into the array.
+            let mut order: Vec<(DType, u32)> = self.shared.iter().map(|(d, l)| (*d, *l)).collect();
+            order.sort_by_key(|(d, _)| std::cmp::Reverse(d.size_bytes()));
+            let mut offset: u64 = 0;
+            let mut bases = Vec::new();
+            for (d, len) in order {
+                let base = if offset == 0 {
+                    "@shared_dyn".to_string()
+                } else {
+                    format!("getelementptr inbounds (i8, ptr addrspace({sas}) @shared_dyn, i32 {offset})")
+                };
+                bases.push((format!("@shared_{},", d.name()), format!("{base},")));
+                offset += (len.max(1) as u64 * d.size_bytes() as u64).div_ceil(16) * 16;
+            }
+            for line in self.lines.iter_mut() {
+                if line.contains("@shared_") {
+                    for (name, base) in &bases {
+                        if line.contains(name.as_str()) {
+                            *line = line.replace(name.as_str(), base);
+                        }
+                    }
+                }
+            }
+            shared_bytes = offset;
+            let _ = writeln!(m, "@shared_dyn = external addrspace({sas}) global [0 x i8], align 16");
+        } else {
+            for (d, len) in &self.shared {
+                let _ = writeln!(m, "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align 16", d.name(), len.max(&1), mem_ty(*d));
+            }
         }
         if !self.shared.is_empty() {
             m.push('\n');
@@ -418,6 +452,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             threads: self.threads,
             params: iface,
             shared_bytes: shared_bytes as u32,
+            dynamic_shared_bytes: if dynamic { shared_bytes as u32 } else { 0 },
             externals: self.externals.into_iter().collect(),
         };
         Ok((m, interface))

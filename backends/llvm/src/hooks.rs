@@ -48,6 +48,12 @@ pub trait Hooks {
     fn shared_addrspace(&self) -> u32 {
         3
     }
+    /// Shared memory above this many bytes is declared dynamic (one external array whose size
+    /// the runtime gives at launch): CUDA allows static shared memory up to 48 KiB and more
+    /// only to kernels that opt in. `None`: always static.
+    fn static_shared_limit(&self) -> Option<u64> {
+        None
+    }
     /// Alignment the runtime guarantees for every buffer's first element.
     fn buffer_align(&self) -> u32 {
         16

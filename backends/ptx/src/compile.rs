@@ -27,8 +27,11 @@ pub struct PtxKernel {
     pub params: Vec<KernelParam>,
     /// The program's parameter names, in the same order (for messages).
     pub param_names: Vec<String>,
-    /// Static shared memory, bytes.
+    /// Shared memory, bytes.
     pub shared_bytes: u32,
+    /// Of `shared_bytes`, those declared dynamic (above 48 KiB): the launch asks for them and
+    /// opts the function in to more than 48 KiB.
+    pub dynamic_shared_bytes: u32,
     /// ptxas's report, when the kernel was assembled.
     pub resources: Option<PtxasReport>,
 }
@@ -79,6 +82,7 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch:
             params: i.params,
             param_names: program.params.iter().map(|p| p.name.clone()).collect(),
             shared_bytes: i.shared_bytes,
+            dynamic_shared_bytes: i.dynamic_shared_bytes,
             resources: None,
         },
         info: emitted.info,

@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdevice_attribute};
+use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
@@ -191,7 +191,10 @@ impl CudaRuntime {
             name: ctx.name().map_err(driver_err(ordinal, "reading its name"))?,
             compute_capability: ctx.compute_capability().map_err(driver_err(ordinal, "reading its compute capability"))?,
             multiprocessors: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
-            shared_per_block: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as u32,
+            // What a kernel may have once it opts in (dynamic shared memory), not the 48 KiB
+            // every kernel gets.
+            shared_per_block: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+                .or_else(|_| attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK))? as u32,
             max_threads_per_block: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
         };
         if info.arch().is_none() {
@@ -305,6 +308,13 @@ impl CudaRuntime {
         }
         let module = self.ctx.load_module(Ptx::from_src(kernel.ptx.clone())).map_err(|e| lerr(format!("the driver cannot load the PTX ({e})")))?;
         let func = module.load_function(&kernel.entry).map_err(|e| lerr(format!("no entry point `{}` ({e})", kernel.entry)))?;
+        if kernel.shared_bytes > self.info.shared_per_block {
+            return Err(lerr(format!("{} bytes of shared memory, the device allows {}", kernel.shared_bytes, self.info.shared_per_block)));
+        }
+        if kernel.dynamic_shared_bytes > 0 {
+            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.dynamic_shared_bytes as i32)
+                .map_err(|e| lerr(format!("the driver refused {} bytes of dynamic shared memory ({e})", kernel.dynamic_shared_bytes)))?;
+        }
         let registers = func.num_regs().unwrap_or(0).max(0) as u32;
         Ok(CudaKernel { _module: module, func, kernel: kernel.clone(), registers })
     }
@@ -354,7 +364,11 @@ impl CudaRuntime {
     }
 
     fn enqueue(&self, k: &CudaKernel, grid: [u32; 3], buffers: &[&CudaBuffer], args: &[Arg]) -> Result<(), CudaError> {
-        let cfg = LaunchConfig { grid_dim: (grid[0], grid[1], grid[2]), block_dim: (k.kernel.threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (k.kernel.threads, 1, 1),
+            shared_mem_bytes: k.kernel.dynamic_shared_bytes,
+        };
         let mut b = self.stream.launch_builder(&k.func);
         for a in args {
             match a {
@@ -563,6 +577,7 @@ mod tests {
             ],
             param_names: ["x", "y", "out", "n", "scale"].map(String::from).to_vec(),
             shared_bytes: 0,
+            dynamic_shared_bytes: 0,
             resources: None,
         }
     }

@@ -84,6 +84,10 @@ impl Hooks for NvptxHooks {
         "ptx_kernel"
     }
 
+    fn static_shared_limit(&self) -> Option<u64> {
+        Some(48 * 1024)
+    }
+
     fn thread_index(&self, b: &mut Builder<'_>) -> Operand {
         b.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[])
     }

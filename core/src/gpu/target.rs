@@ -159,16 +159,16 @@ impl Target {
         }
     }
 
-    /// An NVIDIA Ampere GPU (sm_80, A100) through CUDA: warps of 32, 1024 threads, 48 KiB of
-    /// static shared memory per program (the most a kernel gets without opting in to dynamic
-    /// shared memory), 16-byte vector accesses, 4 KiB of kernel parameters.
+    /// An NVIDIA Ampere GPU (sm_80, A100) through CUDA: warps of 32, 1024 threads, 163 KiB of
+    /// shared memory per program (beyond 48 KiB the kernel declares it dynamic and the runtime
+    /// opts in at launch), 16-byte vector accesses, 4 KiB of kernel parameters.
     pub fn cuda_sm80() -> Target {
         Target {
             name: "cuda:sm_80".into(),
             isa: Isa::Ptx,
             subgroup_size: 32,
             max_threads_per_program: 1024,
-            shared_memory_bytes: 48 * 1024,
+            shared_memory_bytes: 163 * 1024,
             subgroup_ops: SubgroupOps { shuffle: true, arithmetic: false },
             f16: true,
             bf16: true,
@@ -186,9 +186,10 @@ impl Target {
         }
     }
 
-    /// An NVIDIA Hopper GPU (sm_90) through CUDA; the same limits as [`Target::cuda_sm80`].
+    /// An NVIDIA Hopper GPU (sm_90) through CUDA; the limits of [`Target::cuda_sm80`] but 227
+    /// KiB of shared memory per program.
     pub fn cuda_sm90() -> Target {
-        Target { name: "cuda:sm_90".into(), ..Target::cuda_sm80() }
+        Target { name: "cuda:sm_90".into(), shared_memory_bytes: 227 * 1024, ..Target::cuda_sm80() }
     }
 
     /// The NVIDIA H200 through CUDA (sm_90).

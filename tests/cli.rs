@@ -374,6 +374,18 @@ fn ir_gpu_prints_layouts_for_a_target() {
     bad_input(&["ir", "softmax", "--gpu", "--target", "nope"], &["unknown target `nope`", "lavapipe"]);
 }
 
+/// `num_stages` says whether it took effect: on CUDA targets the matmul loop's two operand
+/// loads are pipelined; lavapipe has no asynchronous copies and says what the knob needs.
+#[test]
+fn ir_gpu_says_what_num_stages_did() {
+    let config = "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3";
+    let args = |t| ["ir", "matmul", "--shape", "256x256x256", "--dtype", "f16", "--config", config, "--gpu", "--target", t];
+    let out = ok(&args("sm_80"));
+    assert!(out.contains("; num_stages = 3: 2 loads pipelined, 2 iterations ahead"), "{out}");
+    let out = ok(&args("lavapipe"));
+    assert!(out.contains("; num_stages = 3: no load pipelined (it takes a target with asynchronous copies"), "{out}");
+}
+
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
 #[test]
 fn ir_ptx_prints_ptx_with_the_ptxas_report() {

@@ -152,6 +152,9 @@ pub struct LowerInfo {
     pub shared_bytes: u64,
     /// Layout conversions through shared memory that were emitted.
     pub conversions: usize,
+    /// Loads issued `num_stages - 1` iterations ahead into shared-memory rings (0 with one
+    /// stage, and where neither the target nor any loop allows it).
+    pub pipelined_loads: usize,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -226,7 +229,8 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         }
         return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
     }
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions })
+    let pipelined_loads = lw.pipelines.values().map(|p| p.loads.len()).sum();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, pipelined_loads })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).

@@ -55,6 +55,17 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         info.conversions,
         lowered.num_instructions(),
     ));
+    if options.num_stages > 1 {
+        // Whether the knob took effect, and where it could not, what it needs.
+        out.push_str(&match info.pipelined_loads {
+            0 => format!(
+                "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and matrix instructions, and \
+                 2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
+                options.num_stages
+            ),
+            n => format!("; num_stages = {}: {n} loads pipelined, {} iterations ahead\n", options.num_stages, options.num_stages - 1),
+        });
+    }
     let text = print_with(program, &PrintOptions { locations: false });
     for line in text.lines() {
         out.push_str(line);

@@ -7,7 +7,8 @@
 //!   promises.
 //! - +0 equals -0 in buffers marked [`Check::SignedZero`] (values through a float max or min).
 //! - Approximate ops ([`Check::Approx`]) are exact on the CPU devices (the emulator runs the
-//!   interpreter's functions) and within [`approx_bound`] on GPUs.
+//!   interpreter's functions) and within [`approx_bound`] on GPUs; +0 equals -0 in their
+//!   results (their operand may have come through a max or min).
 //! - A device that may flush f32 or f16 subnormals (no `shaderDenormPreserveFloat32`, or no
 //!   f16 float controls: `Target::f32_denorm_preserve`, `Target::f16_rte`) differs in an
 //!   *explained* way where the interpreter's element is subnormal and the device's a zero, or
@@ -80,11 +81,10 @@ pub fn element_ok(check: Check, dtype: DType, want_bits: u64, got_bits: u64, gpu
     match check {
         Check::Exact => false,
         Check::SignedZero => w == 0.0 && g == 0.0,
+        // The operand's zeros may carry either sign (a max or min before the op).
+        Check::Approx(_) if w == 0.0 && g == 0.0 => true,
         Check::Approx(_) if !gpu => false,
         Check::Approx(op) => {
-            if w == 0.0 && g == 0.0 {
-                return true;
-            }
             let big = max_finite(dtype) / 2.0;
             if w.is_infinite() || g.is_infinite() {
                 // At the edge of the range a result may round to infinity or stay finite.

@@ -102,7 +102,8 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
             let (name, value) = v.split_once('=').ok_or_else(|| bad("expected `scalar NAME = VALUE`"))?;
             scalars.push((name.trim().to_string(), value.trim().to_string()));
         } else if let Some(v) = h.strip_prefix("expect-fail:") {
-            let (kind, reason) = v.split_once(':').ok_or_else(|| bad("expected `expect-fail: DEVICE: REASON`"))?;
+            // Device names hold colons (`emulator:cuda:sm_80`); the reason follows ": ".
+            let (kind, reason) = v.trim().split_once(": ").ok_or_else(|| bad("expected `expect-fail: DEVICE: REASON`"))?;
             expect_fail.push((kind.trim().to_string(), reason.trim().to_string()));
         }
     }

@@ -23,6 +23,9 @@ pub enum Outcome {
     /// The device cannot run this program (a dtype it lacks, registers, shared memory): the
     /// reason's kind and the message. Never a pass.
     Refused(String, String),
+    /// A mismatch or failure with the signature of a known, not yet fixed bug that a filetest
+    /// in tests/fuzz/ records as an expected failure: the bug's name and what happened.
+    Known(&'static str, String),
 }
 
 impl Outcome {
@@ -48,6 +51,7 @@ impl Outcome {
             Outcome::Mismatch(m, n) => format!("mismatch at {n} element(s); first: {m}"),
             Outcome::Failed(e) => format!("failed: {e}"),
             Outcome::Refused(k, e) => format!("refused ({k}): {e}"),
+            Outcome::Known(k, e) => format!("known bug ({k}): {e}"),
         }
     }
 }
@@ -147,8 +151,40 @@ fn refusal(e: &DeviceError) -> Option<&'static str> {
     }
 }
 
-/// Runs `case` on `dev` and compares with `want` (the interpreter's buffers from `inputs`).
+/// The known bug whose signature `case` has on `dev`, if any. Each has an expect-fail filetest
+/// in tests/fuzz/ that says what is known of it.
+pub fn known_bug(case: &Case, dev: &FuzzDevice) -> Option<&'static str> {
+    use tilekit_core::gpu::MatrixKind;
+    use tilekit_core::ir::Op;
+    // tests/fuzz/mma-trans-operand.tile: a `dot` lowered to mma.sync whose operand is a `trans`.
+    let mma = dev.device.target().is_some_and(|t| t.matrix.iter().any(|m| m.kind == MatrixKind::MmaSync));
+    if mma {
+        let mut transposed = std::collections::HashSet::new();
+        let mut found = false;
+        case.program.walk(&mut |inst| match &inst.op {
+            Op::Trans { .. } => transposed.extend(inst.results.iter().copied()),
+            Op::Dot { a, b, .. } => found |= transposed.contains(a) || transposed.contains(b),
+            _ => {}
+        });
+        if found {
+            return Some("mma-trans-operand");
+        }
+    }
+    None
+}
+
+/// Runs `case` on `dev` and compares with `want` (the interpreter's buffers from `inputs`); a
+/// failure with a known bug's signature is [`Outcome::Known`].
 pub fn check(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev: &FuzzDevice) -> Outcome {
+    let o = check_plain(case, inputs, want, dev);
+    match known_bug(case, dev) {
+        Some(bug) if o.unexplained() => Outcome::Known(bug, o.describe()),
+        _ => o,
+    }
+}
+
+/// [`check`] without the known bugs.
+pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev: &FuzzDevice) -> Outcome {
     let got = match run_on(&dev.device, case, inputs) {
         Ok(got) => got,
         Err(e) => {

@@ -34,7 +34,10 @@ fn saved_cases_replay_as_their_headers_say() {
         skipped.is_empty() || skip_gpu(),
         "no Vulkan device: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1: {skipped:?}"
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz");
+    // TILEKIT_FUZZ_CASES: the cases' folder where the test binary runs without the source tree.
+    let dir = std::env::var_os("TILEKIT_FUZZ_CASES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz"));
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tile")).collect();
     files.sort();

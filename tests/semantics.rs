@@ -457,6 +457,19 @@ fn narrow_integers_convert_to_floats() {
             );
             let d = DType::from_name(from).unwrap();
             let x = HostBuffer::from_f64(d, &[-100.0, 7.0, 127.0, 3.0]);
+            // And the other way, in a program without a narrow buffer: the module still
+            // declares what the narrow type needs.
+            let back = format!(
+                "program b(x: buffer<{to}, read>, y: buffer<i32, write>) grid 1 {{
+  %0 = arange 0, 4 : [4]xi32
+  %1 = load x[%0] : [4]x{to}
+  %2 = cast %1 : [4]x{from}
+  %3 = cast %2 : [4]xi32
+  store y[%0], %3
+}}"
+            );
+            let t = DType::from_name(to).unwrap();
+            agree(&back, [1, 1, 1], 1, &[HostBuffer::from_f64(t, &[-3.5, 100.0, 1000.0, f64::NAN]), HostBuffer::zeros(DType::I32, 4)], &[]);
             agree(&text, [1, 1, 1], 1, &[x, HostBuffer::zeros(DType::from_name(to).unwrap(), 4)], &[]);
         }
     }

@@ -179,6 +179,26 @@ fn protected(p: &Program) -> std::collections::HashSet<Value> {
     seen
 }
 
+/// `p` without one instruction that has no effects and whose results nobody uses, for each.
+fn dead_one_at_a_time(p: &Program) -> Vec<Program> {
+    let mut counts = vec![0usize; p.values.len()];
+    uses(&p.body, &mut counts);
+    let mut ps = Vec::new();
+    paths(&p.body, &mut Vec::new(), &mut ps);
+    let mut out = Vec::new();
+    for (path, i) in ps.iter().rev() {
+        let mut q = p.clone();
+        let Some(block) = block_at(&mut q.body, path) else { continue };
+        let Some(inst) = block.insts.get(*i) else { continue };
+        let unused = inst.results.iter().all(|r| counts.get(r.index()).copied().unwrap_or(0) == 0);
+        if unused && !contains_effects(inst) && !matches!(inst.op, Op::Yield { .. }) {
+            block.insts.remove(*i);
+            out.push(q);
+        }
+    }
+    out
+}
+
 /// The candidate programs one step from `p`.
 fn candidates(p: &Program) -> Vec<Program> {
     let keep = protected(p);
@@ -265,13 +285,18 @@ pub fn shrink(case: &Case, dev: &FuzzDevice, failure: &Outcome, budget: usize) -
         let o = run::check_plain(c, &inputs, &want, dev);
         o.same_failure(failure).then_some(o)
     };
-    // The dead code removed above must not hide the failure.
-    match still_fails(&best, &mut runs) {
-        Some(o) => best_outcome = o,
+    // The dead code removed above must not hide the failure; where it does (a backend that
+    // fails on code whose results nobody uses), dead code is removed one instruction at a time.
+    let dce = match still_fails(&best, &mut runs) {
+        Some(o) => {
+            best_outcome = o;
+            true
+        }
         None => {
             best = case.clone();
+            false
         }
-    }
+    };
     for (grid, warps) in [([1, 1, 1], best.num_warps), (best.grid, 1)] {
         if runs >= budget || (grid == best.grid && warps == best.num_warps) {
             continue;
@@ -285,11 +310,17 @@ pub fn shrink(case: &Case, dev: &FuzzDevice, failure: &Outcome, budget: usize) -
     let mut progress = true;
     while progress && runs < budget {
         progress = false;
-        for mut program in candidates(&best.program) {
+        let mut all = candidates(&best.program);
+        if !dce {
+            all.extend(dead_one_at_a_time(&best.program));
+        }
+        for mut program in all {
             if runs >= budget {
                 break;
             }
-            remove_dead(&mut program);
+            if dce {
+                remove_dead(&mut program);
+            }
             if program.num_insts() >= best.program.num_insts() {
                 continue;
             }

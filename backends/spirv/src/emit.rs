@@ -739,10 +739,18 @@ impl SpirvEmitter {
 
     /// The register type of `dtype` without declaring a capability: for results of width
     /// conversions, which 8/16-bit storage allows on its own (arithmetic declares it).
+    /// The 8/16-bit storage capability (and extension) is declared with it: without a buffer
+    /// of that width the module would otherwise hold the type with no capability allowing it.
     fn conv_ty(&mut self, d: DType) -> Word {
         match d {
-            DType::I8 | DType::U8 => self.cached(TypeKey::Int(8)),
-            DType::I16 => self.cached(TypeKey::Int(16)),
+            DType::I8 | DType::U8 => {
+                self.used.storage8 = true;
+                self.cached(TypeKey::Int(8))
+            }
+            DType::I16 => {
+                self.used.storage16 = true;
+                self.cached(TypeKey::Int(16))
+            }
             d => self.ty(d),
         }
     }

@@ -9,7 +9,8 @@ use tilekit_core::gpu::Target;
 
 /// The devices every program runs on besides the interpreter.
 fn devices() -> Vec<Device> {
-    let mut out = vec![Device::Emulator(Target::vulkan_baseline()), Device::Emulator(Target::lavapipe())];
+    // sm_80's emulator runs `dot` on its model of mma.sync.
+    let mut out = vec![Device::Emulator(Target::vulkan_baseline()), Device::Emulator(Target::lavapipe()), Device::Emulator(Target::cuda_sm80())];
     if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
         eprintln!("SKIPPED: Vulkan devices in tests/semantics.rs (TILEKIT_SKIP_GPU_TESTS=1)");
     } else {
@@ -471,6 +472,52 @@ fn narrow_integers_convert_to_floats() {
             let t = DType::from_name(to).unwrap();
             agree(&back, [1, 1, 1], 1, &[HostBuffer::from_f64(t, &[-3.5, 100.0, 1000.0, f64::NAN]), HostBuffer::zeros(DType::I32, 4)], &[]);
             agree(&text, [1, 1, 1], 1, &[x, HostBuffer::zeros(DType::from_name(to).unwrap(), 4)], &[]);
+        }
+    }
+}
+
+/// `dot` with a transposed operand on mma.sync: the transpose goes through shared memory, and
+/// the other operand's staged copy there must not be overwritten by it.
+#[test]
+fn dot_with_a_transposed_operand() {
+    for (ta, tb) in [(false, true), (true, false), (true, true)] {
+        let a_op = if ta { "%14 = trans %9, perm [1, 0] : [16, 16]xf16" } else { "%14 = add %9, %9 : [16, 16]xf16" };
+        let b_op = if tb { "%15 = trans %10, perm [1, 0] : [16, 16]xf16" } else { "%15 = add %10, %10 : [16, 16]xf16" };
+        let text = format!(
+            "program d(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f32, write>) grid 1 {{
+  %0 = arange 0, 16 : [16]xi32
+  %1 = expand_dims %0, axis 1 : [16, 1]xi32
+  %2 = const 16 : i32
+  %3 = splat %2 : [16, 1]xi32
+  %4 = mul %1, %3 : [16, 1]xi32
+  %5 = expand_dims %0, axis 0 : [1, 16]xi32
+  %6 = broadcast %4 : [16, 16]xi32
+  %7 = broadcast %5 : [16, 16]xi32
+  %8 = add %6, %7 : [16, 16]xi32
+  %9 = load a[%8] : [16, 16]xf16
+  %10 = load b[%8] : [16, 16]xf16
+  %11 = const 0.0 : f32
+  %12 = splat %11 : [16, 16]xf32
+  {a_op}
+  {b_op}
+  %13 = dot %14, %15, %12 : [16, 16]xf32
+  store c[%8], %13
+}}"
+        );
+        let a = random_ints(1, DType::F16, 256, -4, 4);
+        let b = random_ints(2, DType::F16, 256, -4, 4);
+        for warps in [1, 4] {
+            agree(
+                &text,
+                [1, 1, 1],
+                warps,
+                &[
+                    HostBuffer::from_bytes(DType::F16, &a.to_bytes()).unwrap(),
+                    HostBuffer::from_bytes(DType::F16, &b.to_bytes()).unwrap(),
+                    HostBuffer::zeros(DType::F32, 256),
+                ],
+                &[],
+            );
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct FuzzArgs {
     /// Stop starting new programs after this many seconds (the summary says so).
     #[arg(long, value_name = "SECS")]
     pub time_limit: Option<f64>,
+    /// With --save-failures: also shrink and save failures with a known bug's signature.
+    #[arg(long, requires = "save_failures")]
+    pub save_known: bool,
     /// Runs a shrink may spend on one failure.
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub shrink_budget: usize,
@@ -192,6 +195,8 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         args.jobs,
         devices.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
     )?;
+    // The revision is taken before the run: a checkout may move on while a campaign runs.
+    let commit = crate::bench::runner::commit();
     let started = Instant::now();
     let next = AtomicU64::new(args.start);
     let stopped = AtomicBool::new(false);
@@ -269,7 +274,7 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         command: std::env::args().collect(),
-        commit: crate::bench::runner::commit(),
+        commit,
         machine: crate::bench::runner::machine_label(),
         seed: args.seed,
         start: args.start,
@@ -312,9 +317,14 @@ fn one(args: &FuzzArgs, i: u64, devices: &[FuzzDevice]) -> Report {
     let mut files = Vec::new();
     for dev in devices {
         let o = guarded(|| run::check(&case, &inputs, &want, dev)).unwrap_or_else(Outcome::Failed);
-        if o.unexplained() {
+        let save = o.unexplained() || (args.save_known && matches!(o, Outcome::Known(..)));
+        if save {
             if let Some(dir) = &args.save_failures {
-                match save_failure(dir, args.seed, i, &case, dev, &o, args.shrink_budget) {
+                let plain = match &o {
+                    Outcome::Known(..) => guarded(|| run::check_plain(&case, &inputs, &want, dev)).unwrap_or_else(Outcome::Failed),
+                    o => o.clone(),
+                };
+                match save_failure(dir, args.seed, i, &case, dev, &plain, args.shrink_budget) {
                     Ok(f) => files.push(f),
                     Err(e) => files.push(format!("(not saved: {e})")),
                 }

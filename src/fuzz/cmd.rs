@@ -54,6 +54,9 @@ pub struct FuzzArgs {
     /// Runs a shrink may spend on one failure.
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub shrink_budget: usize,
+    /// Print the programs (as filetests: header and text form) instead of running them.
+    #[arg(long, conflicts_with_all = ["replay", "save_failures", "out"])]
+    pub print: bool,
     /// Replay saved cases (tests/fuzz/*.tile) instead of generating programs.
     #[arg(long, num_args = 1.., value_name = "FILE.tile", conflicts_with_all = ["count", "start", "save_failures"])]
     pub replay: Vec<PathBuf>,
@@ -180,6 +183,13 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         return Err(CliError::Fuzz("--count must be at least 1".into()));
     }
     let end = args.start.checked_add(args.count).ok_or_else(|| CliError::Fuzz("--start + --count overflows".into()))?;
+    if args.print {
+        for i in args.start..end {
+            let case = gen::generate(args.seed, i).map_err(|e| CliError::Fuzz(format!("seed {} index {i}: {e}", args.seed)))?;
+            write!(out, "{}", filetest::to_text(&case, &[format!("fuzz: seed {} index {i}", args.seed)]))?;
+        }
+        return Ok(0);
+    }
     if devices.is_empty() {
         return Err(CliError::Fuzz("no device to compare with the interpreter (every group asked for was skipped)".into()));
     }

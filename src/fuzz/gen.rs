@@ -181,7 +181,7 @@ fn build(mut rng: Rng, name: &str) -> Result<Case, VerifyError> {
             let offs = r * cols as i32 + c;
             let nc_t = nc_t.expect("grids have a column bound");
             let mask = r.lt(n_t) & c.lt(nc_t);
-            ((offs), mask, (n - 1) * cols + nc, n == rows_total && nc == cols)
+            (offs, mask, (n - 1) * cols + nc, n == rows_total && nc == cols)
         }
     };
     let g = Gen {
@@ -199,18 +199,17 @@ fn build(mut rng: Rng, name: &str) -> Result<Case, VerifyError> {
         stores: RefCell::new(0),
     };
     g.body(n_t, extra_scalar);
-    let Gen { rng, params, .. } = g;
-    let _ = rng;
+    let params = std::mem::take(&mut *g.params.borrow_mut());
+    drop(g);
     let program = k.finish()?;
     let mut buffers = Vec::new();
     let mut scalars = Vec::new();
-    for (i, p) in params.into_inner().into_iter().enumerate() {
+    for (i, p) in params.into_iter().enumerate() {
         match p {
             ParamCase::Buffer(b) => buffers.push(b),
             ParamCase::Scalar(s) => scalars.push((i, s)),
         }
     }
-    let _ = nc;
     Ok(Case { program, grid, num_warps, buffers, scalars, input_seed })
 }
 

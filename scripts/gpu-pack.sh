@@ -18,7 +18,7 @@ export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dir
 cargo test --release --workspace --no-run
 STATIC=target/ptx-static
 CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu --bench compile
-CARGO_TARGET_DIR=$STATIC cargo test --release --features ptx-static --test kernels_cuda --test semantics --test checked --no-run
+CARGO_TARGET_DIR=$STATIC cargo test --release --features ptx-static --test kernels_cuda --test semantics --test checked --test fuzz --no-run
 rm -rf .h200 && mkdir .h200
 newest() { ls -t "$1"/release/deps/"$2"-* | grep -v '\.d$' | head -1; }
 cp $STATIC/release/tilekit .h200/tilekit
@@ -28,8 +28,11 @@ cp "$(newest $STATIC kernels_cuda)" .h200/kernels_cuda
 # Semantics and checked launches on every device there, CUDA included.
 cp "$(newest $STATIC semantics)" .h200/semantics
 cp "$(newest $STATIC checked)" .h200/checked
+# The fuzzer's saved cases and budgets (TILEKIT_FUZZ_CASES points the test at the cases).
+cp "$(newest $STATIC fuzz)" .h200/fuzz
+tar -cf .h200/fuzz-cases.tar -C tests fuzz
 for t in kernels_vulkan control ops runtime wgpu_rt grid_fold; do cp "$(newest target "$t")" ".h200/$t"; done
-strip .h200/tilekit .h200/gpu .h200/compile .h200/kernels_cuda .h200/semantics .h200/checked .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
+strip .h200/tilekit .h200/gpu .h200/compile .h200/kernels_cuda .h200/semantics .h200/checked .h200/fuzz .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
 libdevice=$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])')/nvvm/libdevice/libdevice.10.bc
 cp "$libdevice" .h200/libdevice.10.bc
 # Statically linked LLVM still needs libffi and libzstd at run time; carry Debian 12's.

@@ -34,7 +34,10 @@ Examples:
   tilekit run --all --all-dtypes           every kernel, every dtype, default problems
   tilekit devices --json                   devices reachable now, as JSON
   tilekit bench --suite quick -o r.json    check and time the quick suite on every device
-  tilekit report r.json -o report/         Markdown, HTML, SVG charts and CSV from results";
+  tilekit report r.json -o report/         Markdown, HTML, SVG charts and CSV from results
+  tilekit fuzz --seed 1 --count 1000       1000 random programs, interpreter against the emulator
+  tilekit fuzz --devices vulkan,wgpu --count 50 --save-failures fails/
+                                           random programs through Vulkan and wgpu";
 
 /// tilekit: Triton-style tile kernels written once in Rust, run and measured on every device.
 #[derive(Parser, Debug)]
@@ -78,6 +81,18 @@ pub enum Command {
     Bench(crate::bench::cmd::BenchArgs),
     /// Merge results files and render Markdown, HTML with SVG charts and a CSV.
     Report(crate::bench::cmd::ReportArgs),
+    /// Differential fuzzing: random valid tile programs on the interpreter and other devices.
+    ///
+    /// Program i of a campaign is generated from (--seed, i) alone, run on the interpreter (the
+    /// reference) and on each device, and compared under the tolerance rule of
+    /// docs/semantics.md. Prints per device: agreed, explained differences by kind (documented
+    /// backend freedoms, such as flushed subnormals), unexplained mismatches (with seed and
+    /// index) and refusals (programs a device cannot compile, never a pass). Exits with 1 on any
+    /// unexplained mismatch, 2 on bad input. --replay runs saved cases (tests/fuzz/*.tile).
+    #[command(
+        override_usage = "tilekit fuzz --seed S --count N [--start I] [--devices GROUP,...] [--jobs J] [--out SUMMARY.json] [--save-failures DIR] [--time-limit SECS] [--shrink-budget N]\n       tilekit fuzz --replay FILE.tile... [--devices GROUP,...]"
+    )]
+    Fuzz(crate::fuzz::cmd::FuzzArgs),
 }
 
 #[derive(Args, Debug)]
@@ -228,6 +243,8 @@ pub enum CliError {
     Io(#[from] io::Error),
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("fuzz: {0}")]
+    Fuzz(String),
 }
 
 impl From<DeviceError> for CliError {
@@ -279,6 +296,7 @@ pub fn execute(command: &Command, out: &mut dyn Write) -> Result<i32, CliError> 
         Command::Run(a) => run(a, out),
         Command::Bench(a) => crate::bench::cmd::bench(a, out),
         Command::Report(a) => crate::bench::cmd::report(a, out),
+        Command::Fuzz(a) => crate::fuzz::cmd::fuzz(a, out),
     }
 }
 

@@ -692,6 +692,18 @@ impl Device {
         }
     }
 
+    /// Drops the compiled pipelines this device keeps (the runtime stays open). Callers that
+    /// run many programs once each, such as the fuzzer, keep the cache from growing.
+    pub fn forget_pipelines(&self) {
+        match self {
+            Device::Vulkan { .. } => forget_pipelines(&VULKAN_PIPELINES, &self.name()),
+            Device::Wgpu { .. } => forget_pipelines(&WGPU_KERNELS, &self.name()),
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { ordinal, .. } => forget_pipelines(&CUDA_KERNELS, &format!("{}#{ordinal}", self.name())),
+            Device::Interpreter | Device::Emulator(_) => {}
+        }
+    }
+
     /// The cache key of a launch's compiled pipeline on this device.
     fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> PipelineKey {
         (self.name(), tilekit_core::text::print(program), *options)

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod device;
+pub mod fuzz;
 pub mod kernels;
 
 pub use device::Device;

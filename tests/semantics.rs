@@ -9,7 +9,8 @@ use tilekit_core::gpu::Target;
 
 /// The devices every program runs on besides the interpreter.
 fn devices() -> Vec<Device> {
-    let mut out = vec![Device::Emulator(Target::vulkan_baseline()), Device::Emulator(Target::lavapipe())];
+    // sm_80's emulator runs `dot` on its model of mma.sync.
+    let mut out = vec![Device::Emulator(Target::vulkan_baseline()), Device::Emulator(Target::lavapipe()), Device::Emulator(Target::cuda_sm80())];
     if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
         eprintln!("SKIPPED: Vulkan devices in tests/semantics.rs (TILEKIT_SKIP_GPU_TESTS=1)");
     } else {
@@ -354,5 +355,169 @@ fn integers_to_bf16_round_once() {
             .collect();
         let d = DType::from_name(from).unwrap();
         agree(&text, [1, 1, 1], 1, &[HostBuffer::from_f64(d, &vals), HostBuffer::zeros(DType::BF16, 16)], &[]);
+    }
+}
+
+/// argmax/argmin of i64 values that differ by less than an f64 can tell apart (near i64::MIN
+/// and i64::MAX) compare them as integers.
+#[test]
+fn i64_arg_reductions_compare_as_integers() {
+    for combine in ["argmax", "argmin"] {
+        let text = format!(
+            "program a(x: buffer<i64, read>, y: buffer<i32, write>) grid 1 {{
+  %0 = program_id 0 : i32
+  %1 = arange 0, 32 : [32]xi32
+  %2 = load x[%1] : [32]xi64
+  %3 = reduce {combine} %2, axis 0 : i32
+  store y[%0], %3
+}}"
+        );
+        for (seed, base) in [(1u64, i64::MAX - 40), (2, i64::MIN + 1), (3, (1i64 << 60) + 3)] {
+            let x = HostBuffer::zeros(DType::I64, 32);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            for i in 0..32 {
+                x.store_bits(i, base.wrapping_add(rng.gen_range(0..30)) as u64);
+            }
+            for warps in [1, 2] {
+                agree(&text, [1, 1, 1], warps, &[HostBuffer::from_bytes(DType::I64, &x.to_bytes()).unwrap(), HostBuffer::zeros(DType::I32, 1)], &[]);
+            }
+        }
+    }
+}
+
+/// `x + cast(0)` keeps -0 + 0 = +0 when the zero is an integer constant converted to a float
+/// (a driver folds the conversion of a constant, then `x + 0` to `x`).
+#[test]
+fn adding_a_converted_constant_zero_keeps_ieee_zeros() {
+    for (from, to) in [("u8", "f16"), ("i32", "f32"), ("i64", "f32"), ("u8", "bf16")] {
+        let text = format!(
+            "program z(x: buffer<{to}, read>, y: buffer<{to}, write>) grid 1 {{
+  %0 = arange 0, 32 : [32]xi32
+  %1 = load x[%0] : [32]x{to}
+  %2 = const 0 : {from}
+  %3 = cast %2 : {to}
+  %4 = splat %3 : [32]x{to}
+  %5 = add %1, %4 : [32]x{to}
+  %6 = mul %1, %4 : [32]x{to}
+  %7 = add %5, %6 : [32]x{to}
+  store y[%0], %7
+}}"
+        );
+        let d = DType::from_name(to).unwrap();
+        let x: Vec<f64> = special_floats(d, 32, 11).to_f64().into_iter().map(|v| if v != 0.0 && v.abs() < 1e-4 { -0.0 } else { v }).collect();
+        // bf16 where the device has it (the emulator everywhere).
+        agree_where(&text, [1, 1, 1], 1, &[HostBuffer::from_f64(d, &x), HostBuffer::zeros(d, 32)], &[], |dev| {
+            d != DType::BF16 || dev.target().map_or(true, |t| t.bf16)
+        });
+    }
+}
+
+/// An f16 `fma` rounds once, from f32: 65504 * -1.5 + 65504 is -32752, not an infinity from a
+/// product rounded to f16 first.
+#[test]
+fn f16_fma_rounds_once() {
+    let text = "program f(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f16, read>, y: buffer<f16, write>) grid 1 {
+  %0 = arange 0, 8 : [8]xi32
+  %1 = load a[%0] : [8]xf16
+  %2 = load b[%0] : [8]xf16
+  %3 = load c[%0] : [8]xf16
+  %4 = fma %1, %2, %3 : [8]xf16
+  store y[%0], %4
+}";
+    let a = [65504.0, 300.0, -0.0, 1.0, 2.0, 60000.0, 0.5, 3.0];
+    let b = [-1.5, 300.0, 0.0, 1.0, 0.5, 2.0, 0.5, -3.0];
+    let c = [65504.0, -89000.0, 0.0, -1.0, -1.0, -65504.0, -0.25, 9.0];
+    let bufs = [
+        HostBuffer::from_f64(DType::F16, &a),
+        HostBuffer::from_f64(DType::F16, &b),
+        HostBuffer::from_f64(DType::F16, &c),
+        HostBuffer::zeros(DType::F16, 8),
+    ];
+    agree(text, [1, 1, 1], 1, &bufs, &[]);
+}
+
+/// A narrow integer (i8, u8, i16) read at one uniform offset converts to a float through a
+/// 32-bit integer: SPIR-V without the Int8/Int16 capabilities allows only width conversions
+/// of 8- and 16-bit values (the validation layer rejected the module).
+#[test]
+fn narrow_integers_convert_to_floats() {
+    for from in ["i8", "u8", "i16"] {
+        for to in ["f32", "f16"] {
+            let text = format!(
+                "program c(x: buffer<{from}, read>, y: buffer<{to}, write>) grid 1 {{
+  %0 = arange 0, 4 : [4]xi32
+  %1 = const 0 : i32
+  %2 = splat %1 : [4]xi32
+  %3 = load x[%2] : [4]x{from}
+  %4 = cast %3 : [4]x{to}
+  %5 = load x[%0] : [4]x{from}
+  %6 = cast %5 : [4]x{to}
+  %7 = add %4, %6 : [4]x{to}
+  store y[%0], %7
+}}"
+            );
+            let d = DType::from_name(from).unwrap();
+            let x = HostBuffer::from_f64(d, &[-100.0, 7.0, 127.0, 3.0]);
+            // And the other way, in a program without a narrow buffer: the module still
+            // declares what the narrow type needs.
+            let back = format!(
+                "program b(x: buffer<{to}, read>, y: buffer<i32, write>) grid 1 {{
+  %0 = arange 0, 4 : [4]xi32
+  %1 = load x[%0] : [4]x{to}
+  %2 = cast %1 : [4]x{from}
+  %3 = cast %2 : [4]xi32
+  store y[%0], %3
+}}"
+            );
+            let t = DType::from_name(to).unwrap();
+            agree(&back, [1, 1, 1], 1, &[HostBuffer::from_f64(t, &[-3.5, 100.0, 1000.0, f64::NAN]), HostBuffer::zeros(DType::I32, 4)], &[]);
+            agree(&text, [1, 1, 1], 1, &[x, HostBuffer::zeros(DType::from_name(to).unwrap(), 4)], &[]);
+        }
+    }
+}
+
+/// `dot` with a transposed operand on mma.sync: the transpose goes through shared memory, and
+/// the other operand's staged copy there must not be overwritten by it.
+#[test]
+fn dot_with_a_transposed_operand() {
+    for (ta, tb) in [(false, true), (true, false), (true, true)] {
+        let a_op = if ta { "%14 = trans %9, perm [1, 0] : [16, 16]xf16" } else { "%14 = add %9, %9 : [16, 16]xf16" };
+        let b_op = if tb { "%15 = trans %10, perm [1, 0] : [16, 16]xf16" } else { "%15 = add %10, %10 : [16, 16]xf16" };
+        let text = format!(
+            "program d(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f32, write>) grid 1 {{
+  %0 = arange 0, 16 : [16]xi32
+  %1 = expand_dims %0, axis 1 : [16, 1]xi32
+  %2 = const 16 : i32
+  %3 = splat %2 : [16, 1]xi32
+  %4 = mul %1, %3 : [16, 1]xi32
+  %5 = expand_dims %0, axis 0 : [1, 16]xi32
+  %6 = broadcast %4 : [16, 16]xi32
+  %7 = broadcast %5 : [16, 16]xi32
+  %8 = add %6, %7 : [16, 16]xi32
+  %9 = load a[%8] : [16, 16]xf16
+  %10 = load b[%8] : [16, 16]xf16
+  %11 = const 0.0 : f32
+  %12 = splat %11 : [16, 16]xf32
+  {a_op}
+  {b_op}
+  %13 = dot %14, %15, %12 : [16, 16]xf32
+  store c[%8], %13
+}}"
+        );
+        let a = random_ints(1, DType::F16, 256, -4, 4);
+        let b = random_ints(2, DType::F16, 256, -4, 4);
+        for warps in [1, 4] {
+            agree(
+                &text,
+                [1, 1, 1],
+                warps,
+                &[
+                    HostBuffer::from_bytes(DType::F16, &a.to_bytes()).unwrap(),
+                    HostBuffer::from_bytes(DType::F16, &b.to_bytes()).unwrap(),
+                    HostBuffer::zeros(DType::F32, 256),
+                ],
+                &[],
+            );
+        }
     }
 }

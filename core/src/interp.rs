@@ -576,12 +576,23 @@ impl<'a> Instance<'a> {
         for s in &slices {
             if arg {
                 // Lowest index wins ties; a NaN never wins over a number, as with maxNum.
+                // Integers compare as integers: through f64, i64 values 2^53 apart are ties.
+                let max = matches!(combine, Combine::ArgMax);
                 let mut best = 0usize;
                 for k in 1..s.len() {
-                    let (b, c) = (data.get_f64(s[best]), data.get_f64(s[k]));
-                    let better = match combine {
-                        Combine::ArgMax => c > b || (b.is_nan() && !c.is_nan()),
-                        _ => c < b || (b.is_nan() && !c.is_nan()),
+                    let better = match &data {
+                        Data::Int(v) => {
+                            let (b, c) = (v[s[best]], v[s[k]]);
+                            if max {
+                                c > b
+                            } else {
+                                c < b
+                            }
+                        }
+                        Data::Float(_) => {
+                            let (b, c) = (data.get_f64(s[best]), data.get_f64(s[k]));
+                            (if max { c > b } else { c < b }) || (b.is_nan() && !c.is_nan())
+                        }
                     };
                     if better {
                         best = k;

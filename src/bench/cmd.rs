@@ -136,7 +136,7 @@ fn temp_path(path: &Path) -> PathBuf {
 
 /// Writes `text` to a file beside `path`, then renames it over `path`: a reader (or a run
 /// interrupted mid-write) sees the previous complete file or the new one, never half of one.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let tmp = temp_path(path);
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {

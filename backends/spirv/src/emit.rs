@@ -177,6 +177,9 @@ pub struct SpirvEmitter {
     consts: HashMap<(Word, u64), Word>,
     /// Float constants that are zeros, with their sign (true: -0.0).
     zeros: HashMap<Word, bool>,
+    /// The bits of every scalar constant made by `constant_bits`, so that conversions of a
+    /// constant can give a constant the zero rules above recognise.
+    const_bits: HashMap<Word, u64>,
     buffers: Vec<Option<BufferSlot>>,
     bindings: Vec<Binding>,
     scalars: Vec<Option<SpirvValue>>,
@@ -255,6 +258,7 @@ impl SpirvEmitter {
             cur_block: 0,
             consts: HashMap::new(),
             zeros: HashMap::new(),
+            const_bits: HashMap::new(),
             buffers: Vec::new(),
             bindings: Vec::new(),
             scalars: Vec::new(),
@@ -735,10 +739,18 @@ impl SpirvEmitter {
 
     /// The register type of `dtype` without declaring a capability: for results of width
     /// conversions, which 8/16-bit storage allows on its own (arithmetic declares it).
+    /// The 8/16-bit storage capability (and extension) is declared with it: without a buffer
+    /// of that width the module would otherwise hold the type with no capability allowing it.
     fn conv_ty(&mut self, d: DType) -> Word {
         match d {
-            DType::I8 | DType::U8 => self.cached(TypeKey::Int(8)),
-            DType::I16 => self.cached(TypeKey::Int(16)),
+            DType::I8 | DType::U8 => {
+                self.used.storage8 = true;
+                self.cached(TypeKey::Int(8))
+            }
+            DType::I16 => {
+                self.used.storage16 = true;
+                self.cached(TypeKey::Int(16))
+            }
             d => self.ty(d),
         }
     }
@@ -809,6 +821,7 @@ impl SpirvEmitter {
         }
         let id = if wide { self.b.constant_bit64(ty, bits) } else { self.b.constant_bit32(ty, bits as u32) };
         self.consts.insert((ty, bits), id);
+        self.const_bits.insert(id, bits);
         let is = |w: u32| self.types.get(&TypeKey::Float(w)) == Some(&ty);
         let sign_bit = if is(32) {
             Some(31)
@@ -1074,6 +1087,12 @@ impl SpirvEmitter {
                 self.c_f32(if negative { -0.0 } else { 0.0 })
             }
             DType::F16 => self.emit(Op::FConvert, f, &[x]),
+            // A constant converts to a constant, which `with_constant_zero` recognises when it
+            // is a zero (a driver folds the shift of a constant and then `x + 0` to `x`).
+            DType::BF16 if self.const_bits.contains_key(&x) => {
+                let bits = self.const_bits[&x] as u32;
+                self.c_f32(f32::from_bits(bits << 16))
+            }
             DType::BF16 => {
                 let s = self.u_opk(Op::ShiftLeftLogical, x, 16);
                 self.bitcast(f, s)
@@ -1082,6 +1101,14 @@ impl SpirvEmitter {
                 let one = self.c_f32(1.0);
                 let zero = self.c_f32(0.0);
                 self.sel(f, x, one, zero)
+            }
+            // 8- and 16-bit integers widen to 32 bits first: without the Int8/Int16
+            // capabilities only width conversions may take them.
+            d if int_width(d) < 32 => {
+                let u = self.u32_ty();
+                let (widen, convert) = if is_signed(d) { (Op::SConvert, Op::ConvertSToF) } else { (Op::UConvert, Op::ConvertUToF) };
+                let w = self.emit(widen, u, &[x]);
+                self.emit(convert, f, &[w])
             }
             d if is_signed(d) => self.emit(Op::ConvertSToF, f, &[x]),
             _ => self.emit(Op::ConvertUToF, f, &[x]),
@@ -2037,11 +2064,14 @@ impl Emitter for SpirvEmitter {
         self.expect(b, dtype, "fma b");
         self.expect(c, dtype, "fma c");
         let id = match dtype {
-            DType::F32 | DType::F16 => {
+            DType::F32 => {
                 let t = self.ty(dtype);
                 self.ext(Gl::Fma, t, &[a.id, b.id, c.id])
             }
-            DType::BF16 => {
+            // In f32, as the interpreter computes it: an f16 Fma may round (and overflow) after
+            // the multiply (lavapipe's gives -inf for 65504 * -1.5 + 65504), and the product
+            // of two f16 or bf16 values is exact in f32.
+            DType::F16 | DType::BF16 => {
                 let (af, bf, cf) = (self.widen_to_f32(dtype, a.id), self.widen_to_f32(dtype, b.id), self.widen_to_f32(dtype, c.id));
                 let f = self.f32_ty();
                 let r = self.ext(Gl::Fma, f, &[af, bf, cf]);
@@ -2065,6 +2095,13 @@ impl Emitter for SpirvEmitter {
         let x = x.id;
         if from == to {
             return self.value(x, to);
+        }
+        // An integer constant zero converts to a float constant zero, which the zero rules of
+        // `with_constant_zero` recognise: drivers fold the conversion of a constant and then
+        // `x + 0` to `x`, which is wrong for x = -0.
+        if from.is_int() && from != DType::I1 && matches!(to, DType::F32 | DType::F16) && self.const_bits.get(&x) == Some(&0) {
+            let z = self.c_num(to, 0.0);
+            return self.value(z, to);
         }
         let id = if to == DType::I1 {
             let bt = self.bool_ty();

@@ -2027,13 +2027,21 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // instruction takes.
         let staged_dtype = |d: DType| if d == DType::BF16 { DType::BF16 } else { reg_dtype(d) };
         if staged > 0 {
+            // Both operands are computed before anything is staged: computing one (a `trans`
+            // exchanged through shared memory) reuses the shared memory the other's staging
+            // would already hold (`b = trans(x)` made `a` read x's elements).
+            let mut natural = [None, None];
+            for (i, v) in [a, b].into_iter().enumerate() {
+                if matches!(sources[i], Source::Staged { .. }) {
+                    natural[i] = Some(self.get_natural(v)?);
+                }
+            }
             let rd = staged_dtype(at.dtype);
             self.reserve(rd, staged);
             self.e.barrier();
-            for (i, v) in [a, b].into_iter().enumerate() {
+            for (i, t) in types.into_iter().enumerate() {
                 let Source::Staged { base } = sources[i] else { continue };
-                let t = types[i];
-                let (home, regs) = self.get_natural(v)?;
+                let Some((home, regs)) = natural[i].take() else { continue };
                 let dist = self.dist(&home, &t.shape);
                 let c = self.coords(&dist);
                 for (j, cs) in c.coords.iter().enumerate() {

@@ -977,11 +977,13 @@ fn elem_bits(dtype: DType, v: Elem) -> u64 {
     }
 }
 
-/// Whether two register values are the same bits (NaNs included, which `!=` would call
-/// different: replicated threads that store one NaN do not race).
+/// Whether two values replicated threads store to one shared slot are the same: equal bits,
+/// or two NaNs, or two zeros. A reduction's copies may combine (+0, -0) or NaNs in different
+/// orders, and max/min leave which zero (or NaN) wins open, so copies that hold +0 and -0 hold
+/// one value under the semantics and do not race.
 fn same_elem(a: Elem, b: Elem) -> bool {
     match (a, b) {
-        (Elem::F(x), Elem::F(y)) => x.to_bits() == y.to_bits(),
+        (Elem::F(x), Elem::F(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || (x == 0.0 && y == 0.0),
         (x, y) => x == y,
     }
 }

@@ -1,0 +1,174 @@
+//! The tolerance rule (docs/semantics.md): how a device's buffers after a run are compared with
+//! the interpreter's.
+//!
+//! - Exact (bit for bit) everywhere the semantics are exact: integers, comparisons, loads and
+//!   stores, casts, max and min, and float arithmetic (the generator sums only values whose sums
+//!   are exact in any order). Any NaN matches any NaN: NaNs carry no sign or payload anyone
+//!   promises.
+//! - +0 equals -0 in buffers marked [`Check::SignedZero`] (values through a float max or min).
+//! - Approximate ops ([`Check::Approx`]) are exact on the CPU devices (the emulator runs the
+//!   interpreter's functions) and within [`approx_bound`] on GPUs; +0 equals -0 in their
+//!   results (their operand may have come through a max or min).
+//! - A device that may flush f32 or f16 subnormals (no `shaderDenormPreserveFloat32`, or no
+//!   f16 float controls: `Target::f32_denorm_preserve`, `Target::f16_rte`) differs in an
+//!   *explained* way where the interpreter's element is subnormal and the device's a zero, or
+//!   where the device's element is what the interpreter computes from inputs with their
+//!   subnormals flushed.
+
+use super::{Approx, Case, Check};
+use crate::{DType, HostBuffer};
+use tilekit_core::buffer::bits_to_f64;
+
+/// Whether `x` is a nonzero value below `dtype`'s normal range.
+pub fn is_subnormal(dtype: DType, x: f64) -> bool {
+    x != 0.0 && x.is_finite() && x.abs() < min_normal(dtype)
+}
+
+fn min_normal(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 6.103_515_625e-5,
+        _ => f32::MIN_POSITIVE as f64,
+    }
+}
+
+fn max_finite(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => 65504.0,
+        DType::BF16 => 3.389_531_389_251_535e38,
+        _ => f32::MAX as f64,
+    }
+}
+
+/// One unit in the last place of `dtype` at `x`.
+fn ulp(dtype: DType, x: f64) -> f64 {
+    let mantissa = match dtype {
+        DType::F16 => 10,
+        DType::BF16 => 7,
+        _ => 23,
+    };
+    let x = x.abs().max(min_normal(dtype));
+    2f64.powi(x.log2().floor() as i32 - mantissa)
+}
+
+/// The error an approximate op may have on a GPU: `(relative, absolute)`, on top of one ulp of
+/// the result's dtype (the f32 result rounded to f16 or bf16 may land on the other side).
+/// Vulkan's precision table: `exp`/`exp2` 3 + 2|x| ulp (at most ~180 ulp where the result is
+/// finite), `log`/`log2` 3 ulp or 2^-21 absolute near 1, `sqrt`/`rsqrt` and division 2.5 ulp,
+/// `sin`/`cos` 2^-11 absolute; `tanh` and `erf` are tilekit's own expansions, held to 2^-11.
+pub fn approx_bound(op: Approx) -> (f64, f64) {
+    match op {
+        Approx::Exp | Approx::Exp2 => (2f64.powi(-15), 0.0),
+        Approx::Log | Approx::Log2 => (2f64.powi(-20), 2f64.powi(-21)),
+        Approx::Sqrt | Approx::Rsqrt | Approx::Div => (2f64.powi(-20), 0.0),
+        Approx::Sin | Approx::Cos => (0.0, 2f64.powi(-11)),
+        Approx::Tanh | Approx::Erf => (2f64.powi(-11), 2f64.powi(-11)),
+    }
+}
+
+/// Whether a device's element `got` passes for the interpreter's `want` under `check`;
+/// `gpu` applies the approximate ops' bounds instead of exactness.
+pub fn element_ok(check: Check, dtype: DType, want_bits: u64, got_bits: u64, gpu: bool) -> bool {
+    if want_bits == got_bits {
+        return true;
+    }
+    if !dtype.is_float() {
+        return false;
+    }
+    let (w, g) = (bits_to_f64(dtype, want_bits), bits_to_f64(dtype, got_bits));
+    if w.is_nan() || g.is_nan() {
+        return w.is_nan() && g.is_nan();
+    }
+    match check {
+        Check::Exact => false,
+        Check::SignedZero => w == 0.0 && g == 0.0,
+        // The operand's zeros may carry either sign (a max or min before the op).
+        Check::Approx(_) if w == 0.0 && g == 0.0 => true,
+        Check::Approx(_) if !gpu => false,
+        Check::Approx(op) => {
+            let big = max_finite(dtype) / 2.0;
+            if w.is_infinite() || g.is_infinite() {
+                // At the edge of the range a result may round to infinity or stay finite.
+                return w.signum() == g.signum() && w.abs() >= big && g.abs() >= big;
+            }
+            let (rel, abs) = approx_bound(op);
+            (w - g).abs() <= rel * w.abs() + abs + ulp(dtype, w)
+        }
+    }
+}
+
+/// The first element where a device differs from the interpreter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mismatch {
+    pub buffer: usize,
+    pub name: String,
+    pub element: usize,
+    pub want: f64,
+    pub got: f64,
+    pub check: Check,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "buffer {} (`{}`, {}) element {}: want {:e} got {:e}", self.buffer, self.name, self.check.name(), self.element, self.want, self.got)
+    }
+}
+
+/// Every element of every buffer where `got` fails `want`'s check: (buffer, element).
+pub fn mismatches(case: &Case, want: &[HostBuffer], got: &[HostBuffer], gpu: bool) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for (bi, ((b, w), g)) in case.buffers.iter().zip(want).zip(got).enumerate() {
+        for j in 0..w.len().min(g.len()) {
+            if !element_ok(b.check, b.dtype, w.load_bits(j), g.load_bits(j), gpu) {
+                out.push((bi, j));
+            }
+        }
+    }
+    out
+}
+
+/// Describes the element `(buffer, element)`.
+pub fn describe(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: (usize, usize)) -> Mismatch {
+    let (bi, j) = at;
+    let b = &case.buffers[bi];
+    Mismatch {
+        buffer: bi,
+        name: b.name.clone(),
+        element: j,
+        want: bits_to_f64(b.dtype, want[bi].load_bits(j)),
+        got: bits_to_f64(b.dtype, got[bi].load_bits(j)),
+        check: b.check,
+    }
+}
+
+/// Whether the differences `at` are explained by a device flushing subnormals: each element's
+/// reference is subnormal and the device's a zero, or the device's element passes against
+/// `flushed_want` (the interpreter on inputs with their subnormals flushed).
+pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_want: &[HostBuffer], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        let (w, g) = (bits_to_f64(b.dtype, want[bi].load_bits(j)), bits_to_f64(b.dtype, got[bi].load_bits(j)));
+        let zeroed = b.dtype.is_float() && is_subnormal(b.dtype, w) && g == 0.0;
+        zeroed || element_ok(b.check, b.dtype, flushed_want[bi].load_bits(j), got[bi].load_bits(j), true)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tilekit_core::buffer::f64_to_bits;
+
+    #[test]
+    fn the_rule() {
+        let f = |x: f64| f64_to_bits(DType::F32, x);
+        assert!(element_ok(Check::Exact, DType::F32, f(f64::NAN), f(-f64::NAN), false));
+        assert!(!element_ok(Check::Exact, DType::F32, f(0.0), f(-0.0), true));
+        assert!(element_ok(Check::SignedZero, DType::F32, f(0.0), f(-0.0), false));
+        assert!(!element_ok(Check::SignedZero, DType::F32, f(1.0), f(-1.0), false));
+        let e = Check::Approx(Approx::Exp);
+        assert!(!element_ok(e, DType::F32, f(1.0), f(1.0 + 1e-6), false));
+        assert!(element_ok(e, DType::F32, f(1.0), f(1.0 + 1e-6), true));
+        assert!(!element_ok(e, DType::F32, f(1.0), f(1.01), true));
+        assert!(!element_ok(e, DType::F32, f(f64::INFINITY), f(1.0), true));
+        assert!(!element_ok(e, DType::I32, 1, 2, true));
+    }
+}

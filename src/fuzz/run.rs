@@ -1,0 +1,196 @@
+//! Running a case on a device and classifying the outcome against the interpreter's.
+
+use super::compare::{self, Mismatch};
+use super::{inputs, Case};
+use crate::device::{Device, DeviceError};
+use crate::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
+use crate::{Config, HostBuffer};
+use tilekit_core::gpu::lower::LowerError;
+use tilekit_core::gpu::simt::SimtError;
+use tilekit_core::gpu::Target;
+
+/// What happened on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Every buffer passes the tolerance rule.
+    Agreed,
+    /// Differences a documented backend freedom explains (the kind is named).
+    Explained(&'static str),
+    /// Differences nothing explains: the first one and how many elements differ.
+    Mismatch(Mismatch, usize),
+    /// The device ran the program and reported an error (an emulator fault, a driver error).
+    Failed(String),
+    /// The device cannot run this program (a dtype it lacks, registers, shared memory): the
+    /// reason's kind and the message. Never a pass.
+    Refused(String, String),
+    /// A mismatch or failure with the signature of a known, not yet fixed bug that a filetest
+    /// in tests/fuzz/ records as an expected failure: the bug's name and what happened.
+    Known(&'static str, String),
+}
+
+impl Outcome {
+    /// Whether this is a difference or failure nothing explains.
+    pub fn unexplained(&self) -> bool {
+        matches!(self, Outcome::Mismatch(..) | Outcome::Failed(_))
+    }
+
+    /// The same kind of failure as `other` (for shrinking): both mismatches, or both failures
+    /// whose messages start alike.
+    pub fn same_failure(&self, other: &Outcome) -> bool {
+        match (self, other) {
+            (Outcome::Mismatch(..), Outcome::Mismatch(..)) => true,
+            (Outcome::Failed(a), Outcome::Failed(b)) => failure_kind(a) == failure_kind(b),
+            _ => false,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Agreed => "agreed".into(),
+            Outcome::Explained(k) => format!("explained ({k})"),
+            Outcome::Mismatch(m, n) => format!("mismatch at {n} element(s); first: {m}"),
+            Outcome::Failed(e) => format!("failed: {e}"),
+            Outcome::Refused(k, e) => format!("refused ({k}): {e}"),
+            Outcome::Known(k, e) => format!("known bug ({k}): {e}"),
+        }
+    }
+}
+
+/// A failure message without its numbers (program ids, threads, indices), to tell kinds apart.
+fn failure_kind(msg: &str) -> String {
+    let tail = msg.rsplit(": ").next().unwrap_or(msg);
+    tail.chars().filter(|c| !c.is_ascii_digit()).collect()
+}
+
+/// A device the fuzzer runs on, with what the comparison needs to know about it.
+#[derive(Clone, Debug)]
+pub struct FuzzDevice {
+    pub device: Device,
+    /// Whether approximate ops may differ within their bounds (GPUs) or must be exact (the
+    /// emulator runs the interpreter's functions).
+    pub gpu: bool,
+    /// Whether the device may flush float subnormals (a documented, explained difference).
+    pub flushes_subnormals: bool,
+}
+
+impl FuzzDevice {
+    pub fn new(device: Device) -> FuzzDevice {
+        let gpu = !matches!(device, Device::Interpreter | Device::Emulator(_));
+        let flushes_subnormals = gpu && device.target().is_some_and(|t| !t.f32_denorm_preserve || !t.f16_rte);
+        FuzzDevice { device, gpu, flushes_subnormals }
+    }
+
+    pub fn name(&self) -> String {
+        self.device.name()
+    }
+}
+
+/// The emulator targets the fuzzer uses: warps of 32 (CUDA sm_80's, which also has every dtype
+/// and lowers f16/bf16 `dot`s to the emulator's model of `mma.sync`) and warps of 8 (lavapipe's,
+/// with bf16 allowed so that the emulator covers it; lavapipe itself refuses bf16).
+pub fn emulator_targets() -> Vec<Target> {
+    vec![Target::cuda_sm80(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
+}
+
+/// The plan, buffers and configuration that run `case`.
+pub fn plan(case: &Case) -> (Plan, Config) {
+    let mut specs = Vec::new();
+    let mut args = Vec::new();
+    let mut b = 0;
+    for p in 0..case.program.params.len() {
+        match case.scalars.iter().find(|(i, _)| *i == p) {
+            Some((_, s)) => args.push(LaunchArg::Scalar(*s)),
+            None => {
+                let buf = &case.buffers[b];
+                specs.push(BufferSpec { name: buf.name.clone(), dtype: buf.dtype, len: buf.len, role: Role::Input });
+                args.push(LaunchArg::Buffer(b));
+                b += 1;
+            }
+        }
+    }
+    let plan = Plan { buffers: specs, launches: vec![Launch { program: case.program.clone(), grid: case.grid, args }] };
+    (plan, Config::new().with("num_warps", case.num_warps as i64))
+}
+
+/// Runs `case` on `device` from `inputs` (copied first) and returns the buffers after the run.
+pub fn run_on(device: &Device, case: &Case, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, DeviceError> {
+    let (plan, config) = plan(case);
+    let bufs: Vec<HostBuffer> = inputs.iter().map(copy).collect();
+    let result = device.run_plan(&plan, &bufs, &config);
+    // Each program runs once: keep the pipeline caches from growing over a campaign.
+    device.forget_pipelines();
+    result.map(|_| bufs)
+}
+
+fn copy(b: &HostBuffer) -> HostBuffer {
+    HostBuffer::from_bytes(b.dtype(), &b.to_bytes()).expect("a buffer's own bytes fit it")
+}
+
+/// The interpreter's buffers for `case` from `inputs`; an error is a generator bug (a program
+/// that faults on the reference).
+pub fn reference(case: &Case, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+    run_on(&Device::Interpreter, case, inputs).map_err(|e| e.to_string())
+}
+
+/// Why a device error is a refusal, if it is one: the device cannot compile this program.
+fn refusal(e: &DeviceError) -> Option<&'static str> {
+    let lower = match e {
+        DeviceError::Compile(tilekit_spirv::CompileError::Lower { source, .. }) => Some(source),
+        DeviceError::Simt { source: SimtError::Lower(l), .. } => Some(l),
+        DeviceError::Options(l) => Some(l),
+        _ => None,
+    };
+    match lower {
+        Some(LowerError::DType { .. }) => Some("dtype"),
+        Some(LowerError::Registers { .. }) => Some("registers"),
+        Some(LowerError::SharedMemory { .. }) => Some("shared-memory"),
+        Some(LowerError::Threads { .. }) => Some("threads"),
+        Some(LowerError::Unsupported { .. }) => Some("unsupported"),
+        _ if e.to_string().contains("does not support") => Some("unsupported"),
+        _ => None,
+    }
+}
+
+/// The known bug whose signature `case` has on `dev`, if any. A bug the fuzzer finds that is
+/// not fixed at once gets a signature here (a test of the program's shape and the device) and
+/// an expect-fail filetest in tests/fuzz/ with what is known of it, so that campaigns count it
+/// apart and the filetest notices its fix. None is open now.
+pub fn known_bug(_case: &Case, _dev: &FuzzDevice) -> Option<&'static str> {
+    None
+}
+
+/// Runs `case` on `dev` and compares with `want` (the interpreter's buffers from `inputs`); a
+/// failure with a known bug's signature is [`Outcome::Known`].
+pub fn check(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev: &FuzzDevice) -> Outcome {
+    let o = check_plain(case, inputs, want, dev);
+    match known_bug(case, dev) {
+        Some(bug) if o.unexplained() => Outcome::Known(bug, o.describe()),
+        _ => o,
+    }
+}
+
+/// [`check`] without the known bugs.
+pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev: &FuzzDevice) -> Outcome {
+    let got = match run_on(&dev.device, case, inputs) {
+        Ok(got) => got,
+        Err(e) => {
+            return match refusal(&e) {
+                Some(kind) => Outcome::Refused(kind.into(), e.to_string()),
+                None => Outcome::Failed(e.to_string()),
+            }
+        }
+    };
+    let at = compare::mismatches(case, want, &got, dev.gpu);
+    if at.is_empty() {
+        return Outcome::Agreed;
+    }
+    if dev.flushes_subnormals {
+        let flushed = inputs::flushed(inputs);
+        if let Ok(flushed_want) = reference(case, &flushed) {
+            if compare::explained_by_flush(case, want, &flushed_want, &got, &at) {
+                return Outcome::Explained("subnormal-flush");
+            }
+        }
+    }
+    Outcome::Mismatch(compare::describe(case, want, &got, at[0]), at.len())
+}

@@ -389,13 +389,18 @@ fn i64_arg_reductions_compare_as_integers() {
 /// (a driver folds the conversion of a constant, then `x + 0` to `x`).
 #[test]
 fn adding_a_converted_constant_zero_keeps_ieee_zeros() {
-    for (from, to) in [("u8", "f16"), ("i32", "f32"), ("i64", "f32"), ("u8", "bf16")] {
+    for (from, to) in [("u8", "f16"), ("i32", "f32"), ("i64", "f32"), ("u8", "bf16"), ("i1", "f32")] {
+        // `false` goes through i32 first, as the fuzzer found it.
+        let convert = if from == "i1" {
+            format!("%2 = const false : i1\n  %8 = cast %2 : i32\n  %3 = cast %8 : {to}")
+        } else {
+            format!("%2 = const 0 : {from}\n  %3 = cast %2 : {to}")
+        };
         let text = format!(
             "program z(x: buffer<{to}, read>, y: buffer<{to}, write>) grid 1 {{
   %0 = arange 0, 32 : [32]xi32
   %1 = load x[%0] : [32]x{to}
-  %2 = const 0 : {from}
-  %3 = cast %2 : {to}
+  {convert}
   %4 = splat %3 : [32]x{to}
   %5 = add %1, %4 : [32]x{to}
   %6 = mul %1, %4 : [32]x{to}

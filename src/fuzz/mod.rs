@@ -11,7 +11,7 @@
 //!   difference (a documented backend freedom, such as f32 subnormals flushed where the driver
 //!   lacks the float controls), an unexplained mismatch, a refusal (a device that cannot
 //!   compile the program, never counted as a pass), or a known bug (a failure with the
-//!   signature of a bug an expect-fail filetest records; none is open now).
+//!   signature of a bug an expect-fail filetest records: [`run::known_bug`]).
 //! - [`compare`] is the tolerance rule (docs/semantics.md): exact where the semantics are exact,
 //!   an error bound per approximate op on GPUs, any NaN for a NaN, and +0 = -0 only where the
 //!   program's max/min leave the sign of a zero open.

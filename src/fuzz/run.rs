@@ -154,8 +154,22 @@ fn refusal(e: &DeviceError) -> Option<&'static str> {
 /// The known bug whose signature `case` has on `dev`, if any. A bug the fuzzer finds that is
 /// not fixed at once gets a signature here (a test of the program's shape and the device) and
 /// an expect-fail filetest in tests/fuzz/ with what is known of it, so that campaigns count it
-/// apart and the filetest notices its fix. None is open now.
-pub fn known_bug(_case: &Case, _dev: &FuzzDevice) -> Option<&'static str> {
+/// apart and the filetest notices its fix.
+pub fn known_bug(case: &Case, dev: &FuzzDevice) -> Option<&'static str> {
+    use tilekit_core::ir::Op;
+    // tests/fuzz/lavapipe-self-compare-fold.tile: lavapipe folds `x < x` to false and then
+    // `x + 0.0` to `x`, losing -0 + 0 = +0.
+    if dev.name().contains("llvmpipe") {
+        let mut self_compare = false;
+        case.program.walk(&mut |inst| {
+            if let Op::Cmp { lhs, rhs, .. } = inst.op {
+                self_compare |= lhs == rhs && case.program.ty(lhs).dtype.is_float();
+            }
+        });
+        if self_compare {
+            return Some("lavapipe-self-compare-fold");
+        }
+    }
     None
 }
 

@@ -855,6 +855,7 @@ impl SpirvEmitter {
         }
         let id = if v { self.b.constant_true(t) } else { self.b.constant_false(t) };
         self.consts.insert((t, v as u64), id);
+        self.const_bits.insert(id, v as u64);
         id
     }
 
@@ -2096,10 +2097,10 @@ impl Emitter for SpirvEmitter {
         if from == to {
             return self.value(x, to);
         }
-        // An integer constant zero converts to a float constant zero, which the zero rules of
-        // `with_constant_zero` recognise: drivers fold the conversion of a constant and then
-        // `x + 0` to `x`, which is wrong for x = -0.
-        if from.is_int() && from != DType::I1 && matches!(to, DType::F32 | DType::F16) && self.const_bits.get(&x) == Some(&0) {
+        // An integer (or `false`) constant zero converts to a constant zero, which for floats
+        // the zero rules of `with_constant_zero` recognise: drivers fold the conversion of a
+        // constant and then `x + 0` to `x`, which is wrong for x = -0.
+        if from.is_int() && to != DType::I1 && to != DType::BF16 && self.const_bits.get(&x) == Some(&0) {
             let z = self.c_num(to, 0.0);
             return self.value(z, to);
         }

@@ -152,6 +152,26 @@ pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_want: &[Host
     })
 }
 
+/// Whether the differences `at` are explained by f32 atomic adds that flush subnormals (PTX's
+/// `atom.add.f32`): each is in an f32 buffer that atomics update, and off by less than the
+/// smallest normal f32 (a subnormal operand or result taken as a zero of the same sign).
+pub fn explained_by_atomic_ftz(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
+    let atomic: Vec<bool> = case
+        .program
+        .params
+        .iter()
+        .filter_map(|p| match p.kind {
+            tilekit_core::ir::ParamKind::Buffer { dtype, access } => Some(dtype == DType::F32 && access == tilekit_core::ir::Access::ReadWrite),
+            tilekit_core::ir::ParamKind::Scalar { .. } => None,
+        })
+        .collect();
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        let (w, g) = (bits_to_f64(b.dtype, want[bi].load_bits(j)), bits_to_f64(b.dtype, got[bi].load_bits(j)));
+        atomic.get(bi).copied().unwrap_or(false) && w.is_finite() && g.is_finite() && (w - g).abs() < f32::MIN_POSITIVE as f64
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,13 +71,17 @@ pub struct FuzzDevice {
     pub gpu: bool,
     /// Whether the device may flush float subnormals (a documented, explained difference).
     pub flushes_subnormals: bool,
+    /// Whether f32 atomic adds flush subnormal operands and results to zero (PTX's `atom.add.f32`
+    /// and `red.add.f32` do, whatever the kernel's float controls).
+    pub atomic_add_ftz: bool,
 }
 
 impl FuzzDevice {
     pub fn new(device: Device) -> FuzzDevice {
         let gpu = !matches!(device, Device::Interpreter | Device::Emulator(_));
         let flushes_subnormals = gpu && device.target().is_some_and(|t| !t.f32_denorm_preserve || !t.f16_rte);
-        FuzzDevice { device, gpu, flushes_subnormals }
+        let atomic_add_ftz = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx);
+        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz }
     }
 
     pub fn name(&self) -> String {
@@ -205,6 +209,9 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
                 return Outcome::Explained("subnormal-flush");
             }
         }
+    }
+    if dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &at) {
+        return Outcome::Explained("atomic-add-ftz");
     }
     Outcome::Mismatch(compare::describe(case, want, &got, at[0]), at.len())
 }

@@ -191,4 +191,27 @@ mod tests {
         assert!(!element_ok(e, DType::F32, f(f64::INFINITY), f(1.0), true));
         assert!(!element_ok(e, DType::I32, 1, 2, true));
     }
+
+    /// PTX's flushing f32 atomic adds explain a lost subnormal in a buffer that atomics update,
+    /// and nothing larger, and nothing in a buffer they do not update.
+    #[test]
+    fn atomic_add_ftz_explains_only_lost_subnormals_of_atomic_buffers() {
+        use crate::fuzz::{BufferCase, Case, Fill};
+        let program = tilekit_core::text::parse(
+            "program p(a: buffer<f32, read_write>, y: buffer<f32, write>) grid 1 {\n  %0 = arange 0, 4 : [4]xi32\n  \
+             %1 = load a[%0] : [4]xf32\n  store y[%0], %1\n}\n",
+        )
+        .unwrap();
+        let buffer = |name: &str| BufferCase { name: name.into(), dtype: DType::F32, len: 4, fill: Fill::Wild, check: Check::Exact };
+        let case = Case { program, grid: [1, 1, 1], num_warps: 1, buffers: vec![buffer("a"), buffer("y")], scalars: vec![], input_seed: 1 };
+        let tiny = f32::MIN_POSITIVE as f64 / 4.0;
+        let want = [HostBuffer::from_f64(DType::F32, &[tiny, 1.0, -tiny, 2.0]), HostBuffer::from_f64(DType::F32, &[tiny, 0.0, 0.0, 0.0])];
+        let got = [HostBuffer::from_f64(DType::F32, &[0.0, 1.0, -0.0, 2.0]), HostBuffer::from_f64(DType::F32, &[0.0, 0.0, 0.0, 0.0])];
+        assert!(explained_by_atomic_ftz(&case, &want, &got, &[(0, 0), (0, 2)]));
+        // The same loss in a buffer no atomic updates is a mismatch.
+        assert!(!explained_by_atomic_ftz(&case, &want, &got, &[(0, 0), (1, 0)]));
+        // A difference of a normal magnitude is not a flush.
+        let got = [HostBuffer::from_f64(DType::F32, &[0.0, 1.5, 0.0, 2.0]), HostBuffer::from_f64(DType::F32, &[0.0; 4])];
+        assert!(!explained_by_atomic_ftz(&case, &want, &got, &[(0, 1)]));
+    }
 }

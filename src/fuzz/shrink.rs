@@ -23,51 +23,9 @@ fn blocks_mut(op: &mut Op) -> Vec<&mut Block> {
     }
 }
 
-fn operands_mut(op: &mut Op) -> Vec<&mut Value> {
-    match op {
-        Op::Arg { .. } | Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Const { .. } | Op::Arange { .. } => vec![],
-        Op::Splat { x }
-        | Op::Broadcast { x }
-        | Op::ExpandDims { x, .. }
-        | Op::Reshape { x }
-        | Op::Trans { x, .. }
-        | Op::Unary { x, .. }
-        | Op::Cast { x }
-        | Op::Reduce { x, .. }
-        | Op::Scan { x, .. } => vec![x],
-        Op::Binary { lhs, rhs, .. } | Op::Cmp { lhs, rhs, .. } => vec![lhs, rhs],
-        Op::Select { cond, on_true, on_false } => vec![cond, on_true, on_false],
-        Op::Fma { a, b, c } => vec![a, b, c],
-        Op::Load { offsets, mask, other, .. } => {
-            let mut v = vec![offsets];
-            v.extend(mask.iter_mut());
-            v.extend(other.iter_mut());
-            v
-        }
-        Op::Store { offsets, value, mask, .. } | Op::Atomic { offsets, value, mask, .. } => {
-            let mut v = vec![offsets, value];
-            v.extend(mask.iter_mut());
-            v
-        }
-        Op::AtomicCas { offsets, cmp, value, mask, .. } => {
-            let mut v = vec![offsets, cmp, value];
-            v.extend(mask.iter_mut());
-            v
-        }
-        Op::Dot { a, b, acc } => vec![a, b, acc],
-        Op::For { lower, upper, step, init, .. } => {
-            let mut v = vec![lower, upper, step];
-            v.extend(init.iter_mut());
-            v
-        }
-        Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![cond],
-        Op::Yield { values } => values.iter_mut().collect(),
-    }
-}
-
 fn replace_uses(block: &mut Block, from: Value, to: Value) {
     for inst in &mut block.insts {
-        for v in operands_mut(&mut inst.op) {
+        for v in inst.op.operands_mut() {
             if *v == from {
                 *v = to;
             }

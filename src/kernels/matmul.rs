@@ -293,9 +293,9 @@ impl Kernel for Matmul {
         // (128 x 128 x 32 and 128 x 64 x 64 on 4 warps). Those tiles need the pipelined path,
         // where asynchronous copies keep the operands in shared memory: 16-bit operands, at
         // least two stages, and K and N multiples of 16 so that every 16-byte copy is whole.
-        let threads = 32 * config.get("num_warps").unwrap_or(4).max(1) as usize;
+        let threads = 32 * config.num_warps().max(1);
         let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
-        let stages = config.get("num_stages").unwrap_or(1);
+        let stages = config.count("num_stages").unwrap_or(1);
         if per_thread > 128 && !(problem.dtype.size_bytes() == 2 && stages >= 2 && kd % 16 == 0 && n % 16 == 0) {
             return Err(KernelError::Unfit(format!(
                 "{per_thread} accumulator and operand elements per thread (above 128) spill unless pipelined, \

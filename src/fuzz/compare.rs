@@ -17,7 +17,7 @@
 
 use super::{Approx, Case, Check};
 use crate::{DType, HostBuffer};
-use tilekit_core::buffer::bits_to_f64;
+use tilekit_core::buffer::{bits_to_f64, f64_to_bits};
 
 /// Whether `x` is a nonzero value below `dtype`'s normal range.
 pub fn is_subnormal(dtype: DType, x: f64) -> bool {
@@ -105,6 +105,16 @@ pub struct Mismatch {
     pub want: f64,
     pub got: f64,
     pub check: Check,
+    /// The unexplained elements per buffer, in buffer order: (name, count).
+    pub spread: Vec<(String, usize)>,
+}
+
+impl Mismatch {
+    /// `in y4 (3), a5 (1)`.
+    pub fn spread(&self) -> String {
+        let parts: Vec<String> = self.spread.iter().map(|(b, n)| format!("{b} ({n})")).collect();
+        format!("in {}", parts.join(", "))
+    }
 }
 
 impl std::fmt::Display for Mismatch {
@@ -137,6 +147,7 @@ pub fn describe(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: (usize
         want: bits_to_f64(b.dtype, want[bi].load_bits(j)),
         got: bits_to_f64(b.dtype, got[bi].load_bits(j)),
         check: b.check,
+        spread: Vec::new(),
     }
 }
 
@@ -153,29 +164,120 @@ pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_want: &[Host
 }
 
 /// Whether the differences `at` are explained by f32 atomic adds that flush subnormals (PTX's
-/// `atom.add.f32`): each is in an f32 buffer that atomics update, and off by less than the
-/// smallest normal f32 (a subnormal operand or result taken as a zero of the same sign).
+/// `atom.add.f32`, NVIDIA's Vulkan `OpAtomicFAddEXT`): each is in an f32 buffer that atomic
+/// adds update, off by less than twice the smallest normal f32 per add the program makes on
+/// that buffer (each add may read its old value and its operand, both subnormal, as zeros).
 pub fn explained_by_atomic_ftz(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
-    let atomic: Vec<bool> = case
-        .program
-        .params
-        .iter()
-        .filter_map(|p| match p.kind {
-            tilekit_core::ir::ParamKind::Buffer { dtype, access } => Some(dtype == DType::F32 && access == tilekit_core::ir::Access::ReadWrite),
-            tilekit_core::ir::ParamKind::Scalar { .. } => None,
-        })
-        .collect();
+    use tilekit_core::ir::{AtomicOp, Op, ParamKind};
+    // Buffer index (among the buffer parameters) of each parameter.
+    let mut buffer_of = Vec::new();
+    let mut n = 0;
+    for p in &case.program.params {
+        buffer_of.push(matches!(p.kind, ParamKind::Buffer { .. }).then(|| {
+            n += 1;
+            n - 1
+        }));
+    }
+    let mut adds = vec![0usize; n];
+    case.program.walk(&mut |inst| {
+        if let Op::Atomic { op: AtomicOp::Add, buffer, .. } = inst.op {
+            if let Some(Some(b)) = buffer_of.get(buffer as usize) {
+                adds[*b] += 1;
+            }
+        }
+    });
     at.iter().all(|&(bi, j)| {
         let b = &case.buffers[bi];
         let (w, g) = (bits_to_f64(b.dtype, want[bi].load_bits(j)), bits_to_f64(b.dtype, got[bi].load_bits(j)));
-        atomic.get(bi).copied().unwrap_or(false) && w.is_finite() && g.is_finite() && (w - g).abs() < f32::MIN_POSITIVE as f64
+        let bound = 2.0 * adds.get(bi).copied().unwrap_or(0) as f64 * f32::MIN_POSITIVE as f64;
+        b.dtype == DType::F32 && w.is_finite() && g.is_finite() && (w - g).abs() < bound
+    })
+}
+
+/// The smallest and largest divisor magnitudes for which Vulkan bounds the error of `x / y`.
+const VULKAN_DIV_RANGE: (f64, f64) = (1.1754943508222875e-38, 8.507059173023462e37);
+
+/// `op` on `args` in f64 (the op's exact value, before rounding to the buffer's dtype); `None`
+/// for ops the rule does not evaluate.
+fn approx_in_f64(op: Approx, args: &[f64]) -> Option<f64> {
+    let x = *args.first()?;
+    Some(match op {
+        Approx::Exp => x.exp(),
+        Approx::Exp2 => x.exp2(),
+        Approx::Log => x.ln(),
+        Approx::Log2 => x.log2(),
+        Approx::Sqrt => x.sqrt(),
+        Approx::Rsqrt => 1.0 / x.sqrt(),
+        Approx::Sin => x.sin(),
+        Approx::Cos => x.cos(),
+        Approx::Tanh => x.tanh(),
+        Approx::Div => x / *args.get(1)?,
+        Approx::Erf => return None,
+    })
+}
+
+/// Whether the differences `at` all lie where an approximate op's error is not bounded on the
+/// device (docs/semantics.md, "Approximate ops"): each is the result of an approximate op whose
+/// operands (read from the outputs that hold them, [`super::BufferCase::operands`]) are
+/// - for a division on SPIR-V (`vulkan_ranges`), a divisor outside [2^-126, 2^126], where
+///   Vulkan's precision table leaves the quotient undefined; or
+/// - on a device that flushes subnormals (`flushes`), subnormal, and the device's element is
+///   within the op's bound of the op on those operands taken as zeros of either sign (the
+///   transcendental units read a subnormal as a zero).
+pub fn explained_by_approx_domain(
+    case: &Case,
+    want: &[HostBuffer],
+    got: &[HostBuffer],
+    at: &[(usize, usize)],
+    vulkan_ranges: bool,
+    flushes: bool,
+) -> bool {
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        let Check::Approx(op) = b.check else { return false };
+        let mut args = Vec::new();
+        for name in &b.operands {
+            let Some(k) = case.buffers.iter().position(|c| &c.name == name) else { return false };
+            let o = &case.buffers[k];
+            if j >= want[k].len() {
+                return false;
+            }
+            args.push((o.dtype, bits_to_f64(o.dtype, want[k].load_bits(j))));
+        }
+        if args.is_empty() {
+            return false;
+        }
+        if vulkan_ranges && op == Approx::Div {
+            let y = args.get(1).map_or(f64::NAN, |a| a.1.abs());
+            if !(VULKAN_DIV_RANGE.0..=VULKAN_DIV_RANGE.1).contains(&y) {
+                return true;
+            }
+        }
+        if !flushes || !args.iter().any(|&(d, x)| is_subnormal(d, x)) {
+            return false;
+        }
+        let g = bits_to_f64(b.dtype, got[bi].load_bits(j));
+        // Every way of reading the subnormal operands as signed zeros.
+        let subnormal: Vec<usize> = (0..args.len()).filter(|&i| is_subnormal(args[i].0, args[i].1)).collect();
+        (0..1u32 << (2 * subnormal.len())).any(|ways| {
+            let mut xs: Vec<f64> = args.iter().map(|a| a.1).collect();
+            for (n, &i) in subnormal.iter().enumerate() {
+                xs[i] = match (ways >> (2 * n)) & 3 {
+                    0 => xs[i],
+                    1 => 0.0,
+                    _ => -0.0,
+                };
+            }
+            let Some(r) = approx_in_f64(op, &xs) else { return false };
+            let r = bits_to_f64(b.dtype, f64_to_bits(b.dtype, r));
+            element_ok(b.check, b.dtype, f64_to_bits(b.dtype, r), got[bi].load_bits(j), true) || (r.is_nan() && g.is_nan())
+        })
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tilekit_core::buffer::f64_to_bits;
 
     #[test]
     fn the_rule() {
@@ -199,10 +301,11 @@ mod tests {
         use crate::fuzz::{BufferCase, Case, Fill};
         let program = tilekit_core::text::parse(
             "program p(a: buffer<f32, read_write>, y: buffer<f32, write>) grid 1 {\n  %0 = arange 0, 4 : [4]xi32\n  \
-             %1 = load a[%0] : [4]xf32\n  store y[%0], %1\n}\n",
+             %1 = const 1.0 : f32\n  %2 = splat %1 : [4]xf32\n  %3 = atomic_add a[%0], %2 : [4]xf32\n  store y[%0], %3\n}\n",
         )
         .unwrap();
-        let buffer = |name: &str| BufferCase { name: name.into(), dtype: DType::F32, len: 4, fill: Fill::Wild, check: Check::Exact };
+        let buffer =
+            |name: &str| BufferCase { name: name.into(), dtype: DType::F32, len: 4, fill: Fill::Wild, check: Check::Exact, operands: vec![] };
         let case = Case { program, grid: [1, 1, 1], num_warps: 1, buffers: vec![buffer("a"), buffer("y")], scalars: vec![], input_seed: 1 };
         let tiny = f32::MIN_POSITIVE as f64 / 4.0;
         let want = [HostBuffer::from_f64(DType::F32, &[tiny, 1.0, -tiny, 2.0]), HostBuffer::from_f64(DType::F32, &[tiny, 0.0, 0.0, 0.0])];
@@ -213,5 +316,56 @@ mod tests {
         // A difference of a normal magnitude is not a flush.
         let got = [HostBuffer::from_f64(DType::F32, &[0.0, 1.5, 0.0, 2.0]), HostBuffer::from_f64(DType::F32, &[0.0; 4])];
         assert!(!explained_by_atomic_ftz(&case, &want, &got, &[(0, 1)]));
+        // One add may lose two subnormals (old value and operand): -2^-126 read as -0.
+        let min = f32::MIN_POSITIVE as f64;
+        let want = [HostBuffer::from_f64(DType::F32, &[-min, 1.5 * min, 2.0 * min, 0.0]), HostBuffer::from_f64(DType::F32, &[0.0; 4])];
+        let got = [HostBuffer::from_f64(DType::F32, &[-0.0, 0.0, 0.0, 0.0]), HostBuffer::from_f64(DType::F32, &[0.0; 4])];
+        assert!(explained_by_atomic_ftz(&case, &want, &got, &[(0, 0), (0, 1)]));
+        assert!(!explained_by_atomic_ftz(&case, &want, &got, &[(0, 2)]));
+    }
+
+    /// An approximate op's result is unconstrained only where its operands (stored beside it)
+    /// lie outside the op's bounded domain.
+    #[test]
+    fn approx_domain_needs_the_operands_outside_the_bounds() {
+        use crate::fuzz::{BufferCase, Case, Fill};
+        let program = tilekit_core::text::parse(
+            "program p(q: buffer<f32, write>, x: buffer<f32, write>, d: buffer<f32, write>) grid 1 {\n  %0 = arange 0, 4 : [4]xi32\n  \
+             %1 = const 1.0 : f32\n  %2 = splat %1 : [4]xf32\n  store q[%0], %2\n  store x[%0], %2\n  store d[%0], %2\n}\n",
+        )
+        .unwrap();
+        let buffer = |name: &str, check: Check, operands: &[&str]| BufferCase {
+            name: name.into(),
+            dtype: DType::F32,
+            len: 4,
+            fill: Fill::Poison,
+            check,
+            operands: operands.iter().map(|o| o.to_string()).collect(),
+        };
+        let div = Check::Approx(Approx::Div);
+        let case = Case {
+            program,
+            grid: [1, 1, 1],
+            num_warps: 1,
+            buffers: vec![buffer("q", div, &["x", "d"]), buffer("x", Check::Exact, &[]), buffer("d", Check::Exact, &[])],
+            scalars: vec![],
+            input_seed: 1,
+        };
+        let f = |xs: &[f64]| HostBuffer::from_f64(DType::F32, xs);
+        // x / x at |x| = 3e38, 1 / 0, 1 / 2 and 1e-40 / 1.
+        let want = [f(&[1.0, f64::INFINITY, 0.5, 1e-40]), f(&[3e38, 1.0, 1.0, 1e-40]), f(&[3e38, 0.0, 2.0, 1.0])];
+        let got = [f(&[0.0, f64::NAN, 0.25, 0.0]), want[1].clone(), want[2].clone()];
+        // Divisors beyond 2^126 and zero: Vulkan leaves the quotient undefined.
+        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 0), (0, 1)], true, false));
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 0)], false, false));
+        // A divisor in range: the bound holds, 0.25 for 0.5 is not explained.
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 2)], true, true));
+        // A subnormal dividend read as zero, on a device that may flush.
+        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, true));
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, false));
+        // Without the operands stored beside the result nothing is explained.
+        let mut bare = case.clone();
+        bare.buffers[0].operands.clear();
+        assert!(!explained_by_approx_domain(&bare, &want, &got, &[(0, 0)], true, true));
     }
 }

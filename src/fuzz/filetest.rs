@@ -49,7 +49,8 @@ pub fn to_text(case: &Case, comments: &[String]) -> String {
     out.push_str(&format!("// num_warps: {}\n", case.num_warps));
     out.push_str(&format!("// input_seed: {}\n", case.input_seed));
     for b in &case.buffers {
-        out.push_str(&format!("// buffer {}: {} {} {}\n", b.name, b.len, b.fill.name(), b.check.name()));
+        let of = if b.operands.is_empty() { String::new() } else { format!(" of {}", b.operands.join(" ")) };
+        out.push_str(&format!("// buffer {}: {} {} {}{of}\n", b.name, b.len, b.fill.name(), b.check.name()));
     }
     for (i, s) in &case.scalars {
         out.push_str(&format!("// scalar {} = {}\n", case.program.params[*i].name, s));
@@ -66,7 +67,7 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
     let mut grid = None;
     let mut num_warps = None;
     let mut input_seed = None;
-    let mut buffers: Vec<(String, usize, Fill, Check)> = Vec::new();
+    let mut buffers: Vec<(String, usize, Fill, Check, Vec<String>)> = Vec::new();
     let mut scalars: Vec<(String, String)> = Vec::new();
     let mut expect_fail = Vec::new();
     let mut body = String::new();
@@ -89,15 +90,17 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
         } else if let Some(v) = h.strip_prefix("input_seed:") {
             input_seed = Some(v.trim().parse().map_err(|_| bad("bad input_seed"))?);
         } else if let Some(v) = h.strip_prefix("buffer ") {
-            let (name, rest) = v.split_once(':').ok_or_else(|| bad("expected `buffer NAME: LEN FILL CHECK`"))?;
+            const FORM: &str = "expected `buffer NAME: LEN FILL CHECK [of OPERAND...]`";
+            let (name, rest) = v.split_once(':').ok_or_else(|| bad(FORM))?;
             let f: Vec<&str> = rest.split_whitespace().collect();
-            if f.len() != 3 {
-                return Err(bad("expected `buffer NAME: LEN FILL CHECK`"));
+            if f.len() < 3 || (f.len() > 3 && (f[3] != "of" || f.len() == 4)) {
+                return Err(bad(FORM));
             }
             let len = f[0].parse().map_err(|_| bad("bad length"))?;
             let fill = Fill::from_name(f[1]).ok_or_else(|| bad("unknown fill (wild, tame, poison)"))?;
             let check = Check::from_name(f[2]).ok_or_else(|| bad("unknown check (exact, signed-zero, approx-OP)"))?;
-            buffers.push((name.trim().to_string(), len, fill, check));
+            let operands = f.iter().skip(4).map(|o| o.to_string()).collect();
+            buffers.push((name.trim().to_string(), len, fill, check, operands));
         } else if let Some(v) = h.strip_prefix("scalar ") {
             let (name, value) = v.split_once('=').ok_or_else(|| bad("expected `scalar NAME = VALUE`"))?;
             scalars.push((name.trim().to_string(), value.trim().to_string()));
@@ -115,11 +118,12 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
     for (i, p) in program.params.iter().enumerate() {
         match p.kind {
             ParamKind::Buffer { dtype, .. } => {
-                let (name, len, fill, check) = buffers.get(bi).cloned().ok_or_else(|| format!("no `buffer` line for parameter `{}`", p.name))?;
+                let (name, len, fill, check, operands) =
+                    buffers.get(bi).cloned().ok_or_else(|| format!("no `buffer` line for parameter `{}`", p.name))?;
                 if name != p.name {
                     return Err(format!("buffer line {} names `{name}`, parameter {i} is `{}`", bi + 1, p.name));
                 }
-                case_buffers.push(BufferCase { name, dtype, len, fill, check });
+                case_buffers.push(BufferCase { name, dtype, len, fill, check, operands });
                 bi += 1;
             }
             ParamKind::Scalar { dtype } => {
@@ -133,6 +137,11 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
                 };
                 case_scalars.push((i, s));
             }
+        }
+    }
+    for b in &case_buffers {
+        if let Some(o) = b.operands.iter().find(|o| !case_buffers.iter().any(|c| &c.name == *o)) {
+            return Err(format!("buffer `{}`: its operand `{o}` is not a buffer of the program", b.name));
         }
     }
     let case = Case {

@@ -235,7 +235,7 @@ impl<'b> Gen<'b> {
             Access::ReadWrite => format!("a{}", params.len()),
         };
         let b = self.k.buffer(name.clone(), dtype, access);
-        params.push(ParamCase::Buffer(BufferCase { name, dtype, len, fill, check }));
+        params.push(ParamCase::Buffer(BufferCase { name, dtype, len, fill, check, operands: Vec::new() }));
         b
     }
 
@@ -336,6 +336,13 @@ impl<'b> Gen<'b> {
     /// Stores `v` to a new output: over the main tile when it broadcasts to it, at the program's
     /// index when it is a scalar. `approx` names the op that made it, if approximate.
     fn store(&self, v: V<'b>, approx: Option<Approx>) {
+        self.store_with_operands(v, approx, &[]);
+    }
+
+    /// [`Self::store`], and `operands` (the approximate op's, at the result's shape) beside it
+    /// in outputs of their own, written where the result is: the tolerance rule needs an
+    /// element's operands to tell whether it lies where the op's error is bounded.
+    fn store_with_operands(&self, v: V<'b>, approx: Option<Approx>, operands: &[V<'b>]) {
         *self.stores.borrow_mut() += 1;
         let check = match approx {
             Some(a) => Check::Approx(a),
@@ -345,16 +352,33 @@ impl<'b> Gen<'b> {
         // Sometimes the store converts (the builder inserts the cast).
         let dtype = if approx.is_none() && self.chance(0.2) { self.any_dtype() } else { v.dtype() };
         let check = if dtype.is_int() && matches!(check, Check::SignedZero) { Check::Exact } else { check };
-        if v.t.shape().is_empty() && self.chance(0.5) {
-            let buf = self.buffer(dtype, Access::Write, self.programs, Fill::Poison, check);
-            self.k.store(buf, self.pid, v.t);
-        } else {
-            let buf = self.buffer(dtype, Access::Write, self.len, Fill::Poison, check);
-            if self.full && self.chance(0.3) {
-                self.k.store(buf, self.offs, v.t);
+        let at_pid = v.t.shape().is_empty() && self.chance(0.5);
+        // Unmasked only where every lane is in bounds.
+        let whole = !at_pid && self.full && self.chance(0.3);
+        let masked = !at_pid && !whole;
+        let write = |t: Tile<'b>, dtype: DType, check: Check| {
+            let len = if at_pid { self.programs } else { self.len };
+            let buf = self.buffer(dtype, Access::Write, len, Fill::Poison, check);
+            if at_pid {
+                self.k.store(buf, self.pid, t);
+            } else if masked {
+                self.k.store_masked(buf, self.offs, t, self.mask);
             } else {
-                self.k.store_masked(buf, self.offs, v.t, self.mask);
+                self.k.store(buf, self.offs, t);
             }
+            self.params.borrow().len() - 1
+        };
+        let result = write(v.t, dtype, check);
+        let mut names = Vec::new();
+        for o in operands {
+            let check = if o.float() && o.loose { Check::SignedZero } else { Check::Exact };
+            let p = write(o.t.broadcast_to(&v.t.shape()), o.dtype(), check);
+            if let ParamCase::Buffer(b) = &self.params.borrow()[p] {
+                names.push(b.name.clone());
+            }
+        }
+        if let ParamCase::Buffer(b) = &mut self.params.borrow_mut()[result] {
+            b.operands = names;
         }
     }
 
@@ -552,12 +576,15 @@ impl<'b> Gen<'b> {
             Approx::Tanh => x.t.tanh(),
             Approx::Erf => x.t.erf(),
             Approx::Div => match self.pick_from(pool, |v| v.float() && !v.loose) {
-                Some(d) => x.t / d.t,
+                Some(d) => {
+                    let q = x.t / d.t;
+                    return self.store_with_operands(V { t: q, tame: None, loose: x.loose }, Some(op), &[x, d]);
+                }
                 None => return,
             },
             Approx::Rsqrt => return,
         };
-        self.store(V { t, tame: None, loose: x.loose }, Some(op));
+        self.store_with_operands(V { t, tame: None, loose: x.loose }, Some(op), &[x]);
     }
 
     fn reduce(&self, pool: &[V<'b>]) -> Option<V<'b>> {
@@ -668,21 +695,26 @@ impl<'b> Gen<'b> {
         let step = self.pick(&[1i64, 1, 2]);
         let wide = self.chance(0.3);
         let outer: Vec<V<'b>> = pool.to_vec();
+        // A float max in the body makes the carried value loose from then on: its zeros may
+        // carry either sign when it leaves the loop.
+        let body_max = std::cell::Cell::new(false);
+        let loose = init.loose || any_loose;
         let [out] = if wide {
             self.k.for_range(
                 self.k.constant(0, DType::I64),
                 self.k.constant(trips, DType::I64),
                 self.k.constant(step, DType::I64),
                 [init.t],
-                |iv, [acc]| [self.loop_body(&outer, iv, acc, init.loose || any_loose)],
+                |iv, [acc]| [self.loop_body(&outer, iv, acc, loose, &body_max)],
             )
         } else {
-            self.k.for_range(0, trips, step, [init.t], |iv, [acc]| [self.loop_body(&outer, iv, acc, init.loose || any_loose)])
+            self.k.for_range(0, trips, step, [init.t], |iv, [acc]| [self.loop_body(&outer, iv, acc, loose, &body_max)])
         };
-        Some(V { t: out, tame: None, loose: init.loose || any_loose })
+        Some(V { t: out, tame: None, loose: loose || body_max.get() })
     }
 
-    fn loop_body(&self, outer: &[V<'b>], iv: Tile<'b>, acc: Tile<'b>, loose: bool) -> Tile<'b> {
+    /// The body of [`Self::for_loop`]; sets `float_max` when it takes a float max.
+    fn loop_body(&self, outer: &[V<'b>], iv: Tile<'b>, acc: Tile<'b>, loose: bool, float_max: &std::cell::Cell<bool>) -> Tile<'b> {
         let mut pool = outer.to_vec();
         let acc_v = V { t: acc, tame: None, loose };
         pool.push(acc_v);
@@ -695,7 +727,11 @@ impl<'b> Gen<'b> {
             let t = match self.below(4) {
                 0 => a.t + b.t,
                 1 => a.t * b.t,
-                2 => a.t.maximum(b.t),
+                2 => {
+                    let t = a.t.maximum(b.t);
+                    float_max.set(float_max.get() || t.dtype().is_float());
+                    t
+                }
                 _ => {
                     if a.float() || b.float() {
                         a.t - b.t

@@ -142,6 +142,9 @@ pub struct BufferCase {
     pub len: usize,
     pub fill: Fill,
     pub check: Check,
+    /// For the result of an approximate op: the outputs that hold its operands at the same
+    /// elements (by name), so the tolerance rule can see where each element's operands lie.
+    pub operands: Vec<String>,
 }
 
 /// A program with everything needed to run it: grid, warps, buffers and scalar arguments.

@@ -48,7 +48,7 @@ impl Outcome {
         match self {
             Outcome::Agreed => "agreed".into(),
             Outcome::Explained(k) => format!("explained ({k})"),
-            Outcome::Mismatch(m, n) => format!("mismatch at {n} element(s); first: {m}"),
+            Outcome::Mismatch(m, n) => format!("mismatch at {n} element(s) {}; first: {m}", m.spread()),
             Outcome::Failed(e) => format!("failed: {e}"),
             Outcome::Refused(k, e) => format!("refused ({k}): {e}"),
             Outcome::Known(k, e) => format!("known bug ({k}): {e}"),
@@ -72,16 +72,22 @@ pub struct FuzzDevice {
     /// Whether the device may flush float subnormals (a documented, explained difference).
     pub flushes_subnormals: bool,
     /// Whether f32 atomic adds flush subnormal operands and results to zero (PTX's `atom.add.f32`
-    /// and `red.add.f32` do, whatever the kernel's float controls).
+    /// and `red.add.f32` do, whatever the kernel's float controls; NVIDIA's Vulkan driver uses
+    /// the same instruction).
     pub atomic_add_ftz: bool,
+    /// Whether approximate ops are bounded only on Vulkan's ranges (SPIR-V devices): a
+    /// division's error is bounded only for divisors in [2^-126, 2^126].
+    pub vulkan_ranges: bool,
 }
 
 impl FuzzDevice {
     pub fn new(device: Device) -> FuzzDevice {
         let gpu = !matches!(device, Device::Interpreter | Device::Emulator(_));
         let flushes_subnormals = gpu && device.target().is_some_and(|t| !t.f32_denorm_preserve || !t.f16_rte);
-        let atomic_add_ftz = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx);
-        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz }
+        // NVIDIA's f32 atomic add flushes through Vulkan as through CUDA: one instruction.
+        let atomic_add_ftz = gpu && (device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx) || device.name().contains("NVIDIA"));
+        let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
+        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges }
     }
 
     pub fn name(&self) -> String {
@@ -202,16 +208,50 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
     if at.is_empty() {
         return Outcome::Agreed;
     }
-    if dev.flushes_subnormals {
-        let flushed = inputs::flushed(inputs);
-        if let Ok(flushed_want) = reference(case, &flushed) {
-            if compare::explained_by_flush(case, want, &flushed_want, &got, &at) {
-                return Outcome::Explained("subnormal-flush");
-            }
+    // Each differing element must be explained by one of the device's documented freedoms;
+    // the kind names every freedom the program needed.
+    let flushed_want = if dev.flushes_subnormals { reference(case, &inputs::flushed(inputs)).ok() } else { None };
+    let mut used = 0usize;
+    let mut unexplained = Vec::new();
+    for &e in &at {
+        let one = [e];
+        let rules = [
+            flushed_want.as_ref().is_some_and(|f| compare::explained_by_flush(case, want, f, &got, &one)),
+            dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &one),
+            compare::explained_by_approx_domain(case, want, &got, &one, dev.vulkan_ranges, dev.flushes_subnormals),
+        ];
+        match rules.iter().position(|&r| r) {
+            Some(r) => used |= 1 << r,
+            None => unexplained.push(e),
         }
     }
-    if dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &at) {
-        return Outcome::Explained("atomic-add-ftz");
+    match unexplained.first() {
+        None => Outcome::Explained(explained_kind(used)),
+        Some(&first) => {
+            let mut m = compare::describe(case, want, &got, first);
+            for &(bi, _) in &unexplained {
+                match m.spread.last_mut() {
+                    Some((name, n)) if *name == case.buffers[bi].name => *n += 1,
+                    _ => m.spread.push((case.buffers[bi].name.clone(), 1)),
+                }
+            }
+            Outcome::Mismatch(m, unexplained.len())
+        }
     }
-    Outcome::Mismatch(compare::describe(case, want, &got, at[0]), at.len())
+}
+
+/// The name of an explanation that needed the freedoms in `used` (bit 0 subnormal flushing,
+/// bit 1 flushing f32 atomic adds, bit 2 approximate ops outside their bounded domain).
+fn explained_kind(used: usize) -> &'static str {
+    const KINDS: [&str; 8] = [
+        "none",
+        "subnormal-flush",
+        "atomic-add-ftz",
+        "subnormal-flush+atomic-add-ftz",
+        "approx-domain",
+        "subnormal-flush+approx-domain",
+        "atomic-add-ftz+approx-domain",
+        "subnormal-flush+atomic-add-ftz+approx-domain",
+    ];
+    KINDS[used & 7]
 }

@@ -526,3 +526,88 @@ fn dot_with_a_transposed_operand() {
         }
     }
 }
+
+/// Float `rem` is fmod: a zero remainder has the dividend's sign (-2 % 1 = -0), which SPIR-V's
+/// OpFRem leaves to the driver.
+#[test]
+fn float_rem_zeros_keep_the_dividend_sign() {
+    for dtype in ["f32", "f16", "bf16"] {
+        let text = format!(
+            "program r(x: buffer<{dtype}, read>, y: buffer<{dtype}, read>, z: buffer<{dtype}, write>) grid 1 {{
+  %0 = arange 0, 16 : [16]xi32
+  %1 = load x[%0] : [16]x{dtype}
+  %2 = load y[%0] : [16]x{dtype}
+  %3 = rem %1, %2 : [16]x{dtype}
+  store z[%0], %3
+}}"
+        );
+        let d = DType::from_name(dtype).unwrap();
+        let x = [-2.0, -0.0, 0.0, 2.0, -4.5, 4.5, -3.0, -1.0, -7.25, 6.0, -6.0, -0.0, 5.0, -5.0, -9.0, 1.0];
+        let y = [1.0, 3.0, -3.0, -1.0, 1.5, -1.5, -3.0, 0.5, 2.0, 2.0, -2.0, -1.0, 7.0, 7.0, 4.5, f64::INFINITY];
+        let bufs = [HostBuffer::from_f64(d, &x), HostBuffer::from_f64(d, &y), HostBuffer::zeros(d, 16)];
+        agree_where(&text, [1, 1, 1], 1, &bufs, &[], |dev| dtype != "bf16" || !dev.name().contains("llvmpipe"));
+    }
+}
+
+/// `abs` and `neg` of the most negative integer wrap to itself (the IR's semantics), and that
+/// value keeps its sign when compared, widened and converted: NVIDIA's compilers took abs as
+/// non-negative and a narrow negation as in range.
+#[test]
+fn abs_and_neg_of_the_most_negative_integer_stay_negative() {
+    for dtype in ["i8", "i16", "i32", "i64"] {
+        let text = format!(
+            "program m(x: buffer<{dtype}, read>, a: buffer<i64, write>, n: buffer<i64, write>, s: buffer<i32, write>, f: buffer<f32, write>, b: buffer<f16, write>, q: buffer<{dtype}, write>) grid 1 {{
+  %0 = arange 0, 8 : [8]xi32
+  %1 = load x[%0] : [8]x{dtype}
+  %2 = abs %1 : [8]x{dtype}
+  %3 = neg %1 : [8]x{dtype}
+  %4 = cast %2 : [8]xi64
+  store a[%0], %4
+  %5 = cast %3 : [8]xi64
+  store n[%0], %5
+  %6 = const 0 : {dtype}
+  %7 = splat %6 : [8]x{dtype}
+  %8 = cmp lt %2, %7 : [8]xi1
+  %9 = cmp lt %3, %7 : [8]xi1
+  %10 = cast %8 : [8]xi32
+  %11 = cast %9 : [8]xi32
+  %12 = add %10, %11 : [8]xi32
+  store s[%0], %12
+  %13 = cast %2 : [8]xf32
+  store f[%0], %13
+  %14 = cast %3 : [8]xf16
+  store b[%0], %14
+  %15 = const 3 : {dtype}
+  %16 = splat %15 : [8]x{dtype}
+  %17 = div %2, %16 : [8]x{dtype}
+  store q[%0], %17
+}}"
+        );
+        let d = DType::from_name(dtype).unwrap();
+        let bits = match dtype {
+            "i8" => 8,
+            "i16" => 16,
+            "i32" => 32,
+            _ => 64,
+        };
+        let (min, max) = (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0);
+        let x = HostBuffer::from_f64(d, &[min, min + 1.0, -1.0, 0.0, 1.0, max, -5.0, 7.0]);
+        if dtype == "i64" {
+            // f64 holds neither end of i64 exactly: write the bits.
+            x.store_bits(0, i64::MIN as u64);
+            x.store_bits(1, (i64::MIN + 1) as u64);
+            x.store_bits(5, i64::MAX as u64);
+        }
+        let outs = [
+            HostBuffer::zeros(DType::I64, 8),
+            HostBuffer::zeros(DType::I64, 8),
+            HostBuffer::zeros(DType::I32, 8),
+            HostBuffer::zeros(DType::F32, 8),
+            HostBuffer::zeros(DType::F16, 8),
+            HostBuffer::zeros(d, 8),
+        ];
+        let mut bufs = vec![x];
+        bufs.extend(outs);
+        agree(&text, [1, 1, 1], 1, &bufs, &[]);
+    }
+}

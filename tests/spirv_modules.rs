@@ -130,3 +130,32 @@ fn golden_softmax() {
 fn golden_matmul_small() {
     golden("matmul_16x16x16", "matmul", &[32, 32, 32], DType::F32, "BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,GROUP_M=1,num_warps=1,num_stages=1");
 }
+
+/// The conversions written around NVIDIA's folds (an f16 rounded from f32 widened through its
+/// bits; abs and narrow negation in forms the driver cannot take as non-negative or in range)
+/// pass spirv-val on the H200's target, which has the f16 float controls lavapipe lacks.
+#[test]
+fn conversions_around_driver_folds_pass_spirv_val() {
+    for dtype in ["i8", "i16", "i32", "i64"] {
+        let text = format!(
+            "program c(x: buffer<f32, read>, y: buffer<f32, write>, i: buffer<{dtype}, read>, j: buffer<i64, write>, k: buffer<f16, write>) grid 1 {{
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]xf32
+  %2 = cast %1 : [64]xf16
+  %3 = cast %2 : [64]xf32
+  store y[%0], %3
+  %4 = load i[%0] : [64]x{dtype}
+  %5 = abs %4 : [64]x{dtype}
+  %6 = neg %4 : [64]x{dtype}
+  %7 = cast %5 : [64]xi64
+  store j[%0], %7
+  %8 = cast %6 : [64]xf16
+  store k[%0], %8
+}}"
+        );
+        let program = tilekit_core::text::parse(&text).unwrap();
+        let target = Target::h200_vulkan();
+        let c = compile(&program, &target, &LowerOptions::new(2)).unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        spirv_val(&c.kernel.words, &format!("conversions {dtype}"));
+    }
+}

@@ -656,6 +656,18 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         }
     }
 
+    /// |x| of the signed integer `x` (`neg` is `x < 0`), MIN wrapping to itself, to be read as
+    /// unsigned. LLVM turns the select into `llvm.abs`; where the target's abs instruction
+    /// cannot be trusted with MIN ([`Hooks::wrapping_abs_neg`]) the hook's form is used.
+    fn magnitude(&mut self, t: &str, neg: Operand, x: Operand) -> Operand {
+        let h = self.hooks;
+        if let Some(r) = h.wrapping_abs_neg(&mut self.builder(), false, t, x) {
+            return r;
+        }
+        let nx = self.bin("sub", t, Operand::Int(0), x);
+        self.sel(t, neg, nx, x)
+    }
+
     /// A 32- or 64-bit integer as f32 rounded to odd (truncated, lowest bit set when inexact):
     /// rounding that again to bf16's 8 bits is then the single correctly rounded conversion.
     fn int_to_f32_round_odd(&mut self, from: DType, x: Operand) -> Operand {
@@ -663,12 +675,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         let w = int_width(from) as i64;
         let signed = from.is_signed_int();
         let neg = if signed { self.icmp("slt", t, x, Operand::Int(0)) } else { Operand::Bool(false) };
-        let mag = if signed {
-            let nx = self.bin("sub", t, Operand::Int(0), x);
-            self.sel(t, neg, nx, x)
-        } else {
-            x
-        };
+        let mag = if signed { self.magnitude(t, neg, x) } else { x };
         // Bits beyond the 24 an f32 holds are dropped, and leave a sticky bit.
         let lz = self.call(t, &format!("llvm.ctlz.{t}"), &[(t, mag), ("i1", Operand::Bool(false))]);
         let msb = self.bin("sub", t, Operand::Int(w - 1), lz);
@@ -788,10 +795,15 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         let t = reg_ty(d);
         let na = self.icmp("slt", t, a, Operand::Int(0));
         let nb = self.icmp("slt", t, b, Operand::Int(0));
-        let neg_a = self.bin("sub", t, Operand::Int(0), a);
-        let neg_b = self.bin("sub", t, Operand::Int(0), b);
-        let abs_a = self.sel(t, na, neg_a, a);
-        let abs_b = self.sel(t, nb, neg_b, b);
+        // The magnitudes are only read as unsigned, which ptxas gets right for 32 and 64 bits;
+        // LLVM keeps seeing through the select there (divisions by constants stay cheap).
+        let (abs_a, abs_b) = if int_width(d) < 32 {
+            (self.magnitude(t, na, a), self.magnitude(t, nb, b))
+        } else {
+            let neg_a = self.bin("sub", t, Operand::Int(0), a);
+            let neg_b = self.bin("sub", t, Operand::Int(0), b);
+            (self.sel(t, na, neg_a, a), self.sel(t, nb, neg_b, b))
+        };
         if rem {
             let r = self.bin("urem", t, abs_a, abs_b);
             let neg_r = self.bin("sub", t, Operand::Int(0), r);
@@ -1122,15 +1134,25 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             },
             d => {
                 let t = reg_ty(d);
-                match op {
-                    UnaryOp::Neg => self.bin("sub", t, Operand::Int(0), x),
-                    UnaryOp::Not => self.bin("xor", t, x, Operand::Int(-1)),
-                    // `abs` of MIN wraps to MIN, as the interpreter's does.
-                    UnaryOp::Abs if d.is_signed_int() => self.call(t, &format!("llvm.abs.{t}"), &[(t, x), ("i1", Operand::Bool(false))]),
-                    UnaryOp::Abs => x,
-                    _ => {
-                        self.fail_contract(format!("{} on integer dtype {d}", op.name()));
-                        x
+                let signed = d.is_signed_int();
+                let h = self.hooks;
+                let target_own = match op {
+                    UnaryOp::Neg | UnaryOp::Abs if signed => h.wrapping_abs_neg(&mut self.builder(), op == UnaryOp::Neg, t, x),
+                    _ => None,
+                };
+                if let Some(r) = target_own {
+                    r
+                } else {
+                    match op {
+                        UnaryOp::Neg => self.bin("sub", t, Operand::Int(0), x),
+                        UnaryOp::Not => self.bin("xor", t, x, Operand::Int(-1)),
+                        // `abs` of MIN wraps to MIN, as the interpreter's does.
+                        UnaryOp::Abs if signed => self.call(t, &format!("llvm.abs.{t}"), &[(t, x), ("i1", Operand::Bool(false))]),
+                        UnaryOp::Abs => x,
+                        _ => {
+                            self.fail_contract(format!("{} on integer dtype {d}", op.name()));
+                            x
+                        }
                     }
                 }
             }

@@ -108,6 +108,13 @@ pub trait Hooks {
     fn async_wait(&self, b: &mut Builder<'_>, pending: u32) {
         let _ = (b, pending);
     }
+    /// `abs` of the signed integer `x` of LLVM type `ty` (`i8` .. `i64`), or with `neg` its
+    /// negation, wrapping at the most negative value as the IR says, where the target's own
+    /// instruction cannot be trusted with that value. `None`: `llvm.abs` and `sub 0, x`.
+    fn wrapping_abs_neg(&self, b: &mut Builder<'_>, neg: bool, ty: &str, x: Operand) -> Option<Operand> {
+        let _ = (b, neg, ty, x);
+        None
+    }
     /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;

@@ -152,6 +152,29 @@ impl Hooks for NvptxHooks {
         true
     }
 
+    fn wrapping_abs_neg(&self, b: &mut Builder<'_>, neg: bool, ty: &str, x: Operand) -> Option<Operand> {
+        // ptxas takes `abs.sN`'s result as non-negative and a 16-bit `neg.s16`'s as in range:
+        // it folds `abs(x) < 0` to false and drops the sign extension after `abs.s16` /
+        // `neg.s16`, so abs(MIN) and -(-32768) came out positive. The shift-xor-subtract form
+        // in inline assembly (which LLVM cannot turn back into `llvm.abs`) keeps the wrap, and
+        // narrow values are negated in 32 bits and truncated, which ptxas sign-extends again.
+        let abs32 = "{ .reg .s32 t; shr.s32 t, $1, 31; xor.b32 $0, $1, t; sub.s32 $0, $0, t; }";
+        match (ty, neg) {
+            ("i32", true) | ("i64", true) => None,
+            ("i64", false) => Some(
+                b.inst(format!("call i64 asm \"{{ .reg .s64 t; shr.s64 t, $1, 63; xor.b64 $0, $1, t; sub.s64 $0, $0, t; }}\", \"=l,l\"(i64 {x})")),
+            ),
+            ("i32", false) => Some(b.inst(format!("call i32 asm \"{abs32}\", \"=r,r\"(i32 {x})"))),
+            ("i8" | "i16", _) => {
+                let wide = b.inst(format!("sext {ty} {x} to i32"));
+                let asm = if neg { "neg.s32 $0, $1;" } else { abs32 };
+                let r = b.inst(format!("call i32 asm \"{asm}\", \"=r,r\"(i32 {wide})"));
+                Some(b.inst(format!("trunc i32 {r} to {ty}")))
+            }
+            _ => None,
+        }
+    }
+
     fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, src_size: Operand) {
         // .cg: the tile is read once per program, from L2; L1 would only hold it twice.
         b.stmt(format!(

@@ -180,6 +180,10 @@ pub struct SpirvEmitter {
     /// The bits of every scalar constant made by `constant_bits`, so that conversions of a
     /// constant can give a constant the zero rules above recognise.
     const_bits: HashMap<Word, u64>,
+    /// f16 values this module rounded from f32 with `OpFConvert`. NVIDIA's driver folds
+    /// `OpFConvert` to f16 and back to f32 into nothing (the value keeps its f32 bits), so
+    /// these widen through their bits instead.
+    rounded_f16: HashSet<Word>,
     buffers: Vec<Option<BufferSlot>>,
     bindings: Vec<Binding>,
     scalars: Vec<Option<SpirvValue>>,
@@ -259,6 +263,7 @@ impl SpirvEmitter {
             consts: HashMap::new(),
             zeros: HashMap::new(),
             const_bits: HashMap::new(),
+            rounded_f16: HashSet::new(),
             buffers: Vec::new(),
             bindings: Vec::new(),
             scalars: Vec::new(),
@@ -1077,6 +1082,41 @@ impl SpirvEmitter {
         self.sel_u32(is_nan, nan, r)
     }
 
+    /// An f16 as f32, exactly, from its bits (no `OpFConvert` a driver could pair with the one
+    /// that rounded it).
+    fn f16_to_f32_by_bits(&mut self, x: Word) -> Word {
+        let f = self.f32_ty();
+        let u = self.u32_ty();
+        let bt = self.bool_ty();
+        let h = self.f16_to_bits(x);
+        let h = self.u_opk(Op::BitwiseAnd, h, 0xFFFF);
+        let sign = self.u_opk(Op::BitwiseAnd, h, 0x8000);
+        let sign = self.u_opk(Op::ShiftLeftLogical, sign, 16);
+        let e = self.u_opk(Op::ShiftRightLogical, h, 10);
+        let e = self.u_opk(Op::BitwiseAnd, e, 0x1F);
+        let m = self.u_opk(Op::BitwiseAnd, h, 0x3FF);
+        let m13 = self.u_opk(Op::ShiftLeftLogical, m, 13);
+        // Normal: exponent rebiased by 127 - 15.
+        let e_f32 = self.u_opk(Op::IAdd, e, 112);
+        let e_f32 = self.u_opk(Op::ShiftLeftLogical, e_f32, 23);
+        let normal = self.u_op(Op::BitwiseOr, e_f32, m13);
+        // Infinity and NaN keep their mantissa.
+        let special = self.u_opk(Op::BitwiseOr, m13, 0x7F80_0000);
+        // Zero and subnormal: m * 2^-24, exact in f32.
+        let mf = self.emit(Op::ConvertUToF, f, &[m]);
+        let scale = self.c_f32(2f32.powi(-24));
+        let small = self.emit(Op::FMul, f, &[mf, scale]);
+        let small = self.bitcast(u, small);
+        let max_e = self.c_u32(31);
+        let zero_e = self.c_u32(0);
+        let is_special = self.emit(Op::IEqual, bt, &[e, max_e]);
+        let is_small = self.emit(Op::IEqual, bt, &[e, zero_e]);
+        let mag = self.sel(u, is_special, special, normal);
+        let mag = self.sel(u, is_small, small, mag);
+        let bits = self.u_op(Op::BitwiseOr, mag, sign);
+        self.bitcast(f, bits)
+    }
+
     /// A value of register dtype `from` (any but `i1`) as f32.
     fn widen_to_f32(&mut self, from: DType, x: Word) -> Word {
         let f = self.f32_ty();
@@ -1087,6 +1127,7 @@ impl SpirvEmitter {
                 let negative = self.zeros[&x];
                 self.c_f32(if negative { -0.0 } else { 0.0 })
             }
+            DType::F16 if self.rounded_f16.contains(&x) => self.f16_to_f32_by_bits(x),
             DType::F16 => self.emit(Op::FConvert, f, &[x]),
             // A constant converts to a constant, which `with_constant_zero` recognises when it
             // is a zero (a driver folds the shift of a constant and then `x + 0` to `x`).
@@ -1105,11 +1146,14 @@ impl SpirvEmitter {
             }
             // 8- and 16-bit integers widen to 32 bits first: without the Int8/Int16
             // capabilities only width conversions may take them.
+            d if int_width(d) < 32 && is_signed(d) => {
+                let w = self.sign_extend_narrow(d, x);
+                self.emit(Op::ConvertSToF, f, &[w])
+            }
             d if int_width(d) < 32 => {
                 let u = self.u32_ty();
-                let (widen, convert) = if is_signed(d) { (Op::SConvert, Op::ConvertSToF) } else { (Op::UConvert, Op::ConvertUToF) };
-                let w = self.emit(widen, u, &[x]);
-                self.emit(convert, f, &[w])
+                let w = self.emit(Op::UConvert, u, &[x]);
+                self.emit(Op::ConvertUToF, f, &[w])
             }
             d if is_signed(d) => self.emit(Op::ConvertSToF, f, &[x]),
             _ => self.emit(Op::ConvertUToF, f, &[x]),
@@ -1125,12 +1169,7 @@ impl SpirvEmitter {
         let wide = int_width(from) == 64;
         let zero = self.c_int(from, 0);
         let neg = if is_signed(from) { self.b_op(Op::SLessThan, x, zero) } else { self.c_bool(false) };
-        let mag = if is_signed(from) {
-            let nx = self.emit(Op::SNegate, t, &[x]);
-            self.sel(t, neg, nx, x)
-        } else {
-            x
-        };
+        let mag = if is_signed(from) { self.wrapping_abs_neg(false, from, x) } else { x };
         let msb = if wide {
             let lo = self.emit(Op::UConvert, u, &[mag]);
             let k32 = self.c_int(DType::I64, 32);
@@ -1178,7 +1217,9 @@ impl SpirvEmitter {
                 self.used.f16_rte = true;
                 self.used.float16 = true;
                 let h = self.f16_ty();
-                self.emit(Op::FConvert, h, &[x])
+                let r = self.emit(Op::FConvert, h, &[x]);
+                self.rounded_f16.insert(r);
+                r
             }
             DType::F16 => {
                 let t = self.u32_ty();
@@ -1389,16 +1430,57 @@ impl SpirvEmitter {
         }
     }
 
+    /// |x| (or, with `neg`, -x) of the signed integer `x` of dtype `d`, MIN wrapping to itself.
+    /// NVIDIA's driver takes an abs it recognises (`x < 0 ? -x : x`, `(x ^ s) - s`) as
+    /// non-negative and folds `abs(x) < 0` to false: abs is written as a form it does not take
+    /// for one. 8- and 16-bit values are negated in 32 bits and truncated.
+    fn wrapping_abs_neg(&mut self, neg: bool, d: DType, x: Word) -> Word {
+        let t = self.ty(d);
+        let w = int_width(d);
+        let (wt, wd, wx) = if w < 32 { (self.int_ty(32), DType::I32, self.sign_extend_narrow(d, x)) } else { (t, d, x) };
+        let r = if neg {
+            self.emit(Op::SNegate, wt, &[wx])
+        } else {
+            // (x ^ s) + (s >>> 1): the driver saw through `(x ^ s) - s` at 64 bits.
+            let bits = self.c_int(wd, i64::from(w.max(32)) - 1);
+            let s = self.emit(Op::ShiftRightArithmetic, wt, &[wx, bits]);
+            let flipped = self.emit(Op::BitwiseXor, wt, &[wx, s]);
+            let negative = self.emit(Op::ShiftRightLogical, wt, &[wx, bits]);
+            self.emit(Op::IAdd, wt, &[flipped, negative])
+        };
+        if w < 32 {
+            self.emit(Op::UConvert, t, &[r])
+        } else {
+            r
+        }
+    }
+
+    /// The 8- or 16-bit signed integer `x` of dtype `from` sign-extended to 32 bits, as
+    /// `(zext(x) ^ m) - m` with m its sign bit. NVIDIA's driver drops `OpSConvert` from 8 and 16
+    /// bits when it believes the value already fits, which a narrowed -(-128) does not.
+    fn sign_extend_narrow(&mut self, from: DType, x: Word) -> Word {
+        let u = self.u32_ty();
+        let z = self.emit(Op::UConvert, u, &[x]);
+        let m = self.c_u32(1u32 << (int_width(from) - 1));
+        let flipped = self.emit(Op::BitwiseXor, u, &[z, m]);
+        self.emit(Op::ISub, u, &[flipped, m])
+    }
+
     /// Signed division or remainder on magnitudes (C semantics, `MIN / -1` wraps).
     fn signed_div_rem(&mut self, rem: bool, d: DType, a: Word, b: Word) -> Word {
         let t = self.ty(d);
         let zero = self.c_int(d, 0);
         let na = self.b_op(Op::SLessThan, a, zero);
         let nb = self.b_op(Op::SLessThan, b, zero);
-        let neg_a = self.emit(Op::SNegate, t, &[a]);
-        let neg_b = self.emit(Op::SNegate, t, &[b]);
-        let abs_a = self.sel(t, na, neg_a, a);
-        let abs_b = self.sel(t, nb, neg_b, b);
+        // The magnitudes are only read as unsigned, which holds for 32 and 64 bits whatever a
+        // compiler assumes of an abs; narrow ones it may leave unextended.
+        let (abs_a, abs_b) = if int_width(d) < 32 {
+            (self.wrapping_abs_neg(false, d, a), self.wrapping_abs_neg(false, d, b))
+        } else {
+            let neg_a = self.emit(Op::SNegate, t, &[a]);
+            let neg_b = self.emit(Op::SNegate, t, &[b]);
+            (self.sel(t, na, neg_a, a), self.sel(t, nb, neg_b, b))
+        };
         if rem {
             let r = self.emit(Op::UMod, t, &[abs_a, abs_b]);
             let neg_r = self.emit(Op::SNegate, t, &[r]);
@@ -1626,7 +1708,7 @@ impl SpirvEmitter {
                     // whole |y| off: 150 % -75 gave 75. fmod's result has x's sign and is
                     // smaller than |y| in magnitude; with t = r * sign(x), bring t into
                     // [0, |y|) by one step either way. NaNs fail both compares and pass
-                    // through; sign(x) keeps the sign of a zero result.
+                    // through.
                     let s = self.ext(Gl::FSign, f, &[a]);
                     let ay = self.ext(Gl::FAbs, f, &[b]);
                     let t = self.emit(Op::FMul, f, &[r, s]);
@@ -1640,7 +1722,23 @@ impl SpirvEmitter {
                     let t = self.sel(f, above, down, t);
                     r = self.emit(Op::FMul, f, &[t, s]);
                 }
+                // fmod's result, zeros included, has x's sign; OpFRem leaves a zero's sign to
+                // the driver (NVIDIA's and lavapipe's give -2 % 1 = +0), and sign(x) cannot
+                // carry it either (sign(-0) may be +0). Take the magnitude and x's sign bit.
                 let bt = self.bool_ty();
+                let x_bits = if ty == f {
+                    let u = self.u32_ty();
+                    self.bitcast(u, a)
+                } else {
+                    self.f16_to_bits(a)
+                };
+                let sign_mask = if ty == f { 0x8000_0000 } else { 0x8000 };
+                let sign = self.u_opk(Op::BitwiseAnd, x_bits, sign_mask);
+                let no_sign = self.c_u32(0);
+                let negative = self.emit(Op::INotEqual, bt, &[sign, no_sign]);
+                let magnitude = self.ext(Gl::FAbs, ty, &[r]);
+                let negated = self.emit(Op::FNegate, ty, &[magnitude]);
+                let r = self.sel(ty, negative, negated, magnitude);
                 let b_inf = self.emit(Op::IsInf, bt, &[b]);
                 let a_inf = self.emit(Op::IsInf, bt, &[a]);
                 let a_fin = self.emit(Op::LogicalNot, bt, &[a_inf]);
@@ -1915,14 +2013,10 @@ impl Emitter for SpirvEmitter {
             d => {
                 let t = self.ty(d);
                 match op {
+                    UnaryOp::Neg if is_signed(d) => self.wrapping_abs_neg(true, d, x),
                     UnaryOp::Neg => self.emit(Op::SNegate, t, &[x]),
                     UnaryOp::Not => self.emit(Op::Not, t, &[x]),
-                    UnaryOp::Abs if is_signed(d) => {
-                        let zero = self.c_int(d, 0);
-                        let neg = self.b_op(Op::SLessThan, x, zero);
-                        let nx = self.emit(Op::SNegate, t, &[x]);
-                        self.sel(t, neg, nx, x)
-                    }
+                    UnaryOp::Abs if is_signed(d) => self.wrapping_abs_neg(false, d, x),
                     UnaryOp::Abs => x,
                     _ => {
                         self.fail_contract(format!("{} on integer dtype {d}", op.name()));
@@ -2142,6 +2236,13 @@ impl Emitter for SpirvEmitter {
                 x
             } else if tw < fw || !is_signed(from) {
                 self.emit(Op::UConvert, t, &[x])
+            } else if fw < 32 {
+                let r = self.sign_extend_narrow(from, x);
+                match tw {
+                    32 => r,
+                    64 => self.emit(Op::SConvert, t, &[r]),
+                    _ => self.emit(Op::UConvert, t, &[r]),
+                }
             } else {
                 self.emit(Op::SConvert, t, &[x])
             }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod device;
 pub mod fuzz;
 pub mod kernels;
+pub mod runtime;
 
 pub use device::Device;
 pub use tilekit_core::{

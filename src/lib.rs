@@ -20,3 +20,7 @@ pub use tilekit_core::{
     builder, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Transfers, Type,
 };
 
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

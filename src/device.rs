@@ -8,21 +8,25 @@
 //! ([`CheckedPlan`], `tilekit_core::instrument`), reported as [`DeviceError::Fault`] in the
 //! interpreter's words, on every device.
 
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tilekit_core::gpu::lower::LowerOptions;
-use tilekit_core::gpu::simt::{self, SimtError};
+use tilekit_core::gpu::simt::SimtError;
 use tilekit_core::gpu::Target;
 use tilekit_core::instrument::{self, Fault, InstrumentError, Instrumented, FAULT_WORDS};
-use tilekit_core::interp::{self, Arg, InterpError};
-use tilekit_core::{Config, DType, HostBuffer, Program, Scalar};
-use tilekit_spirv::{compile, CompileError, VulkanError, VulkanRuntime};
+use tilekit_core::interp::InterpError;
+use tilekit_core::{Config, DType, HostBuffer, Scalar};
+use tilekit_spirv::{CompileError, VulkanError, VulkanRuntime};
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
 use crate::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
+use crate::runtime::{self, with_runtime, Runtime};
 
 /// A place to run plans.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,31 +80,23 @@ pub enum DeviceError {
     Instrument { launch: usize, program: String, source: InstrumentError },
     #[error("{device}: launch {launch} (`{program}`): {fault}")]
     Fault { device: String, launch: usize, program: String, fault: Fault },
+    /// An upload or download between buffers that do not match, or to a buffer of another
+    /// device.
+    #[error("{device}: {what}")]
+    Transfer { device: String, what: String },
     #[error("{device}: the Vulkan validation layer reported {} message(s) while running `{program}`:\n{}", messages.len(), messages.join("\n"))]
     Validation { device: String, program: String, messages: Vec<String> },
 }
 
-/// Compiled pipelines by (device, program text, lowering options): lavapipe compiles every pipeline
-/// with LLVM, which costs far more than running small problems. A pipeline's descriptor set is
-/// rebound per launch, so each is used by one thread at a time.
-type PipelineCache<P> = Mutex<HashMap<PipelineKey, Arc<Mutex<P>>>>;
-
-/// Device name, program text and the lowering options (warps per program, the scalar
-/// arguments' divisibility marks, grid folding).
-type PipelineKey = (String, String, LowerOptions);
-
-fn cached<P>(
-    cache: &'static OnceLock<PipelineCache<P>>,
-    key: PipelineKey,
-    make: impl FnOnce() -> Result<P, DeviceError>,
-) -> Result<Arc<Mutex<P>>, DeviceError> {
-    let map = cache.get_or_init(Default::default);
-    if let Some(p) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(p.clone());
+impl DeviceError {
+    /// The error with the launch index a plan gives it (a runtime's launch knows none).
+    pub(crate) fn at_launch(self, li: usize) -> DeviceError {
+        match self {
+            DeviceError::Interp { program, source, .. } => DeviceError::Interp { launch: li, program, source },
+            DeviceError::Simt { program, source, .. } => DeviceError::Simt { launch: li, program, source },
+            e => e,
+        }
     }
-    let p = Arc::new(Mutex::new(make()?));
-    map.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
-    Ok(p)
 }
 
 const LAVAPIPE_HINT: &str = "lavapipe, a Vulkan device on the CPU, is in Debian's mesa-vulkan-drivers";
@@ -115,43 +111,6 @@ pub fn target_presets() -> String {
 /// back to another target silently.
 pub fn target_preset(name: &str) -> Result<Target, DeviceError> {
     Target::preset(name).ok_or_else(|| DeviceError::UnknownTarget { name: name.to_string(), preset: name.to_string(), known: target_presets() })
-}
-
-type Runtimes<K, R> = OnceLock<Mutex<HashMap<K, Arc<R>>>>;
-
-/// Open runtimes, shared by every plan run on their device, and their compiled pipelines. A
-/// runtime whose device was lost is dropped with its pipelines ([`Device::forget`]), so the next
-/// launch opens a new one.
-static VULKAN_RUNTIMES: Runtimes<usize, VulkanRuntime> = OnceLock::new();
-static VULKAN_PIPELINES: OnceLock<PipelineCache<tilekit_spirv::Pipeline>> = OnceLock::new();
-static WGPU_RUNTIMES: Runtimes<String, WgpuRuntime> = OnceLock::new();
-static WGPU_KERNELS: OnceLock<PipelineCache<tilekit_spirv::WgpuKernel>> = OnceLock::new();
-
-fn vulkan_runtime(index: usize) -> Result<Arc<VulkanRuntime>, VulkanError> {
-    let mut map = VULKAN_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = map.get(&index).filter(|rt| !rt.is_lost()) {
-        return Ok(rt.clone());
-    }
-    let rt = Arc::new(VulkanRuntime::new(index)?);
-    map.insert(index, rt.clone());
-    Ok(rt)
-}
-
-fn wgpu_runtime(name: &str) -> Result<Arc<WgpuRuntime>, WgpuError> {
-    let mut map = WGPU_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = map.get(name).filter(|rt| !rt.is_lost()) {
-        return Ok(rt.clone());
-    }
-    let rt = Arc::new(WgpuRuntime::with_adapter(Some(name))?);
-    map.insert(name.to_string(), rt.clone());
-    Ok(rt)
-}
-
-/// Drops the cached pipelines of `device` (the name their keys hold).
-fn forget_pipelines<P>(cache: &'static OnceLock<PipelineCache<P>>, device: &str) {
-    if let Some(map) = cache.get() {
-        map.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != device);
-    }
 }
 
 impl Device {
@@ -291,68 +250,23 @@ impl Device {
         let options = LowerOptions::for_config(config);
         options.check()?;
         check_buffer_indices(plan, buffers.len())?;
+        with_runtime!(self, |rt| run_plan_on(&**rt, plan, buffers, &options))
+    }
+
+    /// The key this device's runtime and kernels are kept under (`runtime::Runtime::key`).
+    fn runtime_key(&self) -> String {
         match self {
-            Device::Interpreter | Device::Emulator(_) => {
-                let start = Instant::now();
-                for (li, launch) in plan.launches.iter().enumerate() {
-                    let args: Vec<Arg<'_>> = launch
-                        .args
-                        .iter()
-                        .map(|a| match a {
-                            LaunchArg::Buffer(i) => Arg::Buffer(&buffers[*i]),
-                            LaunchArg::Scalar(s) => Arg::Scalar(*s),
-                        })
-                        .collect();
-                    let program = launch.program.name.clone();
-                    if let Device::Emulator(target) = self {
-                        simt::compile(&launch.program, target, &launch_options(&options, launch))
-                            .map_err(SimtError::from)
-                            .and_then(|l| l.run(&launch.program, launch.grid, &args))
-                            .map_err(|source| DeviceError::Simt { launch: li, program, source })?;
-                    } else {
-                        interp::run(&launch.program, launch.grid, &args).map_err(|source| DeviceError::Interp { launch: li, program, source })?;
-                    }
-                }
-                Ok(start.elapsed())
-            }
-            Device::Vulkan { .. } => {
-                let g = self.vulkan_prepare(plan, buffers, &options)?;
-                let start = Instant::now();
-                for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
-                    let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
-                    g.rt.launch(&pipeline, launch.grid, &bufs, scalars).map_err(|e| self.verr(e))?;
-                }
-                let elapsed = start.elapsed();
-                self.vulkan_finish(plan, buffers, &g)?;
-                Ok(elapsed)
-            }
-            Device::Wgpu { .. } => {
-                let g = self.wgpu_prepare(plan, buffers, &options)?;
-                let start = Instant::now();
-                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs = wgpu_args(&g.buffers, bufs);
-                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    g.rt.launch(&k, launch.grid, &bufs, scalars).map_err(|e| self.werr(e))?;
-                }
-                let elapsed = start.elapsed();
-                self.wgpu_finish(buffers, &g)?;
-                Ok(elapsed)
-            }
+            Device::Vulkan { index, .. } => format!("{}#{index}", self.name()),
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-            Device::Cuda { .. } => {
-                let g = self.cuda_prepare(plan, buffers, &options)?;
-                let start = Instant::now();
-                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
-                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    g.rt.launch(&k, launch.grid, &bufs, scalars).map_err(|e| self.cerr(e))?;
-                }
-                let elapsed = start.elapsed();
-                self.cuda_finish(buffers, &g)?;
-                Ok(elapsed)
-            }
+            Device::Cuda { ordinal, .. } => format!("{}#{ordinal}", self.name()),
+            _ => self.name(),
         }
+    }
+
+    /// Drops the compiled pipelines this device keeps (the runtime stays open). Callers that
+    /// run many programs once each, such as the fuzzer, keep the cache from growing.
+    pub fn forget_pipelines(&self) {
+        runtime::forget_kernels(&self.runtime_key());
     }
 }
 
@@ -380,7 +294,7 @@ impl Device {
         let all: Vec<HostBuffer> = buffers.iter().cloned().chain(checked.records()).collect();
         let elapsed = self.run_plan(&checked.plan, &all, config)?;
         for (dst, src) in buffers.iter().zip(&all) {
-            copy_into(dst, src);
+            runtime::copy_into(dst, src);
         }
         match checked.fault(&all)? {
             Some((launch, fault)) => {
@@ -499,45 +413,7 @@ impl Device {
     /// kernels come from the same cache as runs, so asking after a run compiles nothing.
     pub fn resources(&self, plan: &Plan, config: &Config) -> Result<Vec<KernelResources>, DeviceError> {
         let options = LowerOptions::for_config(config);
-        match self {
-            Device::Vulkan { index, .. } => {
-                let rt = vulkan_runtime(*index).map_err(|e| self.verr(e))?;
-                let pipelines = self.vulkan_pipelines(&rt, plan, &options)?;
-                Ok(pipelines
-                    .iter()
-                    .map(|p| {
-                        let p = p.lock().unwrap_or_else(|e| e.into_inner());
-                        let stats = p.statistics();
-                        let shared = p.kernel().requirements.shared_bytes;
-                        KernelResources {
-                            registers: p.statistic_u64("register").and_then(|r| u32::try_from(r).ok()),
-                            shared_bytes: Some(shared),
-                            spill_bytes: None,
-                            statistics: stats.iter().map(|s| (s.name.clone(), s.value.to_string())).collect(),
-                        }
-                    })
-                    .collect())
-            }
-            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-            Device::Cuda { ordinal, .. } => {
-                let rt = cuda_runtime(*ordinal).map_err(|e| self.cerr(e))?;
-                let kernels = self.cuda_kernels(&rt, plan, &options)?;
-                Ok(kernels
-                    .iter()
-                    .map(|k| {
-                        let k = k.lock().unwrap_or_else(|e| e.into_inner());
-                        let ptxas = k.ptx().resources.as_ref();
-                        KernelResources {
-                            registers: Some(k.registers),
-                            shared_bytes: Some(k.ptx().shared_bytes),
-                            spill_bytes: ptxas.map(|r| r.spill_store_bytes),
-                            statistics: Vec::new(),
-                        }
-                    })
-                    .collect())
-            }
-            _ => Ok(Vec::new()),
-        }
+        with_runtime!(self, |rt| resources_on(&**rt, plan, &options))
     }
 }
 
@@ -568,243 +444,124 @@ impl Device {
     /// As [`Device::time_plan`], with a cache policy and reading back only when asked. CPU
     /// devices time the wall clock and ignore `flush_bytes`.
     pub fn time_plan_with(&self, plan: &Plan, buffers: &[HostBuffer], config: &Config, timing: &TimingOptions) -> Result<Vec<f64>, DeviceError> {
-        let TimingOptions { warmup, runs, flush_bytes, read_back } = *timing;
-        let options = LowerOptions::for_config(config);
-        let mut total = vec![0.0; runs];
-        match self {
-            Device::Vulkan { .. } => {
-                let g = self.vulkan_prepare(plan, buffers, &options)?;
-                // Buffers no larger than one storage binding may be, which is all alloc makes.
-                let chunk = (g.rt.info().max_storage_buffer_range as u64 & !3).clamp(4, 256 << 20);
-                let flush = flush_chunks(flush_bytes, chunk)
-                    .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| self.verr(e))?;
-                let flush: Vec<_> = flush.iter().collect();
-                for ((bufs, scalars), (launch, pipeline)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
-                    let pipeline = pipeline.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time_flushed(&pipeline, launch.grid, &bufs, scalars, warmup, runs, &flush).map_err(|e| self.verr(e))?;
-                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
-                }
-                if read_back {
-                    self.vulkan_finish(plan, buffers, &g)?;
-                }
+        if !self.times_on_device() {
+            let mut total = vec![0.0; timing.runs];
+            for t in total.iter_mut() {
+                *t = self.run_plan(plan, buffers, config)?.as_secs_f64();
             }
-            Device::Wgpu { .. } => {
-                let g = self.wgpu_prepare(plan, buffers, &options)?;
-                let chunk = (g.rt.limits().max_buffer_size & !3).clamp(4, 256 << 20);
-                let flush = flush_chunks(flush_bytes, chunk)
-                    .map(|n| g.rt.alloc(DType::U32, (n / 4) as usize))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| self.werr(e))?;
-                let flush: Vec<&wgpu::Buffer> = flush.iter().map(|b| &b.buffer).collect();
-                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs = wgpu_args(&g.buffers, bufs);
-                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, &flush).map_err(|e| self.werr(e))?;
-                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
-                }
-                if read_back {
-                    self.wgpu_finish(buffers, &g)?;
-                }
-            }
-            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-            Device::Cuda { .. } => {
-                let g = self.cuda_prepare(plan, buffers, &options)?;
-                // One allocation: CUDA has no per-binding size limit.
-                let mut flush = match flush_bytes {
-                    0 => None,
-                    n => Some(g.rt.alloc(DType::U8, n as usize).map_err(|e| self.cerr(e))?),
-                };
-                for ((bufs, scalars), (launch, kernel)) in g.args.iter().zip(plan.launches.iter().zip(&g.pipelines)) {
-                    let bufs: Vec<_> = bufs.iter().map(|&i| &g.buffers[i]).collect();
-                    let k = kernel.lock().unwrap_or_else(|e| e.into_inner());
-                    let t = g.rt.time_flushed(&k, launch.grid, &bufs, scalars, warmup, runs, flush.as_mut()).map_err(|e| self.cerr(e))?;
-                    total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
-                }
-                if read_back {
-                    self.cuda_finish(buffers, &g)?;
-                }
-            }
-            Device::Interpreter | Device::Emulator(_) => {
-                for t in total.iter_mut() {
-                    *t = self.run_plan(plan, buffers, config)?.as_secs_f64();
-                }
-            }
+            return Ok(total);
         }
-        Ok(total)
+        let options = LowerOptions::for_config(config);
+        check_buffer_indices(plan, buffers.len())?;
+        with_runtime!(self, |rt| time_plan_on(&**rt, plan, buffers, &options, timing))
+    }
+
+    /// Whether this device times with device timestamps (the GPUs) rather than the wall clock.
+    fn times_on_device(&self) -> bool {
+        !matches!(self, Device::Interpreter | Device::Emulator(_))
     }
 }
 
-/// A plan made ready on a GPU: its buffers uploaded, each launch's pipeline (from the cache)
+/// A plan made ready on a device: its buffers uploaded, each launch's kernel (from the cache)
 /// and arguments (buffers in binding order, scalars with their parameter index).
-struct Prepared<R, B, P> {
-    rt: Arc<R>,
-    buffers: Vec<B>,
-    pipelines: Vec<Arc<Mutex<P>>>,
+struct Staged<R: Runtime> {
+    buffers: Vec<R::Buffer>,
+    kernels: Vec<Arc<Mutex<R::Kernel>>>,
     args: Vec<LaunchArgs>,
 }
 
 /// One launch's buffers (plan indices, in binding order) and scalars (parameter index, value).
 type LaunchArgs = (Vec<usize>, Vec<(u32, Scalar)>);
 
-impl Device {
-    fn verr(&self, source: VulkanError) -> DeviceError {
-        if source.device_lost() {
-            self.forget();
-        }
-        DeviceError::Vulkan { device: self.name(), source }
-    }
-
-    fn werr(&self, source: WgpuError) -> DeviceError {
-        if source.device_lost() {
-            self.forget();
-        }
-        DeviceError::Wgpu { device: self.name(), source }
-    }
-
-    /// Drops this device's open runtime and compiled pipelines after a fault that left them
-    /// unusable (a lost Vulkan device, a CUDA context broken by a sticky error): the next launch
-    /// opens the device afresh.
-    fn forget(&self) {
-        match self {
-            Device::Vulkan { index, .. } => {
-                if let Some(map) = VULKAN_RUNTIMES.get() {
-                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(index);
-                }
-                forget_pipelines(&VULKAN_PIPELINES, &self.name());
-            }
-            Device::Wgpu { name, .. } => {
-                if let Some(map) = WGPU_RUNTIMES.get() {
-                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
-                }
-                forget_pipelines(&WGPU_KERNELS, &self.name());
-            }
-            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-            Device::Cuda { ordinal, .. } => {
-                if let Some(map) = CUDA_RUNTIMES.get() {
-                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(ordinal);
-                }
-                forget_pipelines(&CUDA_KERNELS, &format!("{}#{ordinal}", self.name()));
-            }
-            Device::Interpreter | Device::Emulator(_) => {}
-        }
-    }
-
-    /// Drops the compiled pipelines this device keeps (the runtime stays open). Callers that
-    /// run many programs once each, such as the fuzzer, keep the cache from growing.
-    pub fn forget_pipelines(&self) {
-        match self {
-            Device::Vulkan { .. } => forget_pipelines(&VULKAN_PIPELINES, &self.name()),
-            Device::Wgpu { .. } => forget_pipelines(&WGPU_KERNELS, &self.name()),
-            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-            Device::Cuda { ordinal, .. } => forget_pipelines(&CUDA_KERNELS, &format!("{}#{ordinal}", self.name())),
-            Device::Interpreter | Device::Emulator(_) => {}
-        }
-    }
-
-    /// The cache key of a launch's compiled pipeline on this device.
-    fn pipeline_key(&self, program: &Program, options: &LowerOptions) -> PipelineKey {
-        (self.name(), tilekit_core::text::print(program), *options)
-    }
-
-    fn vulkan_prepare(
-        &self,
-        plan: &Plan,
-        buffers: &[HostBuffer],
-        options: &LowerOptions,
-    ) -> Result<Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, tilekit_spirv::Pipeline>, DeviceError> {
-        let Device::Vulkan { index, .. } = self else { unreachable!("called for Vulkan devices") };
-        let rt = vulkan_runtime(*index).map_err(|e| self.verr(e))?;
-        let dev = buffers
-            .iter()
-            .map(|b| {
-                let d = rt.alloc(b.dtype(), b.len())?;
-                rt.upload(&d, b)?;
-                Ok(d)
-            })
-            .collect::<Result<_, VulkanError>>()
-            .map_err(|e| self.verr(e))?;
-        let pipelines = self.vulkan_pipelines(&rt, plan, options)?;
-        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
-    }
-
-    /// Each launch's pipeline, compiled and created once per (device, program, options).
-    fn vulkan_pipelines(
-        &self,
-        rt: &VulkanRuntime,
-        plan: &Plan,
-        options: &LowerOptions,
-    ) -> Result<Vec<Arc<Mutex<tilekit_spirv::Pipeline>>>, DeviceError> {
-        let Device::Vulkan { target, .. } = self else { unreachable!("called for Vulkan devices") };
-        plan.launches
-            .iter()
-            .map(|l| {
-                // Folded only where the grid exceeds the device's limits: other launches keep
-                // the plain kernel.
-                let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
-                cached(&VULKAN_PIPELINES, self.pipeline_key(&l.program, &options), || {
-                    rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.verr(e))
-                })
-            })
-            .collect()
-    }
-
-    /// Reads every buffer back and fails on any message the validation layer reported.
-    fn vulkan_finish<P>(
-        &self,
-        plan: &Plan,
-        buffers: &[HostBuffer],
-        g: &Prepared<VulkanRuntime, tilekit_spirv::DeviceBuffer, P>,
-    ) -> Result<(), DeviceError> {
-        for (host, d) in buffers.iter().zip(&g.buffers) {
-            copy_into(host, &g.rt.download(d).map_err(|e| self.verr(e))?);
-        }
-        let messages = g.rt.take_validation_messages();
-        if !messages.is_empty() {
-            let program = plan.launches.iter().map(|l| l.program.name.as_str()).collect::<Vec<_>>().join(", ");
-            return Err(DeviceError::Validation { device: self.name(), program, messages });
-        }
-        Ok(())
-    }
-
-    fn wgpu_prepare(
-        &self,
-        plan: &Plan,
-        buffers: &[HostBuffer],
-        options: &LowerOptions,
-    ) -> Result<Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, tilekit_spirv::WgpuKernel>, DeviceError> {
-        let Device::Wgpu { name, target } = self else { unreachable!("called for wgpu devices") };
-        let rt = wgpu_runtime(name).map_err(|e| self.werr(e))?;
-        let dev = buffers.iter().map(|b| rt.alloc_from(b)).collect::<Result<_, WgpuError>>().map_err(|e| self.werr(e))?;
-        let pipelines = plan
-            .launches
-            .iter()
-            .map(|l| {
-                let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
-                cached(&WGPU_KERNELS, self.pipeline_key(&l.program, &options), || {
-                    rt.load(&compile(&l.program, target, &options)?.kernel).map_err(|e| self.werr(e))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
-    }
-
-    fn wgpu_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<WgpuRuntime, tilekit_spirv::WgpuBuffer, P>) -> Result<(), DeviceError> {
-        for (host, d) in buffers.iter().zip(&g.buffers) {
-            copy_into(host, &g.rt.download(d, host.dtype(), host.len()).map_err(|e| self.werr(e))?);
-        }
-        Ok(())
-    }
+/// Each launch's kernel, compiled once per (device, program, options). Folded only where the
+/// grid exceeds the device's limits: other launches keep the plain kernel.
+fn plan_kernels<R: Runtime>(rt: &R, plan: &Plan, options: &LowerOptions) -> Result<Vec<Arc<Mutex<R::Kernel>>>, DeviceError> {
+    plan.launches
+        .iter()
+        .enumerate()
+        .map(|(li, l)| {
+            let options = launch_options(options, l).with_fold_grid(rt.needs_fold(l.grid));
+            runtime::kernel(rt, &l.program, &options).map(|f| f.kernel).map_err(|e| e.at_launch(li))
+        })
+        .collect()
 }
 
+fn stage<R: Runtime>(rt: &R, plan: &Plan, hosts: &[HostBuffer], options: &LowerOptions) -> Result<Staged<R>, DeviceError> {
+    let buffers = hosts
+        .iter()
+        .map(|h| {
+            let mut b = rt.alloc(h.dtype(), h.len())?;
+            rt.upload(&mut b, h)?;
+            Ok(b)
+        })
+        .collect::<Result<_, DeviceError>>()?;
+    let kernels = plan_kernels(rt, plan, options)?;
+    Ok(Staged { buffers, kernels, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
+}
+
+/// Reads every buffer back and fails on any message the driver's validation reported.
+fn finish<R: Runtime>(rt: &R, plan: &Plan, hosts: &[HostBuffer], staged: &Staged<R>) -> Result<(), DeviceError> {
+    for (host, d) in hosts.iter().zip(&staged.buffers) {
+        runtime::copy_into(host, &rt.download(d)?);
+    }
+    let messages = rt.take_messages();
+    if !messages.is_empty() {
+        let program = plan.launches.iter().map(|l| l.program.name.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(DeviceError::Validation { device: rt.device().name(), program, messages });
+    }
+    Ok(())
+}
+
+/// [`Device::run_plan`] on one runtime: upload, every launch in order, read back.
+fn run_plan_on<R: Runtime>(rt: &R, plan: &Plan, hosts: &[HostBuffer], options: &LowerOptions) -> Result<Duration, DeviceError> {
+    let g = stage(rt, plan, hosts, options)?;
+    let start = Instant::now();
+    for (li, ((bufs, scalars), (launch, kernel))) in g.args.iter().zip(plan.launches.iter().zip(&g.kernels)).enumerate() {
+        let bufs: Vec<&R::Buffer> = bufs.iter().map(|&i| &g.buffers[i]).collect();
+        runtime::with_kernel(kernel, |k| rt.launch(k, launch.grid, &bufs, scalars)).map_err(|e| e.at_launch(li))?;
+    }
+    rt.synchronize()?;
+    let elapsed = start.elapsed();
+    finish(rt, plan, hosts, &g)?;
+    Ok(elapsed)
+}
+
+/// [`Device::time_plan_with`] on one runtime with device timestamps: the sum over launches.
+fn time_plan_on<R: Runtime>(
+    rt: &R,
+    plan: &Plan,
+    hosts: &[HostBuffer],
+    options: &LowerOptions,
+    timing: &TimingOptions,
+) -> Result<Vec<f64>, DeviceError> {
+    let TimingOptions { warmup, runs, flush_bytes, read_back } = *timing;
+    let g = stage(rt, plan, hosts, options)?;
+    let mut flush = rt.flush(flush_bytes)?;
+    let mut total = vec![0.0; runs];
+    for (li, ((bufs, scalars), (launch, kernel))) in g.args.iter().zip(plan.launches.iter().zip(&g.kernels)).enumerate() {
+        let bufs: Vec<&R::Buffer> = bufs.iter().map(|&i| &g.buffers[i]).collect();
+        let t = runtime::with_kernel(kernel, |k| rt.time(k, launch.grid, &bufs, scalars, warmup, runs, &mut flush)).map_err(|e| e.at_launch(li))?;
+        total.iter_mut().zip(t).for_each(|(a, b)| *a += b);
+    }
+    if read_back {
+        finish(rt, plan, hosts, &g)?;
+    }
+    Ok(total)
+}
+
+/// [`Device::resources`] on one runtime; empty where the runtime reports none.
+fn resources_on<R: Runtime>(rt: &R, plan: &Plan, options: &LowerOptions) -> Result<Vec<KernelResources>, DeviceError> {
+    if !R::REPORTS_RESOURCES {
+        return Ok(Vec::new());
+    }
+    let kernels = plan_kernels(rt, plan, options)?;
+    Ok(kernels.iter().map(|k| runtime::with_kernel(k, |k| rt.resources(k)).unwrap_or_default()).collect())
+}
+
+/// Open CUDA runtimes by ordinal, shared by the launches and by cuBLAS (the benchmark's
+/// baseline), which runs on the same context.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-static CUDA_RUNTIMES: Runtimes<usize, tilekit_ptx::CudaRuntime> = OnceLock::new();
-/// Loaded modules by (device, program, options), like the Vulkan pipelines: LLVM's O3 and the
-/// driver's JIT cost far more than launching a small problem.
-#[cfg(any(feature = "ptx", feature = "ptx-static"))]
-static CUDA_KERNELS: OnceLock<PipelineCache<tilekit_ptx::CudaKernel>> = OnceLock::new();
+static CUDA_RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
 
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
 pub(crate) fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
@@ -827,76 +584,14 @@ impl Device {
         };
         infos.into_iter().map(|i| Device::Cuda { ordinal: i.ordinal, target: i.target(), name: i.name }).collect()
     }
-
-    fn cerr(&self, source: tilekit_ptx::CudaError) -> DeviceError {
-        if source.context_lost() {
-            self.forget();
-        }
-        DeviceError::Cuda { device: self.name(), source }
-    }
-
-    fn cuda_prepare(
-        &self,
-        plan: &Plan,
-        buffers: &[HostBuffer],
-        options: &LowerOptions,
-    ) -> Result<Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, tilekit_ptx::CudaKernel>, DeviceError> {
-        let Device::Cuda { ordinal, .. } = self else { unreachable!("called for CUDA devices") };
-        let rt = cuda_runtime(*ordinal).map_err(|e| self.cerr(e))?;
-        let dev = buffers
-            .iter()
-            .map(|b| {
-                let mut d = rt.alloc(b.dtype(), b.len())?;
-                rt.upload(&mut d, b)?;
-                Ok(d)
-            })
-            .collect::<Result<_, tilekit_ptx::CudaError>>()
-            .map_err(|e| self.cerr(e))?;
-        let pipelines = self.cuda_kernels(&rt, plan, options)?;
-        Ok(Prepared { rt, buffers: dev, pipelines, args: plan.launches.iter().map(|l| split_args(&l.args)).collect() })
-    }
-
-    /// Each launch's module, compiled and loaded once per (device, program, options).
-    fn cuda_kernels(
-        &self,
-        rt: &tilekit_ptx::CudaRuntime,
-        plan: &Plan,
-        options: &LowerOptions,
-    ) -> Result<Vec<Arc<Mutex<tilekit_ptx::CudaKernel>>>, DeviceError> {
-        let Device::Cuda { ordinal, target, .. } = self else { unreachable!("called for CUDA devices") };
-        let arch = rt.info().arch().unwrap_or(tilekit_ptx::Arch::Sm80);
-        plan.launches
-            .iter()
-            .map(|l| {
-                // Modules belong to one device's context: the key names the ordinal, since
-                // identical GPUs share a name.
-                let options = launch_options(options, l);
-                let (name, program, options) = self.pipeline_key(&l.program, &options);
-                cached(&CUDA_KERNELS, (format!("{name}#{ordinal}"), program, options), || {
-                    rt.load(&tilekit_ptx::compile(&l.program, target, &options, arch)?.kernel).map_err(|e| self.cerr(e))
-                })
-            })
-            .collect()
-    }
-
-    fn cuda_finish<P>(&self, buffers: &[HostBuffer], g: &Prepared<tilekit_ptx::CudaRuntime, tilekit_ptx::CudaBuffer, P>) -> Result<(), DeviceError> {
-        for (host, d) in buffers.iter().zip(&g.buffers) {
-            copy_into(host, &g.rt.download(d).map_err(|e| self.cerr(e))?);
-        }
-        Ok(())
-    }
 }
 
-/// Sizes of the buffers that together hold `bytes` (rounded up to whole words), none larger
-/// than `chunk`.
-fn flush_chunks(bytes: u64, chunk: u64) -> impl Iterator<Item = u64> {
-    let bytes = bytes.div_ceil(4) * 4;
-    (0..bytes.div_ceil(chunk)).map(move |i| chunk.min(bytes - i * chunk))
-}
-
-/// wgpu's view of a launch's buffers.
-fn wgpu_args<'a>(buffers: &'a [tilekit_spirv::WgpuBuffer], indices: &[usize]) -> Vec<&'a dyn tilekit_spirv::wgpu_rt::KernelBuffer> {
-    indices.iter().map(|&i| &buffers[i] as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect()
+/// Drops the open CUDA runtime of `ordinal` after its context was lost.
+#[cfg(any(feature = "ptx", feature = "ptx-static"))]
+pub(crate) fn forget_cuda_runtime(ordinal: usize) {
+    if let Some(map) = CUDA_RUNTIMES.get() {
+        map.lock().unwrap_or_else(|e| e.into_inner()).remove(&ordinal);
+    }
 }
 
 /// `base` specialized on `launch`'s scalar arguments (which are multiples of 16).
@@ -919,15 +614,6 @@ fn split_args(args: &[LaunchArg]) -> (Vec<usize>, Vec<(u32, Scalar)>) {
         }
     }
     (bufs, scalars)
-}
-
-/// Overwrites `dst`'s elements with `src`'s (same dtype and length).
-fn copy_into(dst: &HostBuffer, src: &HostBuffer) {
-    if !dst.copy_from(src) {
-        for i in 0..dst.len().min(src.len()) {
-            dst.store_bits(i, src.load_bits(i));
-        }
-    }
 }
 
 impl fmt::Display for Device {

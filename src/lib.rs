@@ -11,8 +11,16 @@ pub mod cli;
 pub mod device;
 pub mod fuzz;
 pub mod kernels;
+pub mod launch;
+pub mod runtime;
 
-pub use device::Device;
+pub use device::{Device, DeviceError};
+pub use launch::{Args, DeviceBuffer, Error, IntoScalar, Kernel, LaunchError, LaunchReport};
 pub use tilekit_core::{
-    builder, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Type,
+    builder, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Transfers, Type,
 };
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -42,9 +42,11 @@ pub mod instrument;
 pub mod interp;
 pub mod ir;
 pub mod text;
+pub mod transfers;
 pub mod verify;
 
 pub use buffer::{Element, HostBuffer};
 pub use builder::{Buf, Builder, Config, ConfigError, Operand, Tile};
 pub use dtype::{DType, Scalar};
 pub use ir::{Access, Program, Type};
+pub use transfers::{TransferCounter, Transfers};

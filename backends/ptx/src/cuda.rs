@@ -167,6 +167,7 @@ pub struct CudaRuntime {
     info: CudaDeviceInfo,
     /// Set by a sticky error: the context is unusable and every later call says so.
     lost: AtomicBool,
+    transfers: tilekit_core::TransferCounter,
 }
 
 impl CudaRuntime {
@@ -202,7 +203,7 @@ impl CudaRuntime {
             return Err(CudaError::TooOld { ordinal, name: info.name, major, minor });
         }
         let stream = ctx.default_stream();
-        let rt = CudaRuntime { ctx, stream, info, lost: AtomicBool::new(false) };
+        let rt = CudaRuntime { ctx, stream, info, lost: AtomicBool::new(false), transfers: Default::default() };
         // The primary context outlives this runtime while anything of an earlier one is alive;
         // one that a sticky error broke fails its first synchronization.
         rt.stream.synchronize().map_err(rt.err("opening the device"))?;
@@ -244,6 +245,11 @@ impl CudaRuntime {
         Ok(())
     }
 
+    /// Host <-> device copies made through this runtime so far.
+    pub fn transfers(&self) -> tilekit_core::Transfers {
+        self.transfers.get()
+    }
+
     /// Whether a sticky error made this runtime's context unusable.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
@@ -280,6 +286,7 @@ impl CudaRuntime {
             )));
         }
         let bytes = host.to_bytes();
+        self.transfers.upload(bytes.len());
         if bytes.is_empty() {
             return Ok(());
         }
@@ -290,6 +297,7 @@ impl CudaRuntime {
     pub fn download(&self, buf: &CudaBuffer) -> Result<HostBuffer, CudaError> {
         self.usable()?;
         let n = buf.len * buf.dtype.size_bytes();
+        self.transfers.download(n);
         let mut bytes = vec![0u8; n];
         if n > 0 {
             let view = buf.slice.slice(0..n);

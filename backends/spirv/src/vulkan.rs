@@ -798,6 +798,7 @@ pub struct VulkanRuntime {
     statistics: vk::QueryPool,
     timestamp_mask: u64,
     options: VulkanOptions,
+    transfers: tilekit_core::TransferCounter,
 }
 
 impl Drop for VulkanRuntime {
@@ -953,6 +954,7 @@ impl VulkanRuntime {
                 statistics: vk::QueryPool::null(),
                 timestamp_mask: if probe.timestamp_bits >= 64 { u64::MAX } else { (1u64 << probe.timestamp_bits) - 1 },
                 options,
+                transfers: Default::default(),
             };
             let d = &inner.device;
             let s = rt.submit.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -992,6 +994,11 @@ impl VulkanRuntime {
 
     pub fn info(&self) -> &VulkanDeviceInfo {
         &self.inner.info
+    }
+
+    /// Host <-> device copies made through this runtime so far.
+    pub fn transfers(&self) -> tilekit_core::Transfers {
+        self.transfers.get()
     }
 
     pub fn target(&self) -> Target {
@@ -1155,6 +1162,7 @@ impl VulkanRuntime {
             )));
         }
         let bytes = host.to_bytes();
+        self.transfers.upload(bytes.len());
         if bytes.is_empty() {
             return Ok(());
         }
@@ -1182,6 +1190,7 @@ impl VulkanRuntime {
         // Mapped memory of a lost device holds whatever the fault left: never read back as results.
         self.inner.usable()?;
         let n = buf.size_bytes();
+        self.transfers.download(n);
         let mut bytes = vec![0u8; n];
         if n > 0 {
             if !buf.mapped.is_null() {

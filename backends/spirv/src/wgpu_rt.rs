@@ -265,6 +265,7 @@ pub struct WgpuRuntime {
     /// [`WgpuRuntime::limit_workgroups_per_dimension`]).
     workgroup_limit: Option<u32>,
     faults: Arc<Faults>,
+    transfers: Arc<tilekit_core::TransferCounter>,
 }
 
 /// The one instance behind every [`WgpuRuntime::new`]: resources of devices from different wgpu
@@ -445,7 +446,7 @@ impl WgpuRuntime {
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);
         let faults = Faults::watch(&device);
-        Ok(WgpuRuntime { device, queue, info, caps, workgroup_limit: max_workgroups_from_env(), faults })
+        Ok(WgpuRuntime { device, queue, info, caps, workgroup_limit: max_workgroups_from_env(), faults, transfers: Arc::default() })
     }
 
     /// Wraps a device the caller owns. It must have been opened with `PASSTHROUGH_SHADERS` and
@@ -469,7 +470,7 @@ impl WgpuRuntime {
         };
         let caps = capabilities(device.features(), &adapter_info, &vq, false);
         // The caller's device keeps the caller's own loss and error callbacks.
-        Ok(WgpuRuntime { device, queue, info: adapter_info, caps, workgroup_limit: None, faults: Arc::default() })
+        Ok(WgpuRuntime { device, queue, info: adapter_info, caps, workgroup_limit: None, faults: Arc::default(), transfers: Arc::default() })
     }
 
     /// Declares that the caller's device (see [`WgpuRuntime::from_device`]) was opened with
@@ -488,6 +489,12 @@ impl WgpuRuntime {
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.info
     }
+    /// Host <-> device copies made through this runtime so far (a partial last word read back to
+    /// complete an upload counts as a download).
+    pub fn transfers(&self) -> tilekit_core::Transfers {
+        self.transfers.get()
+    }
+
     pub fn capabilities(&self) -> &Capabilities {
         &self.caps
     }
@@ -776,6 +783,7 @@ impl WgpuRuntime {
             let old = self.read_bytes(raw, word_start, 4, &op())?;
             bytes.extend_from_slice(&old[tail..]);
         }
+        self.transfers.upload(bytes.len());
         scoped(&self.device, op, || self.queue.write_buffer(raw, 0, &bytes))
     }
 
@@ -813,6 +821,7 @@ impl WgpuRuntime {
         if !buffer.usage().contains(wgpu::BufferUsages::COPY_SRC) {
             return Err(WgpuError::Transfer { op: op.to_string(), message: "the buffer lacks COPY_SRC usage".into() });
         }
+        self.transfers.download(size as usize);
         let staging = scoped(
             &self.device,
             || format!("{op}: staging buffer"),

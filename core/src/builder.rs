@@ -817,6 +817,20 @@ impl<'b> Tile<'b> {
         self.b.binary(BinaryOp::Min, self.into(), rhs.into(), Loc::caller())
     }
 
+    /// To the nearest integer, halfway cases to even (IEEE roundToIntegralTiesToEven; see
+    /// [`UnaryOp::Round`]): `round(2.5) = 2`, `round(3.5) = 4`, `round(-2.5) = -2`. Triton's
+    /// `libdevice.rint`; C's `round`, which takes halves away from zero, is not this.
+    #[track_caller]
+    pub fn round(self) -> Tile<'b> {
+        self.b.unary(UnaryOp::Round, self, Loc::caller())
+    }
+
+    /// [`Tile::round`] under the name C and CUDA give it (`rint` in the default rounding mode).
+    #[track_caller]
+    pub fn rint(self) -> Tile<'b> {
+        self.b.unary(UnaryOp::Round, self, Loc::caller())
+    }
+
     // ----- reductions and scans -----
 
     #[track_caller]
@@ -941,7 +955,9 @@ unary_methods! {
     /// The error function.
     erf => Erf;
     abs => Abs;
+    /// Largest integer not above `x`.
     floor => Floor;
+    /// Smallest integer not below `x`.
     ceil => Ceil;
 }
 

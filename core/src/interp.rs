@@ -785,6 +785,7 @@ pub(crate) fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
         UnaryOp::Erf => libm::erff(a),
         UnaryOp::Floor => a.floor(),
         UnaryOp::Ceil => a.ceil(),
+        UnaryOp::Round => a.round_ties_even(),
     };
     round_to(dtype, r)
 }

@@ -280,6 +280,11 @@ pub enum UnaryOp {
     Erf,
     Floor,
     Ceil,
+    /// To the nearest integer, halfway cases to the even one (IEEE roundToIntegralTiesToEven,
+    /// C's `rint` in the default rounding mode, Rust's `round_ties_even`): `round(2.5) = 2`,
+    /// `round(-0.5) = -0`. Unlike C's `round`, halves do not go away from zero. NaN, infinities
+    /// and zeros are returned unchanged; the result is exact in every float dtype.
+    Round,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -639,7 +644,7 @@ impl Op {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 15] = [
+    pub const ALL: [UnaryOp; 16] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Abs,
@@ -655,6 +660,7 @@ impl UnaryOp {
         UnaryOp::Erf,
         UnaryOp::Floor,
         UnaryOp::Ceil,
+        UnaryOp::Round,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -673,11 +679,17 @@ impl UnaryOp {
             UnaryOp::Erf => "erf",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
         }
     }
     /// Ops defined only on floats (the rest also take integers; `not` takes only integers).
     pub fn float_only(self) -> bool {
         !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
+    /// Ops whose result is exact in the operand's own dtype (no rounding of an f32 result back
+    /// to f16 or bf16 is needed, and every backend gives the same bits).
+    pub fn exact(self) -> bool {
+        matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round)
     }
 }
 

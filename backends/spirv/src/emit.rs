@@ -1592,6 +1592,7 @@ impl SpirvEmitter {
             UnaryOp::Erf => self.erf_f32(x),
             UnaryOp::Floor => self.ext(Gl::Floor, f, &[x]),
             UnaryOp::Ceil => self.ext(Gl::Ceil, f, &[x]),
+            UnaryOp::Round => self.ext(Gl::RoundEven, f, &[x]),
         }
     }
 

@@ -236,6 +236,7 @@ fn check_unary_f32(op: UnaryOp, x: f32, got: f32) -> bool {
         UnaryOp::Erf => libm::erff(x),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Round => x.round_ties_even(),
         UnaryOp::Not => x,
     };
     if same_float(got, want) {

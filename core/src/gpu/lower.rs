@@ -807,7 +807,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         match &inst.op {
             Op::Unary { op, x } => {
                 let d = self.ty(*x).dtype;
-                let transcendental = op.float_only() && !matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+                let transcendental = !op.exact();
                 if d == DType::F16 && transcendental {
                     let a = self.e.cast(DType::F16, DType::F32, args[0]);
                     let r = self.e.unary(*op, DType::F32, a);

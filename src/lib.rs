@@ -14,5 +14,5 @@ pub mod kernels;
 
 pub use device::Device;
 pub use tilekit_core::{
-    builder, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Scalar, Tile, Type,
+    builder, cdiv, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Rounding, Scalar, Tile, Type,
 };

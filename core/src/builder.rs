@@ -360,22 +360,26 @@ impl Builder {
         self.emit1(Op::Load { buffer: buffer.id, offsets: offsets.v, mask: Some(mask.v), other: Some(other.v) }, Type::tile(buffer.dtype, shape), loc)
     }
 
-    /// Writes `value` (cast to the buffer's dtype, broadcast to the offsets' shape).
+    /// Writes `value`, broadcast to the offsets' shape and converted to the buffer's dtype
+    /// (floats round to nearest even; integers wrap). A float value is never converted to an
+    /// integer buffer implicitly, because the conversion has a rounding mode the caller must
+    /// choose: the verifier rejects such a store and names `cast` (truncation) and
+    /// [`Tile::cast_saturating`] (rounding) as the fixes.
     #[track_caller]
     pub fn store<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, value: impl Into<Operand<'b>>) {
         let loc = Loc::caller();
         let shape = offsets.shape();
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit0(Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: None }, loc);
     }
 
-    /// Writes `value` where `mask` holds.
+    /// Writes `value` where `mask` holds; converts as [`Builder::store`] does.
     #[track_caller]
     pub fn store_masked<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, value: impl Into<Operand<'b>>, mask: Tile<'b>) {
         let loc = Loc::caller();
         let (offsets, mask) = self.broadcast_pair(offsets, mask, &loc);
         let shape = offsets.shape();
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit0(Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: Some(mask.v) }, loc);
     }
 
@@ -389,7 +393,7 @@ impl Builder {
             None => (offsets, None),
         };
         let shape = offsets.shape();
-        let value = self.coerce(value, buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value, buffer.dtype, &shape, &loc);
         self.emit1(Op::Atomic { op, buffer: buffer.id, offsets: offsets.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
@@ -437,8 +441,8 @@ impl Builder {
             None => (offsets, None),
         };
         let shape = offsets.shape();
-        let cmp = self.coerce(cmp.into(), buffer.dtype, &shape, &loc);
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let cmp = self.coerce_stored(cmp.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit1(Op::AtomicCas { buffer: buffer.id, offsets: offsets.v, cmp: cmp.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
@@ -655,6 +659,16 @@ impl Builder {
         self.broadcast_at(t, shape, loc)
     }
 
+    /// As [`Builder::coerce`] for a value written to memory, except that a float tile meant
+    /// for an integer buffer keeps its dtype: the verifier then rejects the write with a hint
+    /// instead of the builder choosing a rounding mode for the caller.
+    fn coerce_stored<'b>(&'b self, o: Operand<'b>, dtype: DType, shape: &[usize], loc: &Loc) -> Tile<'b> {
+        match o {
+            Operand::Tile(t) if t.dtype().is_float() && !dtype.is_float() => self.broadcast_at(t, shape, loc),
+            o => self.coerce(o, dtype, shape, loc),
+        }
+    }
+
     /// Brings two operands to one dtype and one shape by Triton's rules.
     fn resolve_pair<'b>(&'b self, a: Operand<'b>, b: Operand<'b>, loc: &Loc) -> (Tile<'b>, Tile<'b>) {
         let dtype = match (a, b) {
@@ -727,7 +741,8 @@ impl<'b> Tile<'b> {
     }
 
     /// Explicit conversion (Triton's `.to(dtype)`): floats round to nearest even; floats to
-    /// integers truncate toward zero and saturate.
+    /// integers truncate toward zero and saturate (NaN becomes 0); integers wrap. For a float
+    /// to integer conversion that rounds, use [`Tile::cast_saturating`].
     #[track_caller]
     pub fn cast(self, dtype: DType) -> Tile<'b> {
         let loc = Loc::caller();
@@ -817,6 +832,88 @@ impl<'b> Tile<'b> {
         self.b.binary(BinaryOp::Min, self.into(), rhs.into(), Loc::caller())
     }
 
+    /// `x` limited to `[lo, hi]`: `minimum(maximum(x, lo), hi)`, except that a NaN `x` stays
+    /// NaN (as numpy's `clip` and PyTorch's `clamp`). A NaN bound is no bound (IEEE
+    /// maxNum/minNum ignore it); `lo > hi` gives `hi`; which zero `clamp(-0, 0, 1)` gives is
+    /// left open, as for `maximum`. Operands broadcast and promote as in arithmetic.
+    #[track_caller]
+    pub fn clamp(self, lo: impl Into<Operand<'b>>, hi: impl Into<Operand<'b>>) -> Tile<'b> {
+        let loc = Loc::caller();
+        let lower = self.b.binary(BinaryOp::Max, self.into(), lo.into(), loc.clone());
+        let r = self.b.binary(BinaryOp::Min, lower.into(), hi.into(), loc.clone());
+        if !r.dtype().is_float() {
+            return r;
+        }
+        let x = self.b.cast_at(self, r.dtype(), &loc);
+        let x = self.b.broadcast_at(x, &r.shape(), &loc);
+        let nan = self.b.cmp(CmpPred::Ne, x.into(), x.into(), loc.clone());
+        let ty = r.ty();
+        self.b.emit1(Op::Select { cond: nan.v, on_true: x.v, on_false: r.v }, ty, loc)
+    }
+
+    /// Ceiling division (Triton's `tl.cdiv`): the exact quotient rounded up, for signed and
+    /// unsigned integers alike (`cdiv(7, 2) = 4`, `cdiv(-7, 2) = -3`, `cdiv(7, -2) = -3`), with
+    /// no intermediate that can overflow. A zero divisor is a division by zero, as with `/`.
+    /// On floats it is `ceil(self / rhs)`.
+    #[track_caller]
+    pub fn cdiv(self, rhs: impl Into<Operand<'b>>) -> Tile<'b> {
+        let loc = Loc::caller();
+        let (a, b) = self.b.resolve_pair(self.into(), rhs.into(), &loc);
+        let q = self.b.binary(BinaryOp::Div, a.into(), b.into(), loc.clone());
+        if q.dtype().is_float() {
+            return self.b.unary(UnaryOp::Ceil, q, loc);
+        }
+        // Truncation rounded the quotient toward zero; it is one short exactly when the
+        // division is inexact and the quotient positive (remainder and divisor share a sign).
+        let r = self.b.binary(BinaryOp::Rem, a.into(), b.into(), loc.clone());
+        let inexact = self.b.cmp(CmpPred::Ne, r.into(), Operand::Int(0), loc.clone());
+        let up = if q.dtype().is_signed_int() {
+            let r_neg = self.b.cmp(CmpPred::Lt, r.into(), Operand::Int(0), loc.clone());
+            let b_neg = self.b.cmp(CmpPred::Lt, b.into(), Operand::Int(0), loc.clone());
+            let same = self.b.cmp(CmpPred::Eq, r_neg.into(), b_neg.into(), loc.clone());
+            self.b.binary(BinaryOp::And, inexact.into(), same.into(), loc.clone())
+        } else {
+            inexact
+        };
+        let q1 = self.b.binary(BinaryOp::Add, q.into(), Operand::Int(1), loc.clone());
+        let ty = q.ty();
+        self.b.emit1(Op::Select { cond: up.v, on_true: q1.v, on_false: q.v }, ty, loc)
+    }
+
+    /// Conversion to `dtype` that rounds by `mode` and saturates: a float becomes the integer
+    /// `mode` rounds it to, clamped to `dtype`'s range, and NaN becomes 0 (the quantisation
+    /// cast: `(x * scale).cast_saturating(DType::I8, Rounding::NearestEven)`). An integer is
+    /// clamped to `dtype`'s range instead of wrapping. To a float dtype, a float is rounded to
+    /// an integral value by `mode`, then converted as [`Tile::cast`] does; to `i1`, the result
+    /// is `rounded != 0`.
+    #[track_caller]
+    pub fn cast_saturating(self, dtype: DType, mode: Rounding) -> Tile<'b> {
+        let loc = Loc::caller();
+        let src = self.dtype();
+        if src.is_float() {
+            let rounded = match mode {
+                Rounding::NearestEven => self.b.unary(UnaryOp::Round, self, loc.clone()),
+                Rounding::TowardZero => self,
+                Rounding::Down => self.b.unary(UnaryOp::Floor, self, loc.clone()),
+                Rounding::Up => self.b.unary(UnaryOp::Ceil, self, loc.clone()),
+            };
+            // `cast` truncates toward zero, saturates and takes NaN to 0, so an integral value
+            // converts exactly, or to the bound it lies beyond.
+            return self.b.cast_at(rounded, dtype, &loc);
+        }
+        let (Some((slo, shi)), Some((dlo, dhi))) = (src.int_range(), dtype.int_range()) else {
+            return self.b.cast_at(self, dtype, &loc);
+        };
+        let mut x = self;
+        if dlo > slo {
+            x = self.b.binary(BinaryOp::Max, x.into(), Operand::Int(dlo), loc.clone());
+        }
+        if dhi < shi {
+            x = self.b.binary(BinaryOp::Min, x.into(), Operand::Int(dhi), loc.clone());
+        }
+        self.b.cast_at(x, dtype, &loc)
+    }
+
     /// To the nearest integer, halfway cases to even (IEEE roundToIntegralTiesToEven; see
     /// [`UnaryOp::Round`]): `round(2.5) = 2`, `round(3.5) = 4`, `round(-2.5) = -2`. Triton's
     /// `libdevice.rint`; C's `round`, which takes halves away from zero, is not this.
@@ -875,6 +972,22 @@ impl<'b> Tile<'b> {
     #[track_caller]
     pub fn argmin(self, axis: u32) -> Tile<'b> {
         self.reduce_with(axis, Combine::ArgMin, Loc::caller())
+    }
+    /// Maximum along `axis` and its index (Triton's `tl.max(x, axis, return_indices=True)`):
+    /// `(self.max(axis), self.argmax(axis))`. The value is the element at the index, compared
+    /// as floats compare: when the maximum is a zero, its sign may differ from that element's
+    /// (which zero `max` returns is left open); a NaN is returned only where every element is
+    /// NaN, with the index of the first.
+    #[track_caller]
+    pub fn max_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
+        let loc = Loc::caller();
+        (self.reduce_with(axis, Combine::Max, loc.clone()), self.reduce_with(axis, Combine::ArgMax, loc))
+    }
+    /// Minimum along `axis` and its index; see [`Tile::max_with_index`].
+    #[track_caller]
+    pub fn min_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
+        let loc = Loc::caller();
+        (self.reduce_with(axis, Combine::Min, loc.clone()), self.reduce_with(axis, Combine::ArgMin, loc))
     }
     /// Reduction with a custom associative combine function of two scalars.
     #[track_caller]
@@ -1015,6 +1128,26 @@ impl fmt::Debug for Tile<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}: {}", self.v, self.ty())
     }
+}
+
+/// How [`Tile::cast_saturating`] rounds a float to an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// To the nearest integer, halves to even (`2.5 -> 2`, `3.5 -> 4`): quantisation's mode.
+    NearestEven,
+    /// Toward zero, as [`Tile::cast`] does (`-2.7 -> -2`).
+    TowardZero,
+    /// Toward negative infinity (`floor`).
+    Down,
+    /// Toward positive infinity (`ceil`).
+    Up,
+}
+
+/// `ceil(a / b)` on the host: the number of programs of `b` elements that cover `a` elements
+/// (`grid = [cdiv(n, BLOCK), 1, 1]`). `b = 0` is taken as 1, so that a size computed from a bad
+/// configuration yields a grid the launch rejects rather than a panic.
+pub fn cdiv(a: usize, b: usize) -> usize {
+    a.div_ceil(b.max(1))
 }
 
 /// Meta-parameters of one kernel configuration: `BLOCK_M=64`, `num_warps=4`, ...

@@ -45,6 +45,6 @@ pub mod text;
 pub mod verify;
 
 pub use buffer::{Element, HostBuffer};
-pub use builder::{Buf, Builder, Config, ConfigError, Operand, Tile};
+pub use builder::{cdiv, Buf, Builder, Config, ConfigError, Operand, Rounding, Tile};
 pub use dtype::{DType, Scalar};
 pub use ir::{Access, Program, Type};

@@ -119,6 +119,8 @@ pub enum VerifyErrorKind {
     OperandShapes { a_name: &'static str, a: Vec<usize>, b_name: &'static str, b: Vec<usize> },
 
     // ----- op-specific rules -----
+    #[error("writes {value} values to the {dtype} buffer `{name}`; a float is not converted to an integer implicitly: convert with `.cast({dtype})` (truncates toward zero) or `.cast_saturating({dtype}, Rounding::NearestEven)` (rounds), both saturating")]
+    FloatToIntWrite { name: String, value: DType, dtype: DType },
     #[error("grid axis {axis} is out of range: the grid has rank {grid_rank}")]
     GridAxis { axis: u32, grid_rank: u32 },
     #[error("constant {value} does not fit {dtype}")]
@@ -734,9 +736,7 @@ impl<'p> Verifier<'p> {
                 let dtype = self.buffer(buffer, Access::Write)?;
                 let (o, v) = (self.ty(offsets)?, self.ty(value)?);
                 offsets_dtype(o)?;
-                if v.dtype != dtype {
-                    return Err(wrong_dtype("`value`", v.dtype, format!("{dtype}, the buffer's dtype")));
-                }
+                self.written_dtype(buffer, v.dtype, dtype)?;
                 same_shape("offsets", o, "value", v)?;
                 if let Some(m) = mask {
                     let m = self.ty(m)?;
@@ -849,6 +849,19 @@ impl<'p> Verifier<'p> {
         Err(VerifyErrorKind::AxisRange { axis, ty: t.clone(), valid })
     }
 
+    /// A value written to a buffer has the buffer's dtype; a float meant for an integer buffer
+    /// gets an error that names both conversions the caller can choose from.
+    fn written_dtype(&self, buffer: BufferId, value: DType, dtype: DType) -> Check {
+        if value == dtype {
+            return Ok(());
+        }
+        if value.is_float() && !dtype.is_float() {
+            let name = self.p.params.get(buffer as usize).map(|p| p.name.clone()).unwrap_or_default();
+            return Err(VerifyErrorKind::FloatToIntWrite { name, value, dtype });
+        }
+        Err(wrong_dtype("`value`", value, format!("{dtype}, the buffer's dtype")))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn atomic(
         &self,
@@ -867,9 +880,7 @@ impl<'p> Verifier<'p> {
         }
         let (o, v) = (self.ty(offsets)?, self.ty(value)?);
         offsets_dtype(o)?;
-        if v.dtype != dtype {
-            return Err(wrong_dtype("`value`", v.dtype, format!("{dtype}, the buffer's dtype")));
-        }
+        self.written_dtype(buffer, v.dtype, dtype)?;
         same_shape("offsets", o, "value", v)?;
         if let Some(c) = cmp {
             wrong_type("`cmp`", self.ty(c)?, v)?;

@@ -369,10 +369,7 @@ pub fn random_buffer(rng: &mut StdRng, dtype: DType, len: usize, lo: f64, hi: f6
     HostBuffer::from_f64(dtype, &vals)
 }
 
-/// `ceil(a / b)`.
-pub fn cdiv(a: usize, b: usize) -> usize {
-    a.div_ceil(b.max(1))
-}
+pub use tilekit_core::cdiv;
 
 /// Grid extent as u32, or an error when the problem is too large for one launch.
 pub fn grid_dim(n: usize) -> Result<u32, KernelError> {

@@ -11,6 +11,62 @@
 //!
 //! Meta-parameters (BLOCK sizes, num_warps) are plain Rust values, usually read from a
 //! [`Config`]: the Rust code may branch on them, and each configuration builds its own program.
+//!
+//! # Helper functions over tiles
+//!
+//! A [`Tile<'b>`](Tile) borrows the builder for `'b`, so code shared between kernels is written
+//! as functions generic over that one lifetime: the builder and every tile in and out carry the
+//! same `'b`. A closure whose parameter type is spelled `Tile<'_>` does not compile: each `'_`
+//! in a closure's signature is a lifetime of its own, unrelated to the tile it returns, and
+//! rustc reports "lifetime may not live long enough". Use a `fn` with a named lifetime, or a
+//! closure whose parameter types are left to inference.
+//!
+//! ```
+//! use tilekit_core::interp::{self, Arg};
+//! use tilekit_core::{cdiv, Builder, DType, HostBuffer, Rounding, Scalar, Tile};
+//!
+//! /// A helper over tiles: one lifetime ties the input to the output.
+//! fn gelu<'b>(x: Tile<'b>) -> Tile<'b> {
+//!     let c = (2.0f64 / std::f64::consts::PI).sqrt();
+//!     x * 0.5 * ((c * (x + x * x * x * 0.044715)).tanh() + 1.0)
+//! }
+//!
+//! /// A kernel body as a function of the builder: GELU, then symmetric int8 quantisation.
+//! fn body<'b>(k: &'b Builder, block: usize) {
+//!     let x = k.input("x", DType::F32);
+//!     let q = k.output("q", DType::I8);
+//!     let n = k.scalar("n", DType::I32);
+//!     let scale = k.scalar("scale", DType::F32);
+//!     let offs = k.program_id(0) * block as i32 + k.arange(0, block as i64);
+//!     let mask = offs.lt(n);
+//!     let y = gelu(k.load_masked(x, offs, mask, 0.0));
+//!     // Inference fixes a closure's lifetime to this builder's; `|t: Tile<'_>| ...` would not.
+//!     let scaled = |t| t * scale;
+//!     k.store_masked(q, offs, scaled(y).cast_saturating(DType::I8, Rounding::NearestEven), mask);
+//! }
+//!
+//! let k = Builder::new("gelu_q8");
+//! body(&k, 64);
+//! let program = k.finish().expect("the verifier accepts it");
+//!
+//! let xs = [-3.0f32, -0.5, 0.0, 0.3, 1.0, 2.0, 100.0];
+//! let (xb, qb) = (HostBuffer::from_slice(&xs), HostBuffer::zeros(DType::I8, xs.len()));
+//! let grid = [cdiv(xs.len(), 64) as u32, 1, 1];
+//! let args = [Arg::Buffer(&xb), Arg::Buffer(&qb), Arg::Scalar(Scalar::Int(xs.len() as i64)), Arg::Scalar(Scalar::Float(10.0))];
+//! interp::run(&program, grid, &args).unwrap();
+//! // 100 * 10 saturates at 127; gelu(0.3) * 10 = 1.85 rounds to 2.
+//! assert_eq!(qb.to_vec::<i8>().unwrap(), [0, -2, 0, 2, 8, 20, 127]);
+//! ```
+//!
+//! The closure with a written-out `Tile<'_>` parameter, for the record:
+//!
+//! ```compile_fail
+//! # use tilekit_core::{Builder, DType, Tile};
+//! let k = Builder::new("k");
+//! let double = |t: Tile<'_>| t * 2.0; // error: lifetime may not live long enough
+//! let x = k.arange(0, 16).cast(DType::F32);
+//! let _ = double(x);
+//! ```
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

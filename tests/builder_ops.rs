@@ -540,3 +540,110 @@ fn float_into_integer_buffer_needs_an_explicit_conversion() {
     k.store(f, offs, offs.cast(DType::F32));
     k.finish().unwrap();
 }
+
+/// `reduce_tuple` along both axes of an [8, 128] and a [2, 4] tile over a ragged `rows x cols`
+/// matrix, 2 warps: an argmax that carries a second value of the same dtype (three operands, two sharing
+/// a dtype), and a (max, count of positives) pair of mixed dtypes.
+#[test]
+fn tuple_reductions() {
+    let mut rng = StdRng::seed_from_u64(7);
+    // The small tile has fewer elements along an axis than lanes: the shared-memory path.
+    for ((tr, tc), d) in [(8, 128), (2, 4)].into_iter().flat_map(|t| [DType::F32, DType::BF16, DType::I32].map(|d| (t, d))) {
+        let k = Builder::new(format!("tuple_{d}_{tr}x{tc}"));
+        let x = k.input("x", d);
+        let y = k.input("y", d);
+        // Per axis: value, carried, index, max, count.
+        let kinds = [d, d, DType::I32, d, DType::I32];
+        let outs: Vec<Vec<_>> = (0..2).map(|a| kinds.iter().enumerate().map(|(i, &t)| k.output(format!("o{a}_{i}"), t)).collect()).collect();
+        let rows = k.scalar("rows", DType::I32);
+        let cols = k.scalar("cols", DType::I32);
+        let (ri, ci) = (k.arange(0, tr as i64), k.arange(0, tc as i64));
+        let (r, c) = (ri.expand_dims(1), ci.expand_dims(0));
+        let offs = r * cols + c;
+        let mask = r.lt(rows) & c.lt(cols);
+        let other = if d.is_float() { tilekit::builder::Operand::Float(f64::NAN) } else { i32::MIN.into() };
+        let xv = k.load_masked(x, offs, mask, other);
+        let yv = k.load_masked(y, offs, mask, 0);
+        for (a, (idx, m)) in [(ci.expand_dims(0).broadcast_to(&[tr, tc]), ri.lt(rows)), (ri.expand_dims(1).broadcast_to(&[tr, tc]), ci.lt(cols))]
+            .into_iter()
+            .enumerate()
+        {
+            let axis = 1 - a as u32;
+            let [v, carried, i] = k.reduce_tuple([xv, yv, idx], axis, |[av, ay, ai], [bv, by, bi]| {
+                // A total order on (value, index): larger wins, then the lower index; a NaN
+                // loses to a number; among NaNs the lower index wins.
+                let lower = bi.lt(ai);
+                let win = if d.is_float() {
+                    let (a_nan, b_nan) = (av.ne(av), bv.ne(bv));
+                    bv.gt(av) | ((bv.eq(av) | (a_nan & b_nan)) & lower) | (a_nan & !b_nan)
+                } else {
+                    bv.gt(av) | (bv.eq(av) & lower)
+                };
+                [k.select(win, bv, av), k.select(win, by, ay), k.select(win, bi, ai)]
+            });
+            let positive = xv.gt(0).cast(DType::I32);
+            let [mx, count] = k.reduce_tuple([xv, positive], axis, |[am, ac], [bm, bc]| [am.maximum(bm), ac + bc]);
+            let lanes = if a == 0 { ri } else { ci };
+            for (o, t) in outs[a].iter().zip([v, carried, i, mx, count]) {
+                k.store_masked(*o, lanes, t, m);
+            }
+        }
+        let p = k.finish().unwrap();
+        check_modules(&p, 2);
+        for (rows, cols) in [(1, 1), (3, 7), (5, 61), (7, 127), (8, 128)] {
+            let (rows, cols) = (rows.min(tr), cols.min(tc));
+            let gen = |rng: &mut StdRng| if d.is_float() { float_inputs(rng, d, rows * cols, false) } else { int_inputs(rng, d, rows * cols) };
+            let (xb, yb) = (gen(&mut rng), gen(&mut rng));
+            let (xv, yv) = (xb.to_f64(), yb.to_f64());
+            // Per axis, per lane: (argmax index into x, max as a number, count of positives).
+            let lines = |a: usize| -> Vec<Vec<usize>> {
+                if a == 0 {
+                    (0..rows).map(|i| (0..cols).map(|j| i * cols + j).collect()).collect()
+                } else {
+                    (0..cols).map(|j| (0..rows).map(|i| i * cols + j).collect()).collect()
+                }
+            };
+            let mut buffers = vec![xb.clone(), yb.clone()];
+            for a in 0..2 {
+                for &t in &kinds {
+                    buffers.push(HostBuffer::zeros(t, if a == 0 { tr } else { tc }));
+                }
+            }
+            let scalars = [(12, Scalar::Int(rows as i64)), (13, Scalar::Int(cols as i64))];
+            run_everywhere(&p, [1, 1, 1], 2, &buffers, &scalars, |got| {
+                for a in 0..2 {
+                    let o = |i: usize| &got[2 + 5 * a + i];
+                    for (lane, line) in lines(a).iter().enumerate() {
+                        let mut best: Option<usize> = None;
+                        for (n, &e) in line.iter().enumerate() {
+                            if !xv[e].is_nan() && best.map_or(true, |b| xv[e] > xv[line[b]]) {
+                                best = Some(n);
+                            }
+                        }
+                        let wi = best.unwrap_or(0);
+                        let (we, max) = (line[wi], best.map_or(f64::NAN, |b| xv[line[b]]));
+                        let count = line.iter().filter(|&&e| xv[e] > 0.0).count() as f64;
+                        let same_bits = |b: &HostBuffer, want: &HostBuffer, j: usize| {
+                            b.load_bits(lane) == want.load_bits(j) || (b.to_f64()[lane].is_nan() && want.to_f64()[j].is_nan())
+                        };
+                        let ok = o(2).to_f64()[lane] == wi as f64
+                            && same_bits(o(0), &xb, we)
+                            && same_bits(o(1), &yb, we)
+                            && (o(3).to_f64()[lane] == max || (o(3).to_f64()[lane].is_nan() && max.is_nan()))
+                            && o(4).to_f64()[lane] == count;
+                        if !ok {
+                            let g: Vec<f64> = (0..5).map(|i| o(i).to_f64()[lane]).collect();
+                            return Err(format!(
+                                "{rows}x{cols}, axis {}, lane {lane}: want index {wi} value {} carried {} max {max} count {count}, got {g:?}",
+                                1 - a,
+                                xv[we],
+                                yv[we]
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+}

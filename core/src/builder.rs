@@ -583,6 +583,56 @@ impl Builder {
         std::array::from_fn(|i| self.tile(results[i]))
     }
 
+    /// Reduces `axis` of the tiles `xs` (one shape, any dtypes) together, as Triton's
+    /// `tl.reduce` over a tuple: `combine(a, b)` gets two tuples of scalars and returns their
+    /// combination. It must be associative and commutative (the order of application is
+    /// unspecified; see [`Op::ReduceTuple`]). An argmax returning its value:
+    ///
+    /// ```
+    /// # use tilekit_core::{Builder, DType};
+    /// let k = Builder::new("argmax");
+    /// let x = k.load(k.input("x", DType::F32), k.arange(0, 64));
+    /// let [value, index] = k.reduce_tuple([x, k.arange(0, 64)], 0, |[av, ai], [bv, bi]| {
+    ///     // b wins when larger, or equal with a lower index: a total order, so commutative.
+    ///     let win = bv.gt(av) | (bv.eq(av) & bi.lt(ai));
+    ///     [k.select(win, bv, av), k.select(win, bi, ai)]
+    /// });
+    /// # let _ = (value, index);
+    /// k.finish().unwrap();
+    /// ```
+    #[track_caller]
+    pub fn reduce_tuple<'b, const N: usize>(
+        &'b self,
+        xs: [Tile<'b>; N],
+        axis: u32,
+        combine: impl FnOnce([Tile<'b>; N], [Tile<'b>; N]) -> [Tile<'b>; N],
+    ) -> [Tile<'b>; N] {
+        let loc = Loc::caller();
+        let scalars: Vec<Type> = xs.iter().map(|t| Type::scalar(t.dtype())).collect();
+        let arg_types: Vec<Type> = scalars.iter().chain(&scalars).cloned().collect();
+        let block = self.region(
+            arg_types,
+            |args| {
+                let a: [Tile<'b>; N] = std::array::from_fn(|i| args[i]);
+                let b: [Tile<'b>; N] = std::array::from_fn(|i| args[N + i]);
+                combine(a, b).iter().map(|t| t.v).collect()
+            },
+            &loc,
+        );
+        let result_types = xs
+            .iter()
+            .map(|t| {
+                let mut shape = t.shape();
+                if (axis as usize) < shape.len() {
+                    shape.remove(axis as usize);
+                }
+                Type::tile(t.dtype(), shape)
+            })
+            .collect();
+        let results = self.emit(Op::ReduceTuple { xs: xs.iter().map(|t| t.v).collect(), axis, combine: block }, result_types, loc);
+        std::array::from_fn(|i| self.tile(results[i]))
+    }
+
     /// Runs `then_` or `else_` on a scalar `i1` condition; both return values of the same types.
     #[track_caller]
     pub fn if_else<'b, const N: usize>(

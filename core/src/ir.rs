@@ -458,6 +458,18 @@ pub enum Op {
         axis: u32,
         combine: Combine,
     },
+    /// Reduces `axis` of several tiles of one shape together, as Triton's `tl.reduce` over a
+    /// tuple: `combine` takes the N accumulated scalars then the N scalars of another element
+    /// (2N arguments of the operands' dtypes, in order) and yields N values of those dtypes;
+    /// the N results are the operands' shape with `axis` removed. `combine` must be associative
+    /// and commutative: the order of application and of its two sides is unspecified (the
+    /// interpreter combines a pairwise tree, lower indices first; lanes of a GPU butterfly each
+    /// put their own side first). An argmax with ties broken by the lower index is both.
+    ReduceTuple {
+        xs: Vec<Value>,
+        axis: u32,
+        combine: Block,
+    },
     /// Inclusive scan along `axis` (from the end when `reverse`).
     Scan {
         x: Value,
@@ -530,6 +542,7 @@ impl Op {
             Op::Atomic { op, .. } => op.name(),
             Op::AtomicCas { .. } => "atomic_cas",
             Op::Reduce { .. } => "reduce",
+            Op::ReduceTuple { .. } => "reduce_tuple",
             Op::Scan { .. } => "scan",
             Op::Dot { .. } => "dot",
             Op::For { .. } => "for",
@@ -578,7 +591,7 @@ impl Op {
                 v
             }
             Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![cond],
-            Op::Yield { values } => values.iter_mut().collect(),
+            Op::Yield { values } | Op::ReduceTuple { xs: values, .. } => values.iter_mut().collect(),
         }
     }
 
@@ -621,7 +634,7 @@ impl Op {
                 v
             }
             Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![*cond],
-            Op::Yield { values } => values.clone(),
+            Op::Yield { values } | Op::ReduceTuple { xs: values, .. } => values.clone(),
         }
     }
 
@@ -630,7 +643,9 @@ impl Op {
         match self {
             Op::For { body, .. } => vec![body],
             Op::If { then_block, else_block, .. } => vec![then_block, else_block],
-            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => vec![b],
+            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } | Op::ReduceTuple { combine: b, .. } => {
+                vec![b]
+            }
             _ => vec![],
         }
     }

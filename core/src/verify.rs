@@ -145,6 +145,8 @@ pub enum VerifyErrorKind {
     AtomicDType { dtype: DType, supported: &'static str },
     #[error("`{combine}` cannot combine a scan; argmax and argmin are reductions only")]
     ScanCombine { combine: &'static str },
+    #[error("has no operands; a tuple reduction reduces one or more tiles")]
+    EmptyTuple,
     #[error("`{operand}` must be a 2-D tile, found {ty}")]
     DotRank { operand: &'static str, ty: Type },
     #[error("K extents differ: a is {a:?}, b is {b:?}")]
@@ -529,6 +531,7 @@ impl<'p> Verifier<'p> {
         let expected = match &inst.op {
             Op::Store { .. } | Op::Yield { .. } | Op::DeviceAssert { .. } => Some(0),
             Op::For { init, .. } => Some(init.len()),
+            Op::ReduceTuple { xs, .. } => Some(xs.len()),
             // The branches' yields fix the count; they are checked against the results.
             Op::If { .. } => None,
             _ => Some(1),
@@ -769,6 +772,21 @@ impl<'p> Verifier<'p> {
                 };
                 wrong_type("result", r, &Type::tile(dtype, shape))
             }
+            Op::ReduceTuple { xs, axis, .. } => {
+                let Some(&first) = xs.first() else {
+                    return Err(K::EmptyTuple);
+                };
+                let t0 = self.ty(first)?;
+                self.axis(*axis, t0)?;
+                let mut shape = t0.shape.clone();
+                shape.remove(*axis as usize);
+                for (i, (&x, &r)) in xs.iter().zip(&inst.results).enumerate() {
+                    let t = self.ty(x)?;
+                    same_shape("the first operand", t0, "another operand", t)?;
+                    wrong_type(format!("result {i}"), self.ty(r)?, &Type::tile(t.dtype, shape.clone()))?;
+                }
+                Ok(())
+            }
             Op::Scan { x, axis, combine, .. } => {
                 let (t, r) = (self.ty(*x)?, self.result(inst)?);
                 self.axis(*axis, t)?;
@@ -916,6 +934,11 @@ impl<'p> Verifier<'p> {
             Op::Reduce { x, combine: Combine::Custom(block), .. } | Op::Scan { x, combine: Combine::Custom(block), .. } => {
                 let s = Type::scalar(self.ty(*x).map_err(err)?.dtype);
                 self.region(inst, "combine", block, &[s.clone(), s.clone()], &[s], true)
+            }
+            Op::ReduceTuple { xs, combine, .. } => {
+                let scalars = xs.iter().map(|&x| self.ty(x).map(|t| Type::scalar(t.dtype))).collect::<Check<Vec<Type>>>().map_err(err)?;
+                let args: Vec<Type> = scalars.iter().chain(&scalars).cloned().collect();
+                self.region(inst, "combine", combine, &args, &scalars, true)
             }
             _ => Ok(()),
         }

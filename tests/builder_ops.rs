@@ -415,7 +415,7 @@ fn cdiv_rounds_the_exact_quotient_up() {
     assert_eq!([cdiv(0, 4), cdiv(1, 4), cdiv(8, 4), cdiv(9, 4), cdiv(5, 0)], [0, 1, 2, 3, 5]);
 }
 
-/// `max_with_index` and `min_with_index` along both axes of a [8, 128] tile over a ragged
+/// `max_with_index` and `min_with_index` along both axes of an [8, 128] tile over a ragged
 /// `rows x cols` matrix, 2 warps: masked-off lanes read NaN (floats, which never win) or the
 /// losing bound (integers, which lose ties by their higher index).
 #[test]
@@ -501,8 +501,11 @@ fn extremes_with_their_indices() {
                     let (vals, idxs) = (got[1 + 2 * w].to_f64(), got[2 + 2 * w].to_f64());
                     for (i, &(wv, wi)) in want.iter().enumerate() {
                         let (gv, gi) = (vals[i], idxs[i] as usize);
-                        // The value is compared as a number: the sign of a zero is open.
-                        let ok = gi == wi && (gv == wv || (gv.is_nan() && wv.is_nan()));
+                        // The value is the element at the index, bit for bit (a zero keeps its
+                        // sign); a NaN is any NaN.
+                        let at = if w < 2 { i * cols + wi } else { wi * cols + i };
+                        let same = got[1 + 2 * w].load_bits(i) == xb.load_bits(at) || (gv.is_nan() && wv.is_nan());
+                        let ok = gi == wi && same;
                         if !ok {
                             return Err(format!("{rows}x{cols}, reduction {w}, lane {i}: want ({wv}, {wi}) got ({gv}, {gi})"));
                         }

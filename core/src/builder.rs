@@ -607,7 +607,16 @@ impl Builder {
         axis: u32,
         combine: impl FnOnce([Tile<'b>; N], [Tile<'b>; N]) -> [Tile<'b>; N],
     ) -> [Tile<'b>; N] {
-        let loc = Loc::caller();
+        self.reduce_tuple_at(xs, axis, combine, Loc::caller())
+    }
+
+    fn reduce_tuple_at<'b, const N: usize>(
+        &'b self,
+        xs: [Tile<'b>; N],
+        axis: u32,
+        combine: impl FnOnce([Tile<'b>; N], [Tile<'b>; N]) -> [Tile<'b>; N],
+        loc: Loc,
+    ) -> [Tile<'b>; N] {
         let scalars: Vec<Type> = xs.iter().map(|t| Type::scalar(t.dtype())).collect();
         let arg_types: Vec<Type> = scalars.iter().chain(&scalars).cloned().collect();
         let block = self.region(
@@ -1079,21 +1088,58 @@ impl<'b> Tile<'b> {
     pub fn argmin(self, axis: u32) -> Tile<'b> {
         self.reduce_with(axis, Combine::ArgMin, Loc::caller())
     }
-    /// Maximum along `axis` and its index (Triton's `tl.max(x, axis, return_indices=True)`):
-    /// `(self.max(axis), self.argmax(axis))`. The value is the element at the index, compared
-    /// as floats compare: when the maximum is a zero, its sign may differ from that element's
-    /// (which zero `max` returns is left open); a NaN is returned only where every element is
-    /// NaN, with the index of the first.
+    /// Maximum along `axis` and its index (Triton's `tl.max(x, axis, return_indices=True)`), in
+    /// one tuple reduction: the index is [`Tile::argmax`]'s (the lowest on ties; a NaN never
+    /// wins over a number) and the value is the element there, bit for bit (a zero keeps its
+    /// sign; NaN only where every element is).
     #[track_caller]
     pub fn max_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
-        let loc = Loc::caller();
-        (self.reduce_with(axis, Combine::Max, loc.clone()), self.reduce_with(axis, Combine::ArgMax, loc))
+        self.extreme_with_index(axis, CmpPred::Gt, Loc::caller())
     }
     /// Minimum along `axis` and its index; see [`Tile::max_with_index`].
     #[track_caller]
     pub fn min_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
-        let loc = Loc::caller();
-        (self.reduce_with(axis, Combine::Min, loc.clone()), self.reduce_with(axis, Combine::ArgMin, loc))
+        self.extreme_with_index(axis, CmpPred::Lt, Loc::caller())
+    }
+
+    fn extreme_with_index(self, axis: u32, better: CmpPred, loc: Loc) -> (Tile<'b>, Tile<'b>) {
+        let k = self.b;
+        let shape = self.shape();
+        let n = shape.get(axis as usize).copied().unwrap_or(1);
+        let mut line = vec![1; shape.len()];
+        if let Some(d) = line.get_mut(axis as usize) {
+            *d = n;
+        }
+        let idx = k.emit1(Op::Arange { start: 0, end: n as i64 }, Type::tile(DType::I32, [n]), loc.clone());
+        let idx = k.emit1(Op::Reshape { x: idx.v }, Type::tile(DType::I32, line), loc.clone());
+        let idx = k.broadcast_at(idx, &shape, &loc);
+        let float = self.dtype().is_float();
+        let l = loc.clone();
+        let [v, i] = k.reduce_tuple_at(
+            [self, idx],
+            axis,
+            |[av, ai], [bv, bi]| {
+                // b wins when strictly better, or tied (equal, or both NaN) with a lower index,
+                // or when a is NaN and b is not: a total order, as the lowering's argmax uses.
+                let cmp = |p, x: Tile<'b>, y: Tile<'b>| k.cmp(p, x.into(), y.into(), l.clone());
+                let or = |x: Tile<'b>, y: Tile<'b>| k.binary(BinaryOp::Or, x.into(), y.into(), l.clone());
+                let and = |x: Tile<'b>, y: Tile<'b>| k.binary(BinaryOp::And, x.into(), y.into(), l.clone());
+                let lower = cmp(CmpPred::Lt, bi, ai);
+                let mut tie = cmp(CmpPred::Eq, bv, av);
+                let mut win = cmp(better, bv, av);
+                if float {
+                    let (a_nan, b_num) = (cmp(CmpPred::Ne, av, av), cmp(CmpPred::Eq, bv, bv));
+                    let b_nan = cmp(CmpPred::Ne, bv, bv);
+                    tie = or(tie, and(a_nan, b_nan));
+                    win = or(win, and(a_nan, b_num));
+                }
+                let win = or(win, and(tie, lower));
+                let pick = |x: Tile<'b>, y: Tile<'b>| k.emit1(Op::Select { cond: win.v, on_true: x.v, on_false: y.v }, x.ty(), l.clone());
+                [pick(bv, av), pick(bi, ai)]
+            },
+            loc,
+        );
+        (v, i)
     }
     /// Reduction with a custom associative combine function of two scalars.
     #[track_caller]

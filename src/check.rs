@@ -8,7 +8,7 @@ use serde::Serialize;
 use tilekit_core::{Config, HostBuffer};
 
 use crate::device::{Device, DeviceError, RunOptions};
-use crate::kernels::{Kernel, KernelError, Problem, Role};
+use crate::kernels::{Kernel, KernelError, Problem, Role, Tolerance};
 
 /// How one output compares with the reference.
 #[derive(Clone, Debug, Serialize)]
@@ -19,7 +19,10 @@ pub struct OutputCheck {
     /// Largest |out − ref| and where it is.
     pub max_abs_err: f64,
     pub max_abs_index: usize,
+    /// The relative bound [`OutputCheck::rel_err`] is held to.
     pub tolerance: f64,
+    /// The element-wise bound: the output also passes when `max_abs_err` is within it.
+    pub abs_tolerance: f64,
     /// Elements that are NaN or infinite where the reference is finite.
     pub non_finite: usize,
     pub pass: bool,
@@ -58,6 +61,12 @@ pub enum CheckError {
 
 /// Compares `out` with `reference` in the norm-wise relative error.
 pub fn compare(name: &str, out: &[f64], reference: &[f64], tolerance: f64) -> OutputCheck {
+    compare_within(name, out, reference, Tolerance::rel(tolerance))
+}
+
+/// Compares `out` with `reference`: it passes within the relative or the element-wise bound of
+/// `tolerance`.
+pub fn compare_within(name: &str, out: &[f64], reference: &[f64], tolerance: Tolerance) -> OutputCheck {
     let mut diff2 = 0.0;
     let mut ref2 = 0.0;
     let mut max_abs = 0.0f64;
@@ -71,7 +80,9 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tolerance: f64) -> Ou
         if o.is_nan() && r.is_nan() || (o.is_infinite() && o == r) {
             continue;
         }
-        let d = (o - r).abs();
+        // A number where the reference is NaN is infinitely wrong (and must not pass the
+        // element-wise bound, which a NaN difference would).
+        let d = if r.is_nan() { f64::INFINITY } else { (o - r).abs() };
         diff2 += d * d;
         ref2 += r * r;
         if d > max_abs {
@@ -86,8 +97,17 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tolerance: f64) -> Ou
         max_abs = f64::INFINITY;
         max_i = out.iter().zip(reference).position(|(o, r)| !o.is_finite() && r.is_finite()).unwrap_or(0);
     }
-    let pass = non_finite == 0 && out.len() == reference.len() && rel <= tolerance;
-    OutputCheck { name: name.to_string(), rel_err: rel, max_abs_err: max_abs, max_abs_index: max_i, tolerance, non_finite, pass }
+    let pass = non_finite == 0 && out.len() == reference.len() && (rel <= tolerance.rel || max_abs <= tolerance.abs);
+    OutputCheck {
+        name: name.to_string(),
+        rel_err: rel,
+        max_abs_err: max_abs,
+        max_abs_index: max_i,
+        tolerance: tolerance.rel,
+        abs_tolerance: tolerance.abs,
+        non_finite,
+        pass,
+    }
 }
 
 /// Bits that read as NaN for floats and as an implausible value for integers.
@@ -138,7 +158,6 @@ pub struct Case {
     problem: Problem,
     inputs: Vec<HostBuffer>,
     reference: Vec<Vec<f64>>,
-    tolerance: f64,
 }
 
 impl Case {
@@ -147,7 +166,7 @@ impl Case {
         let inputs = kernel.inputs(problem, &mut rng);
         let values: Vec<Vec<f64>> = inputs.iter().map(HostBuffer::to_f64).collect();
         let reference = kernel.reference(problem, &values);
-        Case { problem: problem.clone(), inputs, reference, tolerance: kernel.tolerance(problem) }
+        Case { problem: problem.clone(), inputs, reference }
     }
 
     pub fn problem(&self) -> &Problem {
@@ -215,10 +234,8 @@ impl Case {
         let outputs = plan
             .outputs()
             .zip(&self.reference)
-            .map(|((i, spec), r)| {
-                let tol = if spec.dtype.is_float() { self.tolerance } else { 0.0 };
-                compare(&spec.name, &buffers[i].to_f64(), r, tol)
-            })
+            .enumerate()
+            .map(|(j, ((i, spec), r))| compare_within(&spec.name, &buffers[i].to_f64(), r, kernel.output_tolerance(&self.problem, j, spec.dtype)))
             .collect();
         let report = CheckReport {
             kernel: kernel.name().to_string(),
@@ -233,5 +250,32 @@ impl Case {
             _ => None,
         };
         Ok((report, samples))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_element_wise_bound_accepts_off_by_one_integers() {
+        let reference = [0.0, -128.0, 127.0, 5.0];
+        let off = [1.0, -127.0, 127.0, 4.0];
+        assert!(!compare_within("q", &off, &reference, Tolerance::EXACT).pass);
+        assert!(compare_within("q", &off, &reference, Tolerance::abs(1.0)).pass);
+        assert!(!compare_within("q", &[2.0, -128.0, 127.0, 5.0], &reference, Tolerance::abs(1.0)).pass);
+        // Either bound suffices; the report carries both.
+        let c = compare_within("q", &off, &reference, Tolerance { rel: 1e-9, abs: 1.0 });
+        assert!(c.pass && c.rel_err > 1e-9 && c.abs_tolerance == 1.0);
+    }
+
+    #[test]
+    fn nan_and_infinities_match_only_themselves() {
+        let t = Tolerance { rel: 1.0, abs: 1e300 };
+        assert!(compare_within("y", &[f64::NAN, f64::INFINITY], &[f64::NAN, f64::INFINITY], t).pass);
+        assert!(!compare_within("y", &[1.0, 2.0], &[f64::NAN, 2.0], t).pass);
+        assert!(!compare_within("y", &[f64::NAN, 2.0], &[1.0, 2.0], t).pass);
+        assert!(!compare_within("y", &[f64::INFINITY], &[1.0], t).pass);
+        assert!(!compare_within("y", &[f64::NEG_INFINITY], &[f64::INFINITY], t).pass);
     }
 }

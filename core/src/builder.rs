@@ -11,6 +11,62 @@
 //!
 //! Meta-parameters (BLOCK sizes, num_warps) are plain Rust values, usually read from a
 //! [`Config`]: the Rust code may branch on them, and each configuration builds its own program.
+//!
+//! # Helper functions over tiles
+//!
+//! A [`Tile<'b>`](Tile) borrows the builder for `'b`, so code shared between kernels is written
+//! as functions generic over that one lifetime: the builder and every tile in and out carry the
+//! same `'b`. A closure whose parameter type is spelled `Tile<'_>` does not compile: each `'_`
+//! in a closure's signature is a lifetime of its own, unrelated to the tile it returns, and
+//! rustc reports "lifetime may not live long enough". Use a `fn` with a named lifetime, or a
+//! closure whose parameter types are left to inference.
+//!
+//! ```
+//! use tilekit_core::interp::{self, Arg};
+//! use tilekit_core::{cdiv, Builder, DType, HostBuffer, Rounding, Scalar, Tile};
+//!
+//! /// A helper over tiles: one lifetime ties the input to the output.
+//! fn gelu<'b>(x: Tile<'b>) -> Tile<'b> {
+//!     let c = (2.0f64 / std::f64::consts::PI).sqrt();
+//!     x * 0.5 * ((c * (x + x * x * x * 0.044715)).tanh() + 1.0)
+//! }
+//!
+//! /// A kernel body as a function of the builder: GELU, then symmetric int8 quantisation.
+//! fn body<'b>(k: &'b Builder, block: usize) {
+//!     let x = k.input("x", DType::F32);
+//!     let q = k.output("q", DType::I8);
+//!     let n = k.scalar("n", DType::I32);
+//!     let scale = k.scalar("scale", DType::F32);
+//!     let offs = k.program_id(0) * block as i32 + k.arange(0, block as i64);
+//!     let mask = offs.lt(n);
+//!     let y = gelu(k.load_masked(x, offs, mask, 0.0));
+//!     // Inference fixes a closure's lifetime to this builder's; `|t: Tile<'_>| ...` would not.
+//!     let scaled = |t| t * scale;
+//!     k.store_masked(q, offs, scaled(y).cast_saturating(DType::I8, Rounding::NearestEven), mask);
+//! }
+//!
+//! let k = Builder::new("gelu_q8");
+//! body(&k, 64);
+//! let program = k.finish().expect("the verifier accepts it");
+//!
+//! let xs = [-3.0f32, -0.5, 0.0, 0.3, 1.0, 2.0, 100.0];
+//! let (xb, qb) = (HostBuffer::from_slice(&xs), HostBuffer::zeros(DType::I8, xs.len()));
+//! let grid = [cdiv(xs.len(), 64) as u32, 1, 1];
+//! let args = [Arg::Buffer(&xb), Arg::Buffer(&qb), Arg::Scalar(Scalar::Int(xs.len() as i64)), Arg::Scalar(Scalar::Float(10.0))];
+//! interp::run(&program, grid, &args).unwrap();
+//! // 100 * 10 saturates at 127; gelu(0.3) * 10 = 1.85 rounds to 2.
+//! assert_eq!(qb.to_vec::<i8>().unwrap(), [0, -2, 0, 2, 8, 20, 127]);
+//! ```
+//!
+//! The closure with a written-out `Tile<'_>` parameter, for the record:
+//!
+//! ```compile_fail
+//! # use tilekit_core::{Builder, DType, Tile};
+//! let k = Builder::new("k");
+//! let double = |t: Tile<'_>| t * 2.0; // error: lifetime may not live long enough
+//! let x = k.arange(0, 16).cast(DType::F32);
+//! let _ = double(x);
+//! ```
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -360,22 +416,26 @@ impl Builder {
         self.emit1(Op::Load { buffer: buffer.id, offsets: offsets.v, mask: Some(mask.v), other: Some(other.v) }, Type::tile(buffer.dtype, shape), loc)
     }
 
-    /// Writes `value` (cast to the buffer's dtype, broadcast to the offsets' shape).
+    /// Writes `value`, broadcast to the offsets' shape and converted to the buffer's dtype
+    /// (floats round to nearest even; integers wrap). A float value is never converted to an
+    /// integer buffer implicitly, because the conversion has a rounding mode the caller must
+    /// choose: the verifier rejects such a store and names `cast` (truncation) and
+    /// [`Tile::cast_saturating`] (rounding) as the fixes.
     #[track_caller]
     pub fn store<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, value: impl Into<Operand<'b>>) {
         let loc = Loc::caller();
         let shape = offsets.shape();
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit0(Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: None }, loc);
     }
 
-    /// Writes `value` where `mask` holds.
+    /// Writes `value` where `mask` holds; converts as [`Builder::store`] does.
     #[track_caller]
     pub fn store_masked<'b>(&'b self, buffer: Buf, offsets: Tile<'b>, value: impl Into<Operand<'b>>, mask: Tile<'b>) {
         let loc = Loc::caller();
         let (offsets, mask) = self.broadcast_pair(offsets, mask, &loc);
         let shape = offsets.shape();
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit0(Op::Store { buffer: buffer.id, offsets: offsets.v, value: value.v, mask: Some(mask.v) }, loc);
     }
 
@@ -389,7 +449,7 @@ impl Builder {
             None => (offsets, None),
         };
         let shape = offsets.shape();
-        let value = self.coerce(value, buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value, buffer.dtype, &shape, &loc);
         self.emit1(Op::Atomic { op, buffer: buffer.id, offsets: offsets.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
@@ -437,8 +497,8 @@ impl Builder {
             None => (offsets, None),
         };
         let shape = offsets.shape();
-        let cmp = self.coerce(cmp.into(), buffer.dtype, &shape, &loc);
-        let value = self.coerce(value.into(), buffer.dtype, &shape, &loc);
+        let cmp = self.coerce_stored(cmp.into(), buffer.dtype, &shape, &loc);
+        let value = self.coerce_stored(value.into(), buffer.dtype, &shape, &loc);
         self.emit1(Op::AtomicCas { buffer: buffer.id, offsets: offsets.v, cmp: cmp.v, value: value.v, mask }, Type::tile(buffer.dtype, shape), loc)
     }
 
@@ -520,6 +580,65 @@ impl Builder {
             result_types,
             loc,
         );
+        std::array::from_fn(|i| self.tile(results[i]))
+    }
+
+    /// Reduces `axis` of the tiles `xs` (one shape, any dtypes) together, as Triton's
+    /// `tl.reduce` over a tuple: `combine(a, b)` gets two tuples of scalars and returns their
+    /// combination. It must be associative and commutative (the order of application is
+    /// unspecified; see [`Op::ReduceTuple`]). An argmax returning its value:
+    ///
+    /// ```
+    /// # use tilekit_core::{Builder, DType};
+    /// let k = Builder::new("argmax");
+    /// let x = k.load(k.input("x", DType::F32), k.arange(0, 64));
+    /// let [value, index] = k.reduce_tuple([x, k.arange(0, 64)], 0, |[av, ai], [bv, bi]| {
+    ///     // b wins when larger, or equal with a lower index: a total order, so commutative.
+    ///     let win = bv.gt(av) | (bv.eq(av) & bi.lt(ai));
+    ///     [k.select(win, bv, av), k.select(win, bi, ai)]
+    /// });
+    /// # let _ = (value, index);
+    /// k.finish().unwrap();
+    /// ```
+    #[track_caller]
+    pub fn reduce_tuple<'b, const N: usize>(
+        &'b self,
+        xs: [Tile<'b>; N],
+        axis: u32,
+        combine: impl FnOnce([Tile<'b>; N], [Tile<'b>; N]) -> [Tile<'b>; N],
+    ) -> [Tile<'b>; N] {
+        self.reduce_tuple_at(xs, axis, combine, Loc::caller())
+    }
+
+    fn reduce_tuple_at<'b, const N: usize>(
+        &'b self,
+        xs: [Tile<'b>; N],
+        axis: u32,
+        combine: impl FnOnce([Tile<'b>; N], [Tile<'b>; N]) -> [Tile<'b>; N],
+        loc: Loc,
+    ) -> [Tile<'b>; N] {
+        let scalars: Vec<Type> = xs.iter().map(|t| Type::scalar(t.dtype())).collect();
+        let arg_types: Vec<Type> = scalars.iter().chain(&scalars).cloned().collect();
+        let block = self.region(
+            arg_types,
+            |args| {
+                let a: [Tile<'b>; N] = std::array::from_fn(|i| args[i]);
+                let b: [Tile<'b>; N] = std::array::from_fn(|i| args[N + i]);
+                combine(a, b).iter().map(|t| t.v).collect()
+            },
+            &loc,
+        );
+        let result_types = xs
+            .iter()
+            .map(|t| {
+                let mut shape = t.shape();
+                if (axis as usize) < shape.len() {
+                    shape.remove(axis as usize);
+                }
+                Type::tile(t.dtype(), shape)
+            })
+            .collect();
+        let results = self.emit(Op::ReduceTuple { xs: xs.iter().map(|t| t.v).collect(), axis, combine: block }, result_types, loc);
         std::array::from_fn(|i| self.tile(results[i]))
     }
 
@@ -655,6 +774,16 @@ impl Builder {
         self.broadcast_at(t, shape, loc)
     }
 
+    /// As [`Builder::coerce`] for a value written to memory, except that a float tile meant
+    /// for an integer buffer keeps its dtype: the verifier then rejects the write with a hint
+    /// instead of the builder choosing a rounding mode for the caller.
+    fn coerce_stored<'b>(&'b self, o: Operand<'b>, dtype: DType, shape: &[usize], loc: &Loc) -> Tile<'b> {
+        match o {
+            Operand::Tile(t) if t.dtype().is_float() && !dtype.is_float() => self.broadcast_at(t, shape, loc),
+            o => self.coerce(o, dtype, shape, loc),
+        }
+    }
+
     /// Brings two operands to one dtype and one shape by Triton's rules.
     fn resolve_pair<'b>(&'b self, a: Operand<'b>, b: Operand<'b>, loc: &Loc) -> (Tile<'b>, Tile<'b>) {
         let dtype = match (a, b) {
@@ -727,7 +856,8 @@ impl<'b> Tile<'b> {
     }
 
     /// Explicit conversion (Triton's `.to(dtype)`): floats round to nearest even; floats to
-    /// integers truncate toward zero and saturate.
+    /// integers truncate toward zero and saturate (NaN becomes 0); integers wrap. For a float
+    /// to integer conversion that rounds, use [`Tile::cast_saturating`].
     #[track_caller]
     pub fn cast(self, dtype: DType) -> Tile<'b> {
         let loc = Loc::caller();
@@ -817,6 +947,102 @@ impl<'b> Tile<'b> {
         self.b.binary(BinaryOp::Min, self.into(), rhs.into(), Loc::caller())
     }
 
+    /// `x` limited to `[lo, hi]`: `minimum(maximum(x, lo), hi)`, except that a NaN `x` stays
+    /// NaN (as numpy's `clip` and PyTorch's `clamp`). A NaN bound is no bound (IEEE
+    /// maxNum/minNum ignore it); `lo > hi` gives `hi`; which zero `clamp(-0, 0, 1)` gives is
+    /// left open, as for `maximum`. Operands broadcast and promote as in arithmetic.
+    #[track_caller]
+    pub fn clamp(self, lo: impl Into<Operand<'b>>, hi: impl Into<Operand<'b>>) -> Tile<'b> {
+        let loc = Loc::caller();
+        let lower = self.b.binary(BinaryOp::Max, self.into(), lo.into(), loc.clone());
+        let r = self.b.binary(BinaryOp::Min, lower.into(), hi.into(), loc.clone());
+        if !r.dtype().is_float() {
+            return r;
+        }
+        let x = self.b.cast_at(self, r.dtype(), &loc);
+        let x = self.b.broadcast_at(x, &r.shape(), &loc);
+        let nan = self.b.cmp(CmpPred::Ne, x.into(), x.into(), loc.clone());
+        let ty = r.ty();
+        self.b.emit1(Op::Select { cond: nan.v, on_true: x.v, on_false: r.v }, ty, loc)
+    }
+
+    /// Ceiling division (Triton's `tl.cdiv`): the exact quotient rounded up, for signed and
+    /// unsigned integers alike (`cdiv(7, 2) = 4`, `cdiv(-7, 2) = -3`, `cdiv(7, -2) = -3`), with
+    /// no intermediate that can overflow. A zero divisor is a division by zero, as with `/`.
+    /// On floats it is `ceil(self / rhs)`.
+    #[track_caller]
+    pub fn cdiv(self, rhs: impl Into<Operand<'b>>) -> Tile<'b> {
+        let loc = Loc::caller();
+        let (a, b) = self.b.resolve_pair(self.into(), rhs.into(), &loc);
+        let q = self.b.binary(BinaryOp::Div, a.into(), b.into(), loc.clone());
+        if q.dtype().is_float() {
+            return self.b.unary(UnaryOp::Ceil, q, loc);
+        }
+        // Truncation rounded the quotient toward zero; it is one short exactly when the
+        // division is inexact and the quotient positive (remainder and divisor share a sign).
+        let r = self.b.binary(BinaryOp::Rem, a.into(), b.into(), loc.clone());
+        let inexact = self.b.cmp(CmpPred::Ne, r.into(), Operand::Int(0), loc.clone());
+        let up = if q.dtype().is_signed_int() {
+            let r_neg = self.b.cmp(CmpPred::Lt, r.into(), Operand::Int(0), loc.clone());
+            let b_neg = self.b.cmp(CmpPred::Lt, b.into(), Operand::Int(0), loc.clone());
+            let same = self.b.cmp(CmpPred::Eq, r_neg.into(), b_neg.into(), loc.clone());
+            self.b.binary(BinaryOp::And, inexact.into(), same.into(), loc.clone())
+        } else {
+            inexact
+        };
+        let q1 = self.b.binary(BinaryOp::Add, q.into(), Operand::Int(1), loc.clone());
+        let ty = q.ty();
+        self.b.emit1(Op::Select { cond: up.v, on_true: q1.v, on_false: q.v }, ty, loc)
+    }
+
+    /// Conversion to `dtype` that rounds by `mode` and saturates: a float becomes the integer
+    /// `mode` rounds it to, clamped to `dtype`'s range, and NaN becomes 0 (the quantisation
+    /// cast: `(x * scale).cast_saturating(DType::I8, Rounding::NearestEven)`). An integer is
+    /// clamped to `dtype`'s range instead of wrapping. To a float dtype, a float is rounded to
+    /// an integral value by `mode`, then converted as [`Tile::cast`] does; to `i1`, the result
+    /// is `rounded != 0`.
+    #[track_caller]
+    pub fn cast_saturating(self, dtype: DType, mode: Rounding) -> Tile<'b> {
+        let loc = Loc::caller();
+        let src = self.dtype();
+        if src.is_float() {
+            let rounded = match mode {
+                Rounding::NearestEven => self.b.unary(UnaryOp::Round, self, loc.clone()),
+                Rounding::TowardZero => self,
+                Rounding::Down => self.b.unary(UnaryOp::Floor, self, loc.clone()),
+                Rounding::Up => self.b.unary(UnaryOp::Ceil, self, loc.clone()),
+            };
+            // `cast` truncates toward zero, saturates and takes NaN to 0, so an integral value
+            // converts exactly, or to the bound it lies beyond.
+            return self.b.cast_at(rounded, dtype, &loc);
+        }
+        let (Some((slo, shi)), Some((dlo, dhi))) = (src.int_range(), dtype.int_range()) else {
+            return self.b.cast_at(self, dtype, &loc);
+        };
+        let mut x = self;
+        if dlo > slo {
+            x = self.b.binary(BinaryOp::Max, x.into(), Operand::Int(dlo), loc.clone());
+        }
+        if dhi < shi {
+            x = self.b.binary(BinaryOp::Min, x.into(), Operand::Int(dhi), loc.clone());
+        }
+        self.b.cast_at(x, dtype, &loc)
+    }
+
+    /// To the nearest integer, halfway cases to even (IEEE roundToIntegralTiesToEven; see
+    /// [`UnaryOp::Round`]): `round(2.5) = 2`, `round(3.5) = 4`, `round(-2.5) = -2`. Triton's
+    /// `libdevice.rint`; C's `round`, which takes halves away from zero, is not this.
+    #[track_caller]
+    pub fn round(self) -> Tile<'b> {
+        self.b.unary(UnaryOp::Round, self, Loc::caller())
+    }
+
+    /// [`Tile::round`] under the name C and CUDA give it (`rint` in the default rounding mode).
+    #[track_caller]
+    pub fn rint(self) -> Tile<'b> {
+        self.b.unary(UnaryOp::Round, self, Loc::caller())
+    }
+
     // ----- reductions and scans -----
 
     #[track_caller]
@@ -861,6 +1087,59 @@ impl<'b> Tile<'b> {
     #[track_caller]
     pub fn argmin(self, axis: u32) -> Tile<'b> {
         self.reduce_with(axis, Combine::ArgMin, Loc::caller())
+    }
+    /// Maximum along `axis` and its index (Triton's `tl.max(x, axis, return_indices=True)`), in
+    /// one tuple reduction: the index is [`Tile::argmax`]'s (the lowest on ties; a NaN never
+    /// wins over a number) and the value is the element there, bit for bit (a zero keeps its
+    /// sign; NaN only where every element is).
+    #[track_caller]
+    pub fn max_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
+        self.extreme_with_index(axis, CmpPred::Gt, Loc::caller())
+    }
+    /// Minimum along `axis` and its index; see [`Tile::max_with_index`].
+    #[track_caller]
+    pub fn min_with_index(self, axis: u32) -> (Tile<'b>, Tile<'b>) {
+        self.extreme_with_index(axis, CmpPred::Lt, Loc::caller())
+    }
+
+    fn extreme_with_index(self, axis: u32, better: CmpPred, loc: Loc) -> (Tile<'b>, Tile<'b>) {
+        let k = self.b;
+        let shape = self.shape();
+        let n = shape.get(axis as usize).copied().unwrap_or(1);
+        let mut line = vec![1; shape.len()];
+        if let Some(d) = line.get_mut(axis as usize) {
+            *d = n;
+        }
+        let idx = k.emit1(Op::Arange { start: 0, end: n as i64 }, Type::tile(DType::I32, [n]), loc.clone());
+        let idx = k.emit1(Op::Reshape { x: idx.v }, Type::tile(DType::I32, line), loc.clone());
+        let idx = k.broadcast_at(idx, &shape, &loc);
+        let float = self.dtype().is_float();
+        let l = loc.clone();
+        let [v, i] = k.reduce_tuple_at(
+            [self, idx],
+            axis,
+            |[av, ai], [bv, bi]| {
+                // b wins when strictly better, or tied (equal, or both NaN) with a lower index,
+                // or when a is NaN and b is not: a total order, as the lowering's argmax uses.
+                let cmp = |p, x: Tile<'b>, y: Tile<'b>| k.cmp(p, x.into(), y.into(), l.clone());
+                let or = |x: Tile<'b>, y: Tile<'b>| k.binary(BinaryOp::Or, x.into(), y.into(), l.clone());
+                let and = |x: Tile<'b>, y: Tile<'b>| k.binary(BinaryOp::And, x.into(), y.into(), l.clone());
+                let lower = cmp(CmpPred::Lt, bi, ai);
+                let mut tie = cmp(CmpPred::Eq, bv, av);
+                let mut win = cmp(better, bv, av);
+                if float {
+                    let (a_nan, b_num) = (cmp(CmpPred::Ne, av, av), cmp(CmpPred::Eq, bv, bv));
+                    let b_nan = cmp(CmpPred::Ne, bv, bv);
+                    tie = or(tie, and(a_nan, b_nan));
+                    win = or(win, and(a_nan, b_num));
+                }
+                let win = or(win, and(tie, lower));
+                let pick = |x: Tile<'b>, y: Tile<'b>| k.emit1(Op::Select { cond: win.v, on_true: x.v, on_false: y.v }, x.ty(), l.clone());
+                [pick(bv, av), pick(bi, ai)]
+            },
+            loc,
+        );
+        (v, i)
     }
     /// Reduction with a custom associative combine function of two scalars.
     #[track_caller]
@@ -941,7 +1220,9 @@ unary_methods! {
     /// The error function.
     erf => Erf;
     abs => Abs;
+    /// Largest integer not above `x`.
     floor => Floor;
+    /// Smallest integer not below `x`.
     ceil => Ceil;
 }
 
@@ -999,6 +1280,26 @@ impl fmt::Debug for Tile<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}: {}", self.v, self.ty())
     }
+}
+
+/// How [`Tile::cast_saturating`] rounds a float to an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// To the nearest integer, halves to even (`2.5 -> 2`, `3.5 -> 4`): quantisation's mode.
+    NearestEven,
+    /// Toward zero, as [`Tile::cast`] does (`-2.7 -> -2`).
+    TowardZero,
+    /// Toward negative infinity (`floor`).
+    Down,
+    /// Toward positive infinity (`ceil`).
+    Up,
+}
+
+/// `ceil(a / b)` on the host: the number of programs of `b` elements that cover `a` elements
+/// (`grid = [cdiv(n, BLOCK), 1, 1]`). `b = 0` is taken as 1, so that a size computed from a bad
+/// configuration yields a grid the launch rejects rather than a panic.
+pub fn cdiv(a: usize, b: usize) -> usize {
+    a.div_ceil(b.max(1))
 }
 
 /// Meta-parameters of one kernel configuration: `BLOCK_M=64`, `num_warps=4`, ...

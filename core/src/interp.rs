@@ -329,6 +329,13 @@ impl<'a> Instance<'a> {
             Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
             Op::AtomicCas { buffer, offsets, cmp, value, mask } => self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?,
             Op::Reduce { x, axis, combine } => self.reduce(*x, *axis as usize, combine, res(0))?,
+            Op::ReduceTuple { xs, axis, combine } => {
+                let outs = self.reduce_tuple(xs, *axis as usize, combine)?;
+                for (&r, d) in inst.results.iter().zip(outs) {
+                    self.set(r, d);
+                }
+                return Ok(());
+            }
             Op::Scan { x, axis, combine, reverse } => self.scan(*x, *axis as usize, combine, *reverse)?,
             Op::Dot { a, b, acc } => self.dot(*a, *b, *acc, res(0)),
             Op::For { lower, upper, step, init, body } => {
@@ -617,6 +624,29 @@ impl<'a> Instance<'a> {
         Ok(Elem::collect(out, if arg { DType::I32 } else { dtype }))
     }
 
+    /// `reduce_tuple`: the same pairwise tree as [`Instance::reduce`], on tuples of elements.
+    fn reduce_tuple(&mut self, xs: &[Value], axis: usize, combine: &'a Block) -> R<Vec<Data>> {
+        let shape = &self.ty(xs[0]).shape;
+        let data: Vec<Data> = xs.iter().map(|&x| self.get(x).clone()).collect();
+        let mut outs: Vec<Vec<Elem>> = vec![Vec::new(); xs.len()];
+        for s in Self::slices(shape, axis) {
+            let mut v: Vec<Vec<Elem>> = s.iter().map(|&i| data.iter().map(|d| Elem::of(d, i)).collect()).collect();
+            let mut half = v.len() / 2;
+            while half > 0 {
+                for i in 0..half {
+                    let args: Vec<Data> = v[i].iter().chain(&v[i + half]).map(|e| e.data()).collect();
+                    v[i] = self.block(combine, &args)?.iter().map(|d| Elem::of(d, 0)).collect();
+                }
+                v.truncate(half);
+                half /= 2;
+            }
+            for (o, &e) in outs.iter_mut().zip(&v[0]) {
+                o.push(e);
+            }
+        }
+        Ok(outs.into_iter().zip(xs).map(|(o, &x)| Elem::collect(o, self.ty(x).dtype)).collect())
+    }
+
     fn scan(&mut self, x: Value, axis: usize, combine: &'a Combine, reverse: bool) -> R<Data> {
         let ty = self.ty(x);
         let dtype = ty.dtype;
@@ -785,6 +815,7 @@ pub(crate) fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
         UnaryOp::Erf => libm::erff(a),
         UnaryOp::Floor => a.floor(),
         UnaryOp::Ceil => a.ceil(),
+        UnaryOp::Round => a.round_ties_even(),
     };
     round_to(dtype, r)
 }

@@ -280,6 +280,11 @@ pub enum UnaryOp {
     Erf,
     Floor,
     Ceil,
+    /// To the nearest integer, halfway cases to the even one (IEEE roundToIntegralTiesToEven,
+    /// C's `rint` in the default rounding mode, Rust's `round_ties_even`): `round(2.5) = 2`,
+    /// `round(-0.5) = -0`. Unlike C's `round`, halves do not go away from zero. NaN, infinities
+    /// and zeros are returned unchanged; the result is exact in every float dtype.
+    Round,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -453,6 +458,18 @@ pub enum Op {
         axis: u32,
         combine: Combine,
     },
+    /// Reduces `axis` of several tiles of one shape together, as Triton's `tl.reduce` over a
+    /// tuple: `combine` takes the N accumulated scalars then the N scalars of another element
+    /// (2N arguments of the operands' dtypes, in order) and yields N values of those dtypes;
+    /// the N results are the operands' shape with `axis` removed. `combine` must be associative
+    /// and commutative: the order of application and of its two sides is unspecified (the
+    /// interpreter combines a pairwise tree, lower indices first; lanes of a GPU butterfly each
+    /// put their own side first). An argmax with ties broken by the lower index is both.
+    ReduceTuple {
+        xs: Vec<Value>,
+        axis: u32,
+        combine: Block,
+    },
     /// Inclusive scan along `axis` (from the end when `reverse`).
     Scan {
         x: Value,
@@ -525,6 +542,7 @@ impl Op {
             Op::Atomic { op, .. } => op.name(),
             Op::AtomicCas { .. } => "atomic_cas",
             Op::Reduce { .. } => "reduce",
+            Op::ReduceTuple { .. } => "reduce_tuple",
             Op::Scan { .. } => "scan",
             Op::Dot { .. } => "dot",
             Op::For { .. } => "for",
@@ -573,7 +591,7 @@ impl Op {
                 v
             }
             Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![cond],
-            Op::Yield { values } => values.iter_mut().collect(),
+            Op::Yield { values } | Op::ReduceTuple { xs: values, .. } => values.iter_mut().collect(),
         }
     }
 
@@ -616,7 +634,7 @@ impl Op {
                 v
             }
             Op::If { cond, .. } | Op::DeviceAssert { cond, .. } => vec![*cond],
-            Op::Yield { values } => values.clone(),
+            Op::Yield { values } | Op::ReduceTuple { xs: values, .. } => values.clone(),
         }
     }
 
@@ -625,7 +643,9 @@ impl Op {
         match self {
             Op::For { body, .. } => vec![body],
             Op::If { then_block, else_block, .. } => vec![then_block, else_block],
-            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => vec![b],
+            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } | Op::ReduceTuple { combine: b, .. } => {
+                vec![b]
+            }
             _ => vec![],
         }
     }
@@ -639,7 +659,7 @@ impl Op {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 15] = [
+    pub const ALL: [UnaryOp; 16] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Abs,
@@ -655,6 +675,7 @@ impl UnaryOp {
         UnaryOp::Erf,
         UnaryOp::Floor,
         UnaryOp::Ceil,
+        UnaryOp::Round,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -673,11 +694,17 @@ impl UnaryOp {
             UnaryOp::Erf => "erf",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
         }
     }
     /// Ops defined only on floats (the rest also take integers; `not` takes only integers).
     pub fn float_only(self) -> bool {
         !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
+    /// Ops whose result is exact in the operand's own dtype (no rounding of an f32 result back
+    /// to f16 or bf16 is needed, and every backend gives the same bits).
+    pub fn exact(self) -> bool {
+        matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round)
     }
 }
 

@@ -46,7 +46,7 @@ pub mod transfers;
 pub mod verify;
 
 pub use buffer::{Element, HostBuffer};
-pub use builder::{Buf, Builder, Config, ConfigError, Operand, Tile};
+pub use builder::{cdiv, Buf, Builder, Config, ConfigError, Operand, Rounding, Tile};
 pub use dtype::{DType, Scalar};
 pub use ir::{Access, Program, Type};
 pub use transfers::{TransferCounter, Transfers};

@@ -311,7 +311,7 @@ impl Printer<'_> {
                 self.nested_block(else_block, depth);
                 line = format!("{indent}}}");
             }
-            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => {
+            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } | Op::ReduceTuple { combine: b, .. } => {
                 line.push_str(&region(self, "combine", b, true));
                 self.out.push_str(&line);
                 self.out.push('\n');
@@ -361,6 +361,7 @@ impl Printer<'_> {
                 format!("{name} {}[{}], {}, {}{}", self.buf(*buffer), v(offsets), v(cmp), v(value), mask(m))
             }
             Op::Reduce { x, axis, combine } => format!("{name} {} {}, axis {axis}", combine.name(), v(x)),
+            Op::ReduceTuple { xs, axis, .. } => format!("{name} {}, axis {axis}", values_text(xs)),
             Op::Scan { x, axis, combine, reverse } => {
                 let rev = if *reverse { ", reverse" } else { "" };
                 format!("{name} {} {}, axis {axis}{rev}", combine.name(), v(x))
@@ -1221,6 +1222,18 @@ impl Parser {
                 let x = self.operand()?;
                 Op::Reduce { x, axis: self.axis()?, combine }
             }
+            "reduce_tuple" => {
+                let mut xs = vec![self.operand()?];
+                loop {
+                    self.expect_punct(',', " and another operand or `axis N`")?;
+                    if self.eat_ident("axis") {
+                        break;
+                    }
+                    xs.push(self.operand()?);
+                }
+                let axis = self.uint::<u32>("an axis")?;
+                Op::ReduceTuple { xs, axis, combine: Block::default() }
+            }
             "scan" => {
                 let combine = self.combine()?;
                 let x = self.operand()?;
@@ -1344,7 +1357,7 @@ impl Parser {
                 *else_block = self.block(" to open the else-block")?;
                 else_block.args = args;
             }
-            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } => {
+            Op::Reduce { combine: Combine::Custom(b), .. } | Op::Scan { combine: Combine::Custom(b), .. } | Op::ReduceTuple { combine: b, .. } => {
                 self.expect_ident("combine", " and the combine function, as in `combine(%a: f32, %b: f32) { ... }`")?;
                 let args = self.block_args()?;
                 *b = self.block(" to open the combine function")?;

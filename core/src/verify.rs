@@ -119,6 +119,8 @@ pub enum VerifyErrorKind {
     OperandShapes { a_name: &'static str, a: Vec<usize>, b_name: &'static str, b: Vec<usize> },
 
     // ----- op-specific rules -----
+    #[error("writes {value} values to the {dtype} buffer `{name}`; a float is not converted to an integer implicitly: convert with `.cast({dtype})` (truncates toward zero) or `.cast_saturating({dtype}, Rounding::NearestEven)` (rounds), both saturating")]
+    FloatToIntWrite { name: String, value: DType, dtype: DType },
     #[error("grid axis {axis} is out of range: the grid has rank {grid_rank}")]
     GridAxis { axis: u32, grid_rank: u32 },
     #[error("constant {value} does not fit {dtype}")]
@@ -143,6 +145,8 @@ pub enum VerifyErrorKind {
     AtomicDType { dtype: DType, supported: &'static str },
     #[error("`{combine}` cannot combine a scan; argmax and argmin are reductions only")]
     ScanCombine { combine: &'static str },
+    #[error("has no operands; a tuple reduction reduces one or more tiles")]
+    EmptyTuple,
     #[error("`{operand}` must be a 2-D tile, found {ty}")]
     DotRank { operand: &'static str, ty: Type },
     #[error("K extents differ: a is {a:?}, b is {b:?}")]
@@ -527,6 +531,7 @@ impl<'p> Verifier<'p> {
         let expected = match &inst.op {
             Op::Store { .. } | Op::Yield { .. } | Op::DeviceAssert { .. } => Some(0),
             Op::For { init, .. } => Some(init.len()),
+            Op::ReduceTuple { xs, .. } => Some(xs.len()),
             // The branches' yields fix the count; they are checked against the results.
             Op::If { .. } => None,
             _ => Some(1),
@@ -734,9 +739,7 @@ impl<'p> Verifier<'p> {
                 let dtype = self.buffer(buffer, Access::Write)?;
                 let (o, v) = (self.ty(offsets)?, self.ty(value)?);
                 offsets_dtype(o)?;
-                if v.dtype != dtype {
-                    return Err(wrong_dtype("`value`", v.dtype, format!("{dtype}, the buffer's dtype")));
-                }
+                self.written_dtype(buffer, v.dtype, dtype)?;
                 same_shape("offsets", o, "value", v)?;
                 if let Some(m) = mask {
                     let m = self.ty(m)?;
@@ -768,6 +771,21 @@ impl<'p> Verifier<'p> {
                     _ => t.dtype,
                 };
                 wrong_type("result", r, &Type::tile(dtype, shape))
+            }
+            Op::ReduceTuple { xs, axis, .. } => {
+                let Some(&first) = xs.first() else {
+                    return Err(K::EmptyTuple);
+                };
+                let t0 = self.ty(first)?;
+                self.axis(*axis, t0)?;
+                let mut shape = t0.shape.clone();
+                shape.remove(*axis as usize);
+                for (i, (&x, &r)) in xs.iter().zip(&inst.results).enumerate() {
+                    let t = self.ty(x)?;
+                    same_shape("the first operand", t0, "another operand", t)?;
+                    wrong_type(format!("result {i}"), self.ty(r)?, &Type::tile(t.dtype, shape.clone()))?;
+                }
+                Ok(())
             }
             Op::Scan { x, axis, combine, .. } => {
                 let (t, r) = (self.ty(*x)?, self.result(inst)?);
@@ -849,6 +867,19 @@ impl<'p> Verifier<'p> {
         Err(VerifyErrorKind::AxisRange { axis, ty: t.clone(), valid })
     }
 
+    /// A value written to a buffer has the buffer's dtype; a float meant for an integer buffer
+    /// gets an error that names both conversions the caller can choose from.
+    fn written_dtype(&self, buffer: BufferId, value: DType, dtype: DType) -> Check {
+        if value == dtype {
+            return Ok(());
+        }
+        if value.is_float() && !dtype.is_float() {
+            let name = self.p.params.get(buffer as usize).map(|p| p.name.clone()).unwrap_or_default();
+            return Err(VerifyErrorKind::FloatToIntWrite { name, value, dtype });
+        }
+        Err(wrong_dtype("`value`", value, format!("{dtype}, the buffer's dtype")))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn atomic(
         &self,
@@ -867,9 +898,7 @@ impl<'p> Verifier<'p> {
         }
         let (o, v) = (self.ty(offsets)?, self.ty(value)?);
         offsets_dtype(o)?;
-        if v.dtype != dtype {
-            return Err(wrong_dtype("`value`", v.dtype, format!("{dtype}, the buffer's dtype")));
-        }
+        self.written_dtype(buffer, v.dtype, dtype)?;
         same_shape("offsets", o, "value", v)?;
         if let Some(c) = cmp {
             wrong_type("`cmp`", self.ty(c)?, v)?;
@@ -905,6 +934,11 @@ impl<'p> Verifier<'p> {
             Op::Reduce { x, combine: Combine::Custom(block), .. } | Op::Scan { x, combine: Combine::Custom(block), .. } => {
                 let s = Type::scalar(self.ty(*x).map_err(err)?.dtype);
                 self.region(inst, "combine", block, &[s.clone(), s.clone()], &[s], true)
+            }
+            Op::ReduceTuple { xs, combine, .. } => {
+                let scalars = xs.iter().map(|&x| self.ty(x).map(|t| Type::scalar(t.dtype))).collect::<Check<Vec<Type>>>().map_err(err)?;
+                let args: Vec<Type> = scalars.iter().chain(&scalars).cloned().collect();
+                self.region(inst, "combine", combine, &args, &scalars, true)
             }
             _ => Ok(()),
         }

@@ -110,6 +110,7 @@ fn everything_program() -> Program {
             UnaryOp::Erf => x.erf(),
             UnaryOp::Floor => x.floor(),
             UnaryOp::Ceil => x.ceil(),
+            UnaryOp::Round => x.round(),
         };
         k.store(out, offs, y.cast(DType::F32));
     }

@@ -174,6 +174,23 @@ fn custom_reduce() -> Program {
     k.finish().expect("custom reduce verifies")
 }
 
+fn tuple_reduce() -> Program {
+    let k = Builder::new("tuple");
+    let x = k.input("x", F32);
+    let out = k.output("out", F32);
+    let idx = k.output("idx", I32);
+    let offs = k.arange(0, 8).expand_dims(1) * 16 + k.arange(0, 16).expand_dims(0);
+    let v = k.load(x, offs);
+    let i = k.arange(0, 16).expand_dims(0).broadcast_to(&[8, 16]);
+    let [m, j] = k.reduce_tuple([v, i], 1, |[av, ai], [bv, bi]| {
+        let win = bv.gt(av) | (bv.eq(av) & bi.lt(ai));
+        [k.select(win, bv, av), k.select(win, bi, ai)]
+    });
+    k.store(out, k.arange(0, 8), m);
+    k.store(idx, k.arange(0, 8), j);
+    k.finish().expect("tuple reduce verifies")
+}
+
 fn atomics() -> Program {
     let k = Builder::new("atomics");
     let hist = k.buffer("hist", I32, Access::ReadWrite);
@@ -193,7 +210,7 @@ fn atomics() -> Program {
 }
 
 fn valid_programs() -> Vec<Program> {
-    vec![vector_add(), row_reduce(), matmul_loop(), if_else(), custom_reduce(), atomics()]
+    vec![vector_add(), row_reduce(), matmul_loop(), if_else(), custom_reduce(), tuple_reduce(), atomics()]
 }
 
 #[test]
@@ -1584,6 +1601,32 @@ fn if_condition() {
     assert!(matches!(kind, K::ExpectedScalar { .. }));
 }
 
+#[test]
+fn tuple_reduce_checks_operands_combine_and_results() {
+    // Operands of different shapes.
+    let k = Builder::new("k");
+    let (a, b) = (k.zeros(&[4, 8], F32), k.zeros(&[8, 4], F32));
+    let (_, l) = (k.reduce_tuple([a, b], 1, |x, _| x), line!());
+    rejected_at(k.finish(), l, "reduce_tuple", "[4, 8]");
+    // A combine that yields the wrong dtype for its second operand.
+    let k = Builder::new("k");
+    let (a, b) = (k.zeros(&[8], F32), k.zeros(&[8], I32));
+    let (_, l) = (k.reduce_tuple([a, b], 0, |[x, _], [y, _]| [x + y, x]), line!());
+    let kind = rejected_at(k.finish(), l, "reduce_tuple", "value 1 yielded by the combine block");
+    assert!(matches!(kind, K::WrongType { .. }));
+    // A combine that reads a tile from outside.
+    let k = Builder::new("k");
+    let (a, b) = (k.zeros(&[8], F32), k.zeros(&[8], F32));
+    let (_, l) = (k.reduce_tuple([a, b], 0, |[x, _], [y, _]| [x + y, a]), line!());
+    let kind = rejected_at(k.finish(), l, "yield", "combine function of `reduce_tuple`");
+    assert!(matches!(kind, K::CombineCapture { .. }));
+    // No operands.
+    let k = Builder::new("k");
+    let (_, l) = (k.reduce_tuple([], 0, |a: [tilekit_core::Tile<'_>; 0], _| a), line!());
+    let kind = rejected_at(k.finish(), l, "reduce_tuple", "has no operands");
+    assert_eq!(kind, K::EmptyTuple);
+}
+
 // ----- robustness -----
 
 /// Mutable references to every value handle an op reads, and to its nested blocks.
@@ -1601,6 +1644,7 @@ fn parts(op: &mut Op) -> (Vec<&mut Value>, Vec<&mut Block>) {
             Combine::Custom(b) => (vec![x], vec![b]),
             _ => (vec![x], vec![]),
         },
+        Op::ReduceTuple { xs, combine, .. } => (xs.iter_mut().collect(), vec![combine]),
         Op::Binary { lhs, rhs, .. } | Op::Cmp { lhs, rhs, .. } => (vec![lhs, rhs], vec![]),
         Op::Select { cond, on_true, on_false } => (vec![cond, on_true, on_false], vec![]),
         Op::Fma { a, b, c } | Op::Dot { a, b, acc: c } => (vec![a, b, c], vec![]),

@@ -27,7 +27,7 @@ use super::schema::{Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecor
 use super::stats::{runs_needed, summarize};
 use super::suite::{Case, Suite};
 use super::wgsl;
-use crate::check::compare;
+use crate::check::compare_within;
 use crate::device::{Device, TimingOptions};
 use crate::kernels::{Kernel, Plan, Problem, Role};
 use crate::{Config, HostBuffer};
@@ -381,12 +381,12 @@ fn measure(
         return e;
     }
     e.first_run_s = Some(start.elapsed().as_secs_f64());
-    let tol = kernel.tolerance(problem);
     let outputs: Vec<OutputRecord> = plan
         .outputs()
         .zip(reference)
-        .map(|((i, spec), r)| {
-            let c = compare(&spec.name, &buffers[i].to_f64(), r, if spec.dtype.is_float() { tol } else { 0.0 });
+        .enumerate()
+        .map(|(j, ((i, spec), r))| {
+            let c = compare_within(&spec.name, &buffers[i].to_f64(), r, kernel.output_tolerance(problem, j, spec.dtype));
             OutputRecord { name: c.name, rel_err: c.rel_err, tolerance: c.tolerance, non_finite: c.non_finite, pass: c.pass }
         })
         .collect();

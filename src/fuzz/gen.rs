@@ -19,7 +19,7 @@ use std::cell::RefCell;
 
 use super::inputs::{tame_values, tame_within};
 use super::{Approx, BufferCase, Case, Check, Fill, Rng};
-use crate::{Access, Builder, DType, Scalar, Tile};
+use crate::{Access, Builder, DType, Rounding, Scalar, Tile};
 use tilekit_core::verify::VerifyError;
 
 /// A value of the pool and what is known about it.
@@ -349,9 +349,11 @@ impl<'b> Gen<'b> {
             None if v.loose => Check::SignedZero,
             None => Check::Exact,
         };
-        // Sometimes the store converts (the builder inserts the cast).
+        // Sometimes the store converts: the builder inserts the cast, except from a float to an
+        // integer, which must be written out (it has a rounding mode).
         let dtype = if approx.is_none() && self.chance(0.2) { self.any_dtype() } else { v.dtype() };
         let check = if dtype.is_int() && matches!(check, Check::SignedZero) { Check::Exact } else { check };
+        let v = if v.float() && !dtype.is_float() { V::exact(self.to_int(v.t, dtype)) } else { v };
         let at_pid = v.t.shape().is_empty() && self.chance(0.5);
         // Unmasked only where every lane is in bounds.
         let whole = !at_pid && self.full && self.chance(0.3);
@@ -424,11 +426,12 @@ impl<'b> Gen<'b> {
     fn unary(&self, pool: &[V<'b>]) -> Option<V<'b>> {
         let x = self.pick_from(pool, |_| true)?;
         Some(if x.float() {
-            match self.below(4) {
+            match self.below(5) {
                 0 => V { t: -x.t, ..x },
                 1 => V { t: x.t.abs(), ..x },
                 2 => V { t: x.t.floor(), ..x },
-                _ => V { t: x.t.ceil(), ..x },
+                3 => V { t: x.t.ceil(), ..x },
+                _ => V { t: x.t.round(), ..x },
             }
         } else if x.dtype() == DType::I1 || self.chance(0.4) {
             V::exact(!x.t)
@@ -539,8 +542,20 @@ impl<'b> Gen<'b> {
     fn cast(&self, pool: &[V<'b>]) -> Option<V<'b>> {
         let x = self.pick_from(pool, |_| true)?;
         let to = self.any_dtype();
-        let t = x.t.cast(to);
+        let t = if !to.is_float() && self.chance(0.4) { self.to_int(x.t, to) } else { x.t.cast(to) };
         Some(V { t, tame: x.tame.filter(|&l| tame_within(l, to)), loose: x.loose && to.is_float() })
+    }
+
+    /// `x` converted to the integer dtype `to` by a random one of the explicit conversions:
+    /// the truncating `cast` or a saturating cast in one of its rounding modes.
+    fn to_int(&self, x: Tile<'b>, to: DType) -> Tile<'b> {
+        match self.below(5) {
+            0 => x.cast(to),
+            1 => x.cast_saturating(to, Rounding::NearestEven),
+            2 => x.cast_saturating(to, Rounding::TowardZero),
+            3 => x.cast_saturating(to, Rounding::Down),
+            _ => x.cast_saturating(to, Rounding::Up),
+        }
     }
 
     /// `a * b + c` with tame `a` and `b`: their product is exact, so a fused and an unfused

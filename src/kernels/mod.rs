@@ -251,6 +251,31 @@ pub fn default_config_for(kernel: &dyn Kernel, problem: &Problem) -> Config {
     }
 }
 
+/// What an output must match its reference within: it passes when its norm-wise relative
+/// error ‖out − ref‖₂ / ‖ref‖₂ is at most `rel`, or when every element lies within `abs` of the
+/// reference (for integers, `abs: 1.0` accepts off-by-one). NaN matches only NaN, and an
+/// infinity only itself, whatever the bounds.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    pub rel: f64,
+    pub abs: f64,
+}
+
+impl Tolerance {
+    /// Bit-exact values (up to the sign of zero, which f64 comparison ignores).
+    pub const EXACT: Tolerance = Tolerance { rel: 0.0, abs: 0.0 };
+
+    /// A norm-wise relative bound.
+    pub const fn rel(rel: f64) -> Tolerance {
+        Tolerance { rel, abs: 0.0 }
+    }
+
+    /// An element-wise absolute bound.
+    pub const fn abs(abs: f64) -> Tolerance {
+        Tolerance { rel: 0.0, abs }
+    }
+}
+
 /// A library kernel.
 pub trait Kernel: Send + Sync {
     /// Short name used by the CLI (`softmax`).
@@ -279,6 +304,18 @@ pub trait Kernel: Send + Sync {
     /// (0 means exact).
     fn tolerance(&self, problem: &Problem) -> f64 {
         default_tolerance(problem.dtype)
+    }
+    /// What output `index` (counted among the plan's outputs), of `dtype`, must match its
+    /// reference within: [`Kernel::tolerance`] for floats, exact for integers. A kernel whose
+    /// integer output may differ legitimately widens it: a quantised value rounds the other
+    /// way when the float it came from differs in its last bit, so `Tolerance::abs(1.0)`.
+    fn output_tolerance(&self, problem: &Problem, index: usize, dtype: DType) -> Tolerance {
+        let _ = index;
+        if dtype.is_float() {
+            Tolerance::rel(self.tolerance(problem))
+        } else {
+            Tolerance::EXACT
+        }
     }
     /// Bytes and FLOPs the problem needs.
     fn cost(&self, problem: &Problem) -> Cost;
@@ -369,10 +406,7 @@ pub fn random_buffer(rng: &mut StdRng, dtype: DType, len: usize, lo: f64, hi: f6
     HostBuffer::from_f64(dtype, &vals)
 }
 
-/// `ceil(a / b)`.
-pub fn cdiv(a: usize, b: usize) -> usize {
-    a.div_ceil(b.max(1))
-}
+pub use tilekit_core::cdiv;
 
 /// Grid extent as u32, or an error when the problem is too large for one launch.
 pub fn grid_dim(n: usize) -> Result<u32, KernelError> {

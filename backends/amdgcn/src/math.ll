@@ -31,7 +31,10 @@ poly:
   %tp3 = call float @llvm.fma.f32(float %tp2, float %z, float 0xBFD5555320000000)
   %xz = fmul float %x, %z
   %p = call float @llvm.fma.f32(float %xz, float %tp3, float %x)
-  ret float %p
+  ; -0 + +0 is +0: a zero is returned as it came.
+  %zero = fcmp oeq float %x, 0.0
+  %pz = select i1 %zero, float %x, float %p
+  ret float %pz
 wide:
   %a2 = fmul float %a, 2.0
   %e = call float @llvm.exp.f32(float %a2)

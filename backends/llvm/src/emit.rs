@@ -836,6 +836,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             UnaryOp::Sqrt => self.call("float", "llvm.sqrt.f32", &[("float", x)]),
             UnaryOp::Floor => self.call("float", "llvm.floor.f32", &[("float", x)]),
             UnaryOp::Ceil => self.call("float", "llvm.ceil.f32", &[("float", x)]),
+            UnaryOp::Round => self.call("float", "llvm.roundeven.f32", &[("float", x)]),
             UnaryOp::Exp => self.math_call(MathFn::Exp, &[x]),
             UnaryOp::Exp2 => self.math_call(MathFn::Exp2, &[x]),
             UnaryOp::Log => self.math_call(MathFn::Log, &[x]),

@@ -10,7 +10,7 @@ use tilekit_llvm::inkwell::targets::FileType;
 use tilekit_llvm::{LlvmEmitter, LlvmValue};
 use tilekit_ptx::{ptxas, Arch, NvptxHooks};
 
-const UNARY: [UnaryOp; 15] = [
+const UNARY: [UnaryOp; 16] = [
     UnaryOp::Neg,
     UnaryOp::Not,
     UnaryOp::Abs,
@@ -26,6 +26,7 @@ const UNARY: [UnaryOp; 15] = [
     UnaryOp::Erf,
     UnaryOp::Floor,
     UnaryOp::Ceil,
+    UnaryOp::Round,
 ];
 const BINARY: [BinaryOp; 12] = [
     BinaryOp::Add,
@@ -202,5 +203,15 @@ fn vector_loads_and_stores() {
         if d.size_bytes() >= 4 {
             assert!(ptx.contains("ld.global.nc.v"), "{d}:\n{ptx}");
         }
+    }
+}
+
+/// `round` is one instruction, `cvt.rni` (to the nearest integer, ties to even), in f32 and
+/// in f16 (whose f32 detour LLVM folds away: rounding an f16 to an integer is exact).
+#[test]
+fn round_is_cvt_rni() {
+    for d in [DType::F32, DType::F16] {
+        let ptx = kernel(&format!("round_{d}"), &[d], &[d], |e, v| vec![e.unary(UnaryOp::Round, d, v[0])]);
+        assert!(ptx.contains(&format!("cvt.rni.{d}.{d}")) && !ptx.contains("call"), "{ptx}");
     }
 }

@@ -236,6 +236,7 @@ fn check_unary_f32(op: UnaryOp, x: f32, got: f32) -> bool {
         UnaryOp::Erf => libm::erff(x),
         UnaryOp::Floor => x.floor(),
         UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Round => x.round_ties_even(),
         UnaryOp::Not => x,
     };
     if same_float(got, want) {
@@ -247,7 +248,8 @@ fn check_unary_f32(op: UnaryOp, x: f32, got: f32) -> bool {
         UnaryOp::Log | UnaryOp::Log2 => err <= 1e-6 + 1e-6 * want.abs(),
         UnaryOp::Sqrt | UnaryOp::Rsqrt => ulps(got, want) <= 3,
         UnaryOp::Sin | UnaryOp::Cos => err <= 1e-5,
-        UnaryOp::Tanh => err <= 2e-6,
+        // Relative near 0 too: tilekit's own tanh, not GLSL's formula, which cancels there.
+        UnaryOp::Tanh => ulps(got, want) <= 16,
         // musl's erff is within 1 ulp; the GPU's exp adds its own error in the tail.
         UnaryOp::Erf => ulps(got, want) <= 4 || err <= 2e-7,
         _ => false,
@@ -280,6 +282,12 @@ fn float_unary_ops() {
         .iter()
         .map(|&op| {
             let mut v: Vec<f32> = (0..N).map(|_| unary_input(&mut rng, op)).collect();
+            if op == UnaryOp::Tanh {
+                // Near 0 (where GLSL's formula cancels), the branch point, zeros, NaN, infinities.
+                let special =
+                    [1e-4, -1e-4, 1e-7, 3e-3, 0.3, 0.6249999, 0.625, -0.625, 0.7, 0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-30];
+                v[..special.len()].copy_from_slice(&special);
+            }
             if op == UnaryOp::Erf {
                 // The range boundaries of erff, its tails, NaN and infinities.
                 let special = [0.0, -0.0, 0.84375, -0.84375, 1.25, 2.857142, 6.0, -6.0, 10.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-30];

@@ -807,7 +807,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         match &inst.op {
             Op::Unary { op, x } => {
                 let d = self.ty(*x).dtype;
-                let transcendental = op.float_only() && !matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+                let transcendental = !op.exact();
                 if d == DType::F16 && transcendental {
                     let a = self.e.cast(DType::F16, DType::F32, args[0]);
                     let r = self.e.unary(*op, DType::F32, a);
@@ -1035,6 +1035,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
             Op::AtomicCas { buffer, offsets, cmp, value, mask } => self.atomic(inst, None, *buffer, *offsets, Some(*cmp), *value, *mask)?,
             Op::Reduce { x, axis, combine } => self.reduce(inst, *x, *axis as usize, combine)?,
+            Op::ReduceTuple { xs, axis, combine } => self.reduce_tuple(inst, xs, *axis as usize, combine)?,
             Op::Scan { x, axis, combine, reverse } => self.scan(inst, *x, *axis as usize, combine, *reverse)?,
             Op::Dot { a, b, acc } => self.dot(inst, *a, *b, *acc)?,
             Op::For { lower, upper, step, init, body } => {
@@ -1712,6 +1713,186 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.scalars.insert(r, out[0]);
         } else {
             self.set_data(r, res_layout, out);
+        }
+        Ok(())
+    }
+
+    /// `combine(a, b)` of a tuple reduction: one register per operand on each side.
+    fn combine_tuple(&mut self, block: &'a Block, a: &[E::V], b: &[E::V]) -> R<Vec<E::V>> {
+        self.push_scope();
+        for (&arg, &v) in block.args.iter().zip(a.iter().chain(b)) {
+            self.scalars.insert(arg, v);
+        }
+        self.block(block)?;
+        let out = self.yielded(block).iter().map(|&y| self.scalar(y)).collect();
+        self.pop_scope();
+        Ok(out)
+    }
+
+    /// `reduce_tuple`: the steps of [`Lowerer::reduce`] (within the thread, across lanes,
+    /// across warps; or through shared memory), with one register per operand where `reduce`
+    /// carries a value and an optional index. Every operand is brought to the first one's layout.
+    fn reduce_tuple(&mut self, inst: &'a Inst, xs: &[Value], axis: usize, block: &'a Block) -> R<()> {
+        let xt = self.ty(xs[0]).clone();
+        let rds: Vec<DType> = xs.iter().map(|&x| reg_dtype(self.ty(x).dtype)).collect();
+        let (xl, first) = self.get_natural(xs[0])?;
+        let mut xregs = vec![first];
+        for &x in &xs[1..] {
+            xregs.push(self.get(x, &xl)?);
+        }
+        let xdist = self.dist(&xl, &xt.shape);
+        let res_layout = Layout::Slice { dim: axis as u32, parent: Box::new(xl.clone()) };
+        let mut rshape = xt.shape.clone();
+        rshape.remove(axis);
+        let rdist = self.dist(&res_layout, &rshape);
+        let rnumel: usize = rshape.iter().product::<usize>().max(1);
+        // Operands of one register dtype share that dtype's shared-memory array, one after
+        // another: `bases[j]` is operand j's start, in units of `per_operand` elements.
+        let mut count: HashMap<DType, usize> = HashMap::new();
+        let slots_of: Vec<usize> = rds
+            .iter()
+            .map(|d| {
+                let c = count.entry(*d).or_insert(0);
+                *c += 1;
+                *c - 1
+            })
+            .collect();
+        let use_shuffles = !xdist.wrap[axis] && self.target.subgroup_ops.shuffle;
+        let mut partial: Vec<Vec<E::V>> = Vec::with_capacity(rdist.num_regs());
+        if use_shuffles {
+            let ridx = rdist.index();
+            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rdist.num_regs()];
+            for (i, reg) in xdist.regs.iter().enumerate() {
+                let mut k = reg.clone();
+                k.remove(axis);
+                if let Some(&g) = ridx.get(&rdist.key(&k)) {
+                    groups[g].push(i);
+                }
+            }
+            for g in &groups {
+                let mut acc: Option<Vec<E::V>> = None;
+                for &i in g {
+                    let e: Vec<E::V> = xregs.iter().map(|r| r[i]).collect();
+                    acc = Some(match acc {
+                        None => e,
+                        Some(a) => self.combine_tuple(block, &a, &e)?,
+                    });
+                }
+                partial.push(acc.expect("every result register has sources"));
+            }
+            for t in xdist.terms[axis].clone().iter().filter(|t| t.src == ThreadSrc::Lane) {
+                for bit in 0..t.mask.count_ones() {
+                    let lane_mask = 1u32 << (t.shift + bit);
+                    for p in partial.iter_mut() {
+                        let other: Vec<E::V> = p.iter().zip(&rds).map(|(&v, &d)| self.e.shuffle_xor(d, v, lane_mask)).collect();
+                        *p = self.combine_tuple(block, p, &other)?;
+                    }
+                }
+            }
+            let wterms: Vec<ThreadTerm> = xdist.terms[axis].iter().filter(|t| t.src == ThreadSrc::Warp).copied().collect();
+            if !wterms.is_empty() {
+                let nw: u32 = wterms.iter().map(|t| t.mask + 1).product();
+                let per_operand = nw as usize * rnumel;
+                for (d, c) in &count {
+                    self.reserve(*d, c * per_operand);
+                }
+                self.e.barrier();
+                let mut widx: Option<E::V> = None;
+                let mut scale = 1u32;
+                for t in &wterms {
+                    let term = ThreadTerm { mult: scale, ..*t };
+                    let v = self.term_value(&term);
+                    widx = Some(match widx {
+                        None => v,
+                        Some(a) => self.e.binary(BinaryOp::Add, DType::I32, a, v),
+                    });
+                    scale *= t.mask + 1;
+                }
+                let widx = widx.expect("non-empty");
+                let rc = self.coords(&rdist);
+                let rn = self.c_i32(rnumel as i64);
+                let base = self.e.binary(BinaryOp::Mul, DType::I32, widx, rn);
+                let mut lins = Vec::new();
+                for (i, cs) in rc.coords.iter().enumerate() {
+                    let lin = self.linear(cs, &rshape);
+                    let slot = self.e.binary(BinaryOp::Add, DType::I32, base, lin);
+                    for (j, &d) in rds.iter().enumerate() {
+                        let s = self.offset(slot, (slots_of[j] * per_operand) as i64);
+                        self.st_sh(d, s, partial[i][j]);
+                    }
+                    lins.push(lin);
+                }
+                self.e.barrier();
+                for (i, lin) in lins.iter().enumerate() {
+                    let mut acc: Option<Vec<E::V>> = None;
+                    for w in 0..nw {
+                        let off = self.c_i32((w as usize * rnumel) as i64);
+                        let slot = self.e.binary(BinaryOp::Add, DType::I32, off, *lin);
+                        let mut e = Vec::with_capacity(rds.len());
+                        for (j, &d) in rds.iter().enumerate() {
+                            let s = self.offset(slot, (slots_of[j] * per_operand) as i64);
+                            e.push(self.ld_sh(d, s));
+                        }
+                        acc = Some(match acc {
+                            None => e,
+                            Some(a) => self.combine_tuple(block, &a, &e)?,
+                        });
+                    }
+                    partial[i] = acc.expect("at least one warp");
+                }
+            }
+        } else {
+            // Through shared memory: every thread reads its result elements' whole axis.
+            let per_operand = xt.numel();
+            for (d, c) in &count {
+                self.reserve(*d, c * per_operand);
+            }
+            self.e.barrier();
+            let xc = self.coords(&xdist);
+            for (i, cs) in xc.coords.iter().enumerate() {
+                let lin = self.linear(cs, &xt.shape);
+                for (j, &d) in rds.iter().enumerate() {
+                    let s = self.offset(lin, (slots_of[j] * per_operand) as i64);
+                    self.st_sh(d, s, xregs[j][i]);
+                }
+            }
+            self.e.barrier();
+            let rc = self.coords(&rdist);
+            let n = xt.shape[axis];
+            let stride: usize = xt.shape[axis + 1..].iter().product();
+            for cs in &rc.coords {
+                let mut full = cs.clone();
+                let zero = self.c_i32(0);
+                full.insert(axis, zero);
+                let base = self.linear(&full, &xt.shape);
+                let mut init = Vec::with_capacity(rds.len());
+                for (j, &d) in rds.iter().enumerate() {
+                    let s = self.offset(base, (slots_of[j] * per_operand) as i64);
+                    init.push((d, self.ld_sh(d, s)));
+                }
+                let (lo, hi, st) = (self.c_i32(1), self.c_i32(n as i64), self.c_i32(1));
+                let (k, args) = self.e.begin_loop(DType::I32, lo, hi, st, &init);
+                self.push_scope();
+                let sv = self.c_i32(stride as i64);
+                let off = self.e.binary(BinaryOp::Mul, DType::I32, k, sv);
+                let slot = self.e.binary(BinaryOp::Add, DType::I32, base, off);
+                let mut e = Vec::with_capacity(rds.len());
+                for (j, &d) in rds.iter().enumerate() {
+                    let s = self.offset(slot, (slots_of[j] * per_operand) as i64);
+                    e.push(self.ld_sh(d, s));
+                }
+                let next = self.combine_tuple(block, &args, &e)?;
+                self.pop_scope();
+                partial.push(self.e.end_loop(&next));
+            }
+        }
+        for (j, &r) in inst.results.iter().enumerate() {
+            let out: Vec<E::V> = partial.iter().map(|p| p[j]).collect();
+            if rshape.is_empty() {
+                self.scalars.insert(r, out[0]);
+            } else {
+                self.set_data(r, res_layout.clone(), out);
+            }
         }
         Ok(())
     }

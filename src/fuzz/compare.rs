@@ -197,6 +197,26 @@ pub fn explained_by_atomic_ftz(case: &Case, want: &[HostBuffer], got: &[HostBuff
 /// The smallest and largest divisor magnitudes for which Vulkan bounds the error of `x / y`.
 const VULKAN_DIV_RANGE: (f64, f64) = (1.1754943508222875e-38, 8.507059173023462e37);
 
+/// Whether Vulkan leaves `op` on `args` (its operands) without an error bound: a divisor
+/// outside [2^-126, 2^126]; `log`/`log2` of x <= 0, `rsqrt` of x <= 0 and `sqrt` of x < 0
+/// (GLSL.std.450 leaves them undefined); an infinite operand, where the precision table's
+/// bounds (in ulp of the result, or 3 + 2|x| ulp) say nothing.
+fn outside_vulkan_bounds(op: Approx, args: &[(DType, f64)]) -> bool {
+    let x = args.first().map_or(f64::NAN, |a| a.1);
+    if args.iter().any(|a| a.1.is_infinite()) {
+        return true;
+    }
+    match op {
+        Approx::Div => {
+            let y = args.get(1).map_or(f64::NAN, |a| a.1.abs());
+            !(VULKAN_DIV_RANGE.0..=VULKAN_DIV_RANGE.1).contains(&y)
+        }
+        Approx::Log | Approx::Log2 | Approx::Rsqrt => x <= 0.0,
+        Approx::Sqrt => x < 0.0,
+        _ => false,
+    }
+}
+
 /// `op` on `args` in f64 (the op's exact value, before rounding to the buffer's dtype); `None`
 /// for ops the rule does not evaluate.
 fn approx_in_f64(op: Approx, args: &[f64]) -> Option<f64> {
@@ -219,8 +239,9 @@ fn approx_in_f64(op: Approx, args: &[f64]) -> Option<f64> {
 /// Whether the differences `at` all lie where an approximate op's error is not bounded on the
 /// device (docs/semantics.md, "Approximate ops"): each is the result of an approximate op whose
 /// operands (read from the outputs that hold them, [`super::BufferCase::operands`]) are
-/// - for a division on SPIR-V (`vulkan_ranges`), a divisor outside [2^-126, 2^126], where
-///   Vulkan's precision table leaves the quotient undefined; or
+/// - on SPIR-V (`vulkan_ranges`), where Vulkan gives the op no error bound
+///   ([`outside_vulkan_bounds`]: a divisor outside [2^-126, 2^126], a logarithm or reciprocal
+///   square root of x <= 0, an infinite operand); or
 /// - on a device that flushes subnormals (`flushes`), subnormal, and the device's element is
 ///   within the op's bound of the op on those operands taken as zeros of either sign (the
 ///   transcendental units read a subnormal as a zero).
@@ -247,11 +268,8 @@ pub fn explained_by_approx_domain(
         if args.is_empty() {
             return false;
         }
-        if vulkan_ranges && op == Approx::Div {
-            let y = args.get(1).map_or(f64::NAN, |a| a.1.abs());
-            if !(VULKAN_DIV_RANGE.0..=VULKAN_DIV_RANGE.1).contains(&y) {
-                return true;
-            }
+        if vulkan_ranges && outside_vulkan_bounds(op, &args) {
+            return true;
         }
         if !flushes || !args.iter().any(|&(d, x)| is_subnormal(d, x)) {
             return false;
@@ -363,6 +381,15 @@ mod tests {
         // A subnormal dividend read as zero, on a device that may flush.
         assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, true));
         assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, false));
+        // Outside GLSL.std.450's domains, and at infinite operands, on SPIR-V only.
+        let mut rsqrt = case.clone();
+        rsqrt.buffers[0].check = Check::Approx(Approx::Rsqrt);
+        rsqrt.buffers[0].operands = vec!["x".into()];
+        let want = [f(&[f64::NEG_INFINITY, 0.0, 1.0, 0.5]), f(&[-0.0, f64::INFINITY, 1.0, 4.0]), f(&[1.0; 4])];
+        let got = [f(&[f64::NAN, 7.0, 2.0, 0.5]), want[1].clone(), want[2].clone()];
+        assert!(explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0), (0, 1)], true, false));
+        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0)], false, false));
+        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 2)], true, true));
         // Without the operands stored beside the result nothing is explained.
         let mut bare = case.clone();
         bare.buffers[0].operands.clear();

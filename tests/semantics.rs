@@ -611,3 +611,32 @@ fn abs_and_neg_of_the_most_negative_integer_stay_negative() {
         agree(&text, [1, 1, 1], 1, &bufs, &[]);
     }
 }
+
+/// Reductions of 8- and 16-bit values across lanes and warps order them as signed numbers after
+/// their trip through 32-bit shuffles: NVIDIA's driver compared the registers as it found them
+/// (a `reduce min` of i16 gave -32766 for -32768).
+#[test]
+fn narrow_reductions_order_signed_values() {
+    for dtype in ["i8", "i16"] {
+        let text = format!(
+            "program r(x: buffer<{dtype}, read>, lo: buffer<{dtype}, write>, hi: buffer<{dtype}, write>) grid 1 {{
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]x{dtype}
+  %2 = neg %1 : [64]x{dtype}
+  %3 = reduce min %2, axis 0 : {dtype}
+  %4 = reduce max %2, axis 0 : {dtype}
+  %5 = const 0 : i32
+  store lo[%5], %3
+  store hi[%5], %4
+}}"
+        );
+        let d = DType::from_name(dtype).unwrap();
+        let min = if dtype == "i8" { -128 } else { -32768 };
+        for seed in 0..3 {
+            let x = random_ints(seed, d, 64, min + 1, -min);
+            // -MIN is MIN: the smallest value after the negation, wherever it sits.
+            x.store_bits(7 + 13 * seed as usize, min as i64 as u64);
+            agree(&text, [1, 1, 1], 2, &[x, HostBuffer::zeros(d, 1), HostBuffer::zeros(d, 1)], &[]);
+        }
+    }
+}

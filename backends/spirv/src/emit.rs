@@ -1419,9 +1419,25 @@ impl SpirvEmitter {
 
     // ---- arithmetic pieces ----
 
+    /// `a` and `b` of integer dtype `d` as operands of an ordering: 8- and 16-bit values widened
+    /// to 32 bits explicitly. NVIDIA's driver compares narrow values as the 32-bit registers
+    /// that hold them, which after a truncation (a narrowed -(-32768), a value unpacked from a
+    /// shuffle) are not the sign extension it assumes: a `reduce min` of i16 returned -32766.
+    fn ordered_operands(&mut self, d: DType, a: Word, b: Word) -> (Word, Word) {
+        match int_width(d) {
+            8 | 16 if is_signed(d) => (self.sign_extend_narrow(d, a), self.sign_extend_narrow(d, b)),
+            8 | 16 => {
+                let u = self.u32_ty();
+                (self.emit(Op::UConvert, u, &[a]), self.emit(Op::UConvert, u, &[b]))
+            }
+            _ => (a, b),
+        }
+    }
+
     fn int_min_max(&mut self, op: BinaryOp, d: DType, a: Word, b: Word) -> Word {
         let lt = if is_signed(d) { Op::SLessThan } else { Op::ULessThan };
-        let c = self.b_op(lt, a, b);
+        let (wa, wb) = self.ordered_operands(d, a, b);
+        let c = self.b_op(lt, wa, wb);
         let t = self.ty(d);
         if op == BinaryOp::Max {
             self.sel(t, c, b, a)
@@ -2174,6 +2190,7 @@ impl Emitter for SpirvEmitter {
                     CmpPred::Ge if s => Op::SGreaterThanEqual,
                     CmpPred::Ge => Op::UGreaterThanEqual,
                 };
+                let (a, b) = self.ordered_operands(d, a, b);
                 self.emit(op, bt, &[a, b])
             }
         };

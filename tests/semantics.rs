@@ -635,7 +635,7 @@ fn narrow_reductions_order_signed_values() {
         for seed in 0..3 {
             let x = random_ints(seed, d, 64, min + 1, -min);
             // -MIN is MIN: the smallest value after the negation, wherever it sits.
-            x.store_bits(7 + 13 * seed as usize, min as i64 as u64);
+            x.store_bits(7 + 13 * seed as usize, min as u64);
             agree(&text, [1, 1, 1], 2, &[x, HostBuffer::zeros(d, 1), HostBuffer::zeros(d, 1)], &[]);
         }
     }

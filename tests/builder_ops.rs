@@ -6,11 +6,11 @@
 //! and `amdgcn` features) assembles with ptxas and links for gfx942. Exact everywhere: see
 //! docs/semantics.md, "Rounding, clamping, ceiling division and conversions to integers".
 
-use std::io::Write;
-use std::process::Command;
-
+#[path = "common/spirv_val.rs"]
+mod spirv_val;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use spirv_val::spirv_val;
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;
 use tilekit::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
@@ -34,30 +34,6 @@ fn devices() -> Vec<Device> {
         out.extend(gpus);
     }
     out
-}
-
-fn spirv_val(words: &[u32], what: &str) {
-    if std::env::var("TILEKIT_SKIP_SPIRV_VAL").is_ok_and(|v| v == "1") {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("tilekit-builder-ops-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.spv", what.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
-    let mut f = std::fs::File::create(&path).unwrap();
-    f.write_all(&words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-    drop(f);
-    let out = Command::new("spirv-val")
-        .args(["--target-env", "vulkan1.3"])
-        .arg(&path)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run spirv-val ({e}): install spirv-tools, or set TILEKIT_SKIP_SPIRV_VAL=1"));
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "{what}: spirv-val rejects the module:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The text form round trip, and the modules every backend makes of `program`.

@@ -1,0 +1,27 @@
+//! Shared by the tests that validate emitted SPIR-V.
+
+/// `spirv-val --target-env vulkan1.3` accepts `words` (`what` names the module in the failure);
+/// `TILEKIT_SKIP_SPIRV_VAL=1` skips the check where spirv-tools is missing.
+pub fn spirv_val(words: &[u32], what: &str) {
+    if std::env::var("TILEKIT_SKIP_SPIRV_VAL").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tilekit-spirv-val-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.spv", what.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+    let mut f = std::fs::File::create(&path).unwrap();
+    std::io::Write::write_all(&mut f, &words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    drop(f);
+    let out = std::process::Command::new("spirv-val")
+        .args(["--target-env", "vulkan1.3"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run spirv-val ({e}): install spirv-tools, or set TILEKIT_SKIP_SPIRV_VAL=1"));
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{what}: spirv-val rejects the module:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

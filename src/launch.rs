@@ -44,7 +44,7 @@ use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_core::ir::ParamKind;
 use tilekit_core::{Config, DType, Element, HostBuffer, Program, Scalar, Transfers};
 
-use crate::device::{Device, DeviceError};
+use crate::device::{Device, DeviceError, TimingOptions};
 use crate::runtime::{self, with_runtime, Runtime};
 
 /// Why a launch did not run: the argument, the build, or the device.
@@ -571,19 +571,13 @@ impl Kernel {
         run().map_err(|e| self.device_err(e))?
     }
 
-    /// Device time of `runs` launches after `warmup`, seconds each (device timestamps on GPUs,
-    /// the wall clock on the CPU devices).
-    pub fn time(
-        &self,
-        device: &Device,
-        grid: [u32; 3],
-        args: &Args<'_>,
-        config: &Config,
-        warmup: usize,
-        runs: usize,
-    ) -> Result<Vec<f64>, LaunchError> {
+    /// Device time of each of `timing.runs` launches after `timing.warmup` untimed ones, in
+    /// seconds (device timestamps on GPUs, the wall clock on the CPU devices). With
+    /// `timing.flush_bytes` set, that much device memory is overwritten before each timed launch
+    /// so that it starts with cold caches, as `tilekit bench` times; the arguments' buffers keep
+    /// their contents on the device (`read_back` does not apply: nothing is copied to the host).
+    pub fn time(&self, device: &Device, grid: [u32; 3], args: &Args<'_>, config: &Config, timing: &TimingOptions) -> Result<Vec<f64>, LaunchError> {
         let program = self.program(config)?;
-        #[allow(clippy::too_many_arguments)]
         fn time_on<R: Runtime>(
             k: &Kernel,
             rt: &Arc<R>,
@@ -591,15 +585,15 @@ impl Kernel {
             grid: [u32; 3],
             args: &Args<'_>,
             config: &Config,
-            warmup: usize,
-            runs: usize,
+            timing: &TimingOptions,
         ) -> Result<Vec<f64>, LaunchError> {
             let Prepared { buffers, scalars, kernel, .. } = k.prepare(rt, program, grid, args, config)?;
-            let mut flush = rt.flush(0).map_err(|e| k.device_err(e))?;
-            runtime::with_kernel(&kernel, |kernel| rt.time(kernel, grid, &buffers, &scalars, warmup, runs, &mut flush)).map_err(|e| k.device_err(e))
+            let mut flush = rt.flush(timing.flush_bytes).map_err(|e| k.device_err(e))?;
+            runtime::with_kernel(&kernel, |kernel| rt.time(kernel, grid, &buffers, &scalars, timing.warmup, timing.runs, &mut flush))
+                .map_err(|e| k.device_err(e))
         }
         let run = || -> Result<Result<Vec<f64>, LaunchError>, DeviceError> {
-            with_runtime!(device, |rt| Ok(time_on(self, rt, &program, grid, args, config, warmup, runs)))
+            with_runtime!(device, |rt| Ok(time_on(self, rt, &program, grid, args, config, timing)))
         };
         run().map_err(|e| self.device_err(e))?
     }

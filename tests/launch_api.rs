@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use tilekit::device::TimingOptions;
 use tilekit::kernels::{self, default_config_for, Role};
 use tilekit::{Args, Builder, Config, DType, Device, DeviceBuffer, HostBuffer, Kernel, LaunchError, Program};
 
@@ -155,6 +156,32 @@ fn the_binary_is_compiled_once_per_configuration_and_device() {
     let other = k.launch(&device, [1, 1, 1], &args, &Config::new().with("BLOCK", 32)).unwrap();
     assert!(other.compile_time.is_some(), "{device}: a new configuration compiles");
     assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0f32; 64]);
+}
+
+/// Timing through the launch API: one sample per run on every device, each positive; with a
+/// flush the buffers still hold what the kernel computed (the flush writes memory of its own,
+/// and nothing moves through the host).
+#[test]
+fn timing_flushes_without_touching_the_arguments() {
+    let _turn = turn();
+    let k = axpby();
+    let n = 4099usize;
+    let config = Config::new().with("BLOCK", 256);
+    let grid = [n.div_ceil(256) as u32, 1, 1];
+    let xs: Vec<f32> = (0..n).map(|i| (i % 97) as f32 - 48.5).collect();
+    for device in devices() {
+        let x = device.upload(&HostBuffer::from_slice(&xs)).unwrap();
+        let y = device.upload(&HostBuffer::from_slice(&xs)).unwrap();
+        let out = device.alloc(DType::F32, n).unwrap();
+        let args = Args::new().arg("x", &x).arg("y", &y).arg("out", &out).scalar("a", 2.0).scalar("b", -1.0).scalar("n", n);
+        let before = device.transfers().unwrap();
+        let timing = TimingOptions { warmup: 1, runs: 3, flush_bytes: 1 << 20, read_back: false };
+        let samples = k.time(&device, grid, &args, &config, &timing).unwrap_or_else(|e| panic!("{device}: {e}"));
+        assert_eq!(samples.len(), 3, "{device}");
+        assert!(samples.iter().all(|t| t.is_finite() && *t > 0.0), "{device}: {samples:?}");
+        assert_eq!(device.transfers().unwrap().since(&before).copies(), 0, "{device}");
+        assert_eq!(out.to_vec::<f32>().unwrap(), xs, "{device}: 2x - x");
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use serde::Serialize;
 use tilekit_core::{Config, HostBuffer};
 
 use crate::device::{Device, DeviceError, RunOptions};
-use crate::kernels::{Kernel, KernelError, Problem, Role, Tolerance};
+use crate::kernels::{Kernel, KernelError, Plan, Problem, Role, Tolerance};
 
 /// How one output compares with the reference.
 #[derive(Clone, Debug, Serialize)]
@@ -195,6 +195,24 @@ impl Case {
         timing: Option<(usize, usize)>,
         options: &RunOptions,
     ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
+        let time = |plan: &Plan, buffers: &[HostBuffer]| match timing {
+            Some((warmup, runs)) => device.time_plan(plan, buffers, config, warmup, runs).map(Some),
+            None => Ok(None),
+        };
+        self.check_then(kernel, config, device, options, time)
+    }
+
+    /// Runs `kernel` under `config` on `device` (with `options`) and compares its outputs; when
+    /// the answer was right, `time` gets the plan and its buffers (inputs uploaded, outputs as
+    /// the run left them) and its samples come back. A wrong answer is never timed.
+    pub fn check_then(
+        &self,
+        kernel: &dyn Kernel,
+        config: &Config,
+        device: &Device,
+        options: &RunOptions,
+        time: impl FnOnce(&Plan, &[HostBuffer]) -> Result<Option<Vec<f64>>, DeviceError>,
+    ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
         let plan = kernel.plan(&self.problem, config)?;
         let want = plan.inputs().count();
         if self.inputs.len() != want {
@@ -245,10 +263,7 @@ impl Case {
             outputs,
             elapsed_s: elapsed.as_secs_f64(),
         };
-        let samples = match timing {
-            Some((warmup, runs)) if report.pass() => Some(device.time_plan(&plan, &buffers, config, warmup, runs)?),
-            _ => None,
-        };
+        let samples = if report.pass() { time(&plan, &buffers)? } else { None };
         Ok((report, samples))
     }
 }

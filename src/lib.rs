@@ -13,6 +13,7 @@ pub mod fuzz;
 pub mod kernels;
 pub mod launch;
 pub mod runtime;
+pub mod tune;
 
 pub use device::{Device, DeviceError};
 pub use launch::{Args, DeviceBuffer, Error, IntoScalar, Kernel, LaunchError, LaunchReport};

@@ -122,6 +122,18 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The CUDA driver's version as `cuDriverGetVersion` gives it (13000 for 13.0), `None`
+/// without a driver.
+pub fn driver_version() -> Option<i32> {
+    if !driver_present() {
+        return None;
+    }
+    let mut v = 0;
+    // SAFETY: the library is present; the call writes one int and needs no context.
+    let r = unsafe { sys::cuDriverGetVersion(&mut v) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some(v)
+}
+
 fn driver_err(ordinal: usize, what: &str) -> impl Fn(DriverError) -> CudaError + '_ {
     move |source| CudaError::Driver { ordinal, what: what.to_string(), source }
 }

@@ -19,4 +19,4 @@ pub use ptxas::{PtxasError, PtxasReport};
 pub mod cublas;
 pub mod cuda;
 pub use cublas::{cublas_present, CublasMatmul};
-pub use cuda::{CudaBuffer, CudaDeviceInfo, CudaError, CudaKernel, CudaRuntime};
+pub use cuda::{driver_version, CudaBuffer, CudaDeviceInfo, CudaError, CudaKernel, CudaRuntime};

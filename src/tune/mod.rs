@@ -5,6 +5,7 @@
 //! processes) that configuration, or the kernel's default when none was tuned.
 
 pub mod cache;
+pub mod model;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,6 +18,11 @@ pub use cache::{hash_hex, CacheEntry, CacheError, Lookup, Strategy, TuneCache, T
 use crate::check::Case;
 use crate::device::{Device, DeviceError, RunOptions, TimingOptions};
 use crate::kernels::{default_config_for, Kernel, KernelError, Problem};
+
+/// The tuner times the model's first fifth of the candidates and every other candidate whose
+/// estimate lies within this factor of the first's: where the model cannot tell candidates
+/// apart, it does not pretend to.
+pub const MODEL_SLACK: f64 = 1.1;
 
 /// How [`tune`] times each candidate: `warmup` untimed runs, then at least `min_runs` and
 /// `min_time_s` of device time, at most `max_runs` (the benchmark's protocol), each after

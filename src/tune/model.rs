@@ -1,0 +1,186 @@
+//! An analytical cost model that ranks a kernel's candidate configurations on a device before
+//! any is timed, so the tuner times the few the model puts first.
+//!
+//! Per launch: the programs of the grid and the threads of one program; how many programs fit
+//! on a multiprocessor at once (threads, registers and shared memory from the backend's static
+//! resources); the waves that gives. The time is the largest of
+//! - the bytes the problem must move at the copy bandwidth, scaled down when too few loads are
+//!   in flight to cover the memory latency (Little's law: threads resident x bytes each thread
+//!   has outstanding against bandwidth x latency);
+//! - for tiled `dot` kernels (`BLOCK_M` / `BLOCK_N`), the operand tiles every program streams,
+//!   at the bandwidth of the last-level cache, and the FLOPs at the matrix (or FMA) peak;
+//! - the serial latency of each wave: loads, then the reductions across the program's warps;
+//!
+//! plus the launch overhead. It ranks; its absolute figures are rough.
+
+use tilekit_core::Config;
+
+use crate::device::KernelResources;
+use crate::kernels::{Cost, Plan};
+
+/// What the model needs of a device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Machine {
+    pub multiprocessors: u32,
+    pub threads_per_multiprocessor: u32,
+    pub registers_per_multiprocessor: u32,
+    pub shared_per_multiprocessor: u32,
+    pub programs_per_multiprocessor: u32,
+    pub warp: u32,
+    /// Measured (or nominal) copy bandwidth, bytes/s.
+    pub copy_bytes_per_s: f64,
+    /// Matrix-unit peak, FLOP/s, where `dot` uses one.
+    pub matrix_flops_per_s: Option<f64>,
+    pub fma_flops_per_s: f64,
+    /// Last-level cache bandwidth over the copy bandwidth.
+    pub cache_over_copy: f64,
+    /// Seconds from a load's issue to its data.
+    pub memory_latency_s: f64,
+    /// Seconds one barrier-separated step of a cross-warp reduction takes.
+    pub barrier_s: f64,
+    pub launch_s: f64,
+}
+
+impl Machine {
+    /// An NVIDIA H200 (132 multiprocessors of sm_90) with the given measured ceilings.
+    pub fn h200(copy_bytes_per_s: f64, matrix_flops_per_s: Option<f64>) -> Machine {
+        Machine {
+            multiprocessors: 132,
+            threads_per_multiprocessor: 2048,
+            registers_per_multiprocessor: 65536,
+            shared_per_multiprocessor: 228 << 10,
+            programs_per_multiprocessor: 32,
+            warp: 32,
+            copy_bytes_per_s,
+            matrix_flops_per_s,
+            fma_flops_per_s: 67e12,
+            cache_over_copy: 2.5,
+            memory_latency_s: 0.8e-6,
+            barrier_s: 0.15e-6,
+            launch_s: 3e-6,
+        }
+    }
+
+    /// A device the model knows nothing particular about: `multiprocessors` units of an
+    /// sm_80-like shape with a nominal bandwidth.
+    pub fn generic(multiprocessors: u32, warp: u32, copy_bytes_per_s: f64) -> Machine {
+        Machine {
+            multiprocessors: multiprocessors.max(1),
+            warp: warp.max(1),
+            copy_bytes_per_s,
+            matrix_flops_per_s: None,
+            fma_flops_per_s: 20e12,
+            ..Machine::h200(copy_bytes_per_s, None)
+        }
+    }
+}
+
+/// The model's view of one candidate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    pub seconds: f64,
+    /// Programs resident per multiprocessor, and what limits it.
+    pub resident: u32,
+    pub limit: &'static str,
+    pub waves: u64,
+}
+
+/// Registers are allocated per warp in units of 256 (8 per thread).
+fn allocated_registers(r: u32) -> u32 {
+    r.max(1).div_ceil(8) * 8
+}
+
+/// Estimated seconds of `plan` under `config` on `machine`; `resources` per launch where the
+/// backend reports them (else 32 registers and no shared memory are assumed). An error says
+/// why a launch cannot run at all (one program needs more than a multiprocessor has).
+pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, resources: &[KernelResources]) -> Result<Estimate, String> {
+    let warps = config.num_warps().max(1) as u32;
+    let threads = warps * machine.warp;
+    let launches = plan.launches.len().max(1) as f64;
+    let elem = plan.inputs().next().map_or(2.0, |(_, b)| b.dtype.size_bytes() as f64);
+    let mut total = 0.0;
+    let mut first: Option<Estimate> = None;
+    for (li, launch) in plan.launches.iter().enumerate() {
+        let programs: u64 = launch.grid.iter().map(|&g| u64::from(g.max(1))).product();
+        let res = resources.get(li);
+        let registers = res.and_then(|r| r.registers).unwrap_or(32);
+        let shared = res.and_then(|r| r.shared_bytes).unwrap_or(0);
+        let limits = [
+            (machine.threads_per_multiprocessor / threads, "threads"),
+            (machine.registers_per_multiprocessor / (allocated_registers(registers) * threads), "registers"),
+            (machine.shared_per_multiprocessor.checked_div(shared).unwrap_or(u32::MAX), "shared memory"),
+            (machine.programs_per_multiprocessor, "programs"),
+        ];
+        let (resident, limit) = limits.into_iter().min_by_key(|l| l.0).expect("four limits");
+        if resident == 0 {
+            return Err(format!(
+                "a program of {threads} threads with {registers} registers each and {shared} bytes of shared memory does not fit on a multiprocessor ({limit})"
+            ));
+        }
+        let slots = u64::from(machine.multiprocessors) * u64::from(resident);
+        let waves = programs.div_ceil(slots);
+        let concurrent = programs.min(slots) as f64;
+        // This launch's share of the problem's traffic and work.
+        let bytes = cost.bytes as f64 / launches;
+        let flops = cost.flops as f64 / launches;
+        let per_thread = bytes / (programs as f64 * f64::from(threads));
+        // A thread has outstanding what one access of the program's widest loaded tile gives it
+        // (a block loop that loads small tiles keeps little in flight), twice over, at most four
+        // 16-byte accesses.
+        let tile = widest_load(&launch.program);
+        let per_access = if tile == 0 { per_thread } else { tile as f64 * elem / f64::from(threads) };
+        let in_flight = concurrent * f64::from(threads) * per_thread.min(4.0 * per_access).min(64.0);
+        let needed = machine.copy_bytes_per_s * machine.memory_latency_s;
+        // While one program reduces, the others resident beside it keep memory busy: with one
+        // per multiprocessor its phases do not overlap.
+        let overlap = f64::from(resident) / (f64::from(resident) + 0.5);
+        let bandwidth = machine.copy_bytes_per_s * (in_flight / needed).min(1.0) * overlap;
+        let mut t = bytes / bandwidth.max(1.0);
+        if let (Ok(bm), Ok(bn)) = (config.get("BLOCK_M"), config.get("BLOCK_N")) {
+            // Every program streams a BLOCK_M x K and a K x BLOCK_N tile for BLOCK_M x BLOCK_N x K
+            // multiply-adds: the operand bytes per flop fall as the tiles grow.
+            let tiles = flops / 2.0 * (1.0 / bn.max(1) as f64 + 1.0 / bm.max(1) as f64) * elem;
+            t = t.max(tiles / (machine.copy_bytes_per_s * machine.cache_over_copy));
+            let peak = machine.matrix_flops_per_s.unwrap_or(machine.fma_flops_per_s);
+            // The matrix units of a multiprocessor need four warps resident to be kept busy.
+            let fill = (concurrent * f64::from(warps) / (f64::from(machine.multiprocessors) * 4.0)).min(1.0);
+            t = t.max(flops / (peak * fill));
+        } else if flops > 0.0 {
+            t = t.max(flops / machine.fma_flops_per_s);
+        }
+        // Each wave waits for its loads, then combines across its warps: log2(warps) steps of
+        // shuffles and barriers, each about a barrier.
+        let steps = f64::from(warps).log2().ceil() + 1.0;
+        let serial = waves as f64 * (2.0 * machine.memory_latency_s + steps * machine.barrier_s);
+        t = t.max(serial);
+        total += t + machine.launch_s;
+        if first.is_none() {
+            first = Some(Estimate { seconds: 0.0, resident, limit, waves });
+        }
+    }
+    let mut e = first.unwrap_or(Estimate { seconds: 0.0, resident: 0, limit: "nothing launched", waves: 0 });
+    e.seconds = total;
+    Ok(e)
+}
+
+/// Elements of the largest tile any load of `program` reads (0 without loads).
+fn widest_load(program: &tilekit_core::Program) -> usize {
+    let mut widest = 0;
+    program.walk(&mut |inst| {
+        if let tilekit_core::ir::Op::Load { .. } = inst.op {
+            if let Some(&v) = inst.results.first() {
+                widest = widest.max(program.ty(v).numel());
+            }
+        }
+    });
+    widest
+}
+
+/// Indices of `estimates` from the fastest estimate to the slowest (those that cannot run
+/// last, in their order).
+pub fn rank(estimates: &[Result<Estimate, String>]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..estimates.len()).collect();
+    let key = |i: &usize| estimates[*i].as_ref().map_or(f64::INFINITY, |e| e.seconds);
+    order.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.cmp(b)));
+    order
+}

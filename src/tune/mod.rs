@@ -22,7 +22,7 @@ use crate::kernels::{default_config_for, Kernel, KernelError, Problem};
 /// The tuner times the model's first fifth of the candidates and every other candidate whose
 /// estimate lies within this factor of the first's: where the model cannot tell candidates
 /// apart, it does not pretend to.
-pub const MODEL_SLACK: f64 = 1.1;
+pub const MODEL_SLACK: f64 = 1.0;
 
 /// How [`tune`] times each candidate: `warmup` untimed runs, then at least `min_runs` and
 /// `min_time_s` of device time, at most `max_runs` (the benchmark's protocol), each after
@@ -38,11 +38,22 @@ pub struct TuneOptions {
     pub seed: u64,
     /// Tune even when the cache holds the key.
     pub retune: bool,
+    /// Time every candidate, or only those the cost model ranks first.
+    pub strategy: Strategy,
 }
 
 impl Default for TuneOptions {
     fn default() -> TuneOptions {
-        TuneOptions { warmup: 3, min_runs: 10, min_time_s: 0.05, max_runs: 500, flush_bytes: 256 << 20, seed: 0xB3AC, retune: false }
+        TuneOptions {
+            warmup: 3,
+            min_runs: 10,
+            min_time_s: 0.05,
+            max_runs: 500,
+            flush_bytes: 256 << 20,
+            seed: 0xB3AC,
+            retune: false,
+            strategy: Strategy::Exhaustive,
+        }
     }
 }
 
@@ -57,6 +68,9 @@ pub enum Outcome {
     Wrong(String),
     /// The device refused or failed it.
     Failed(String),
+    /// Not timed: the cost model ranked it below the candidates it timed (its estimate,
+    /// seconds), or found it cannot run (the reason).
+    Skipped(Result<f64, String>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -217,6 +231,65 @@ pub fn tuned_config(kernel: &dyn Kernel, problem: &Problem, device: &Device, cac
     }
 }
 
+/// Whether the model picked a candidate for timing, with its estimate.
+#[derive(Clone, Debug, PartialEq)]
+enum Pick {
+    Time,
+    Skip(Result<f64, String>),
+}
+
+impl Pick {
+    fn is_timed(&self) -> bool {
+        *self == Pick::Time
+    }
+    fn estimate(&self) -> Result<f64, String> {
+        match self {
+            Pick::Time => Ok(f64::NAN),
+            Pick::Skip(e) => e.clone(),
+        }
+    }
+}
+
+/// The candidates the model has timed: the first fifth of its ranking (at least one) and every
+/// other whose estimate is within [`MODEL_SLACK`] of the first's. Candidates that do not plan
+/// are left to the caller (pruned).
+fn model_choice(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    device: &Device,
+    configs: &[Config],
+    plans: &[Result<crate::kernels::Plan, KernelError>],
+) -> Vec<Pick> {
+    let machine = model::Machine::for_device(device);
+    let cost = kernel.cost(problem);
+    let estimates: Vec<Result<model::Estimate, String>> = configs
+        .iter()
+        .zip(plans)
+        .map(|(config, plan)| match plan {
+            Err(e) => Err(e.to_string()),
+            Ok(plan) => {
+                // Static resources where the backend reports them without running (registers
+                // from ptxas, shared memory from the lowering); the model guesses otherwise.
+                let resources = device.resources(plan, config).unwrap_or_default();
+                model::estimate(&machine, plan, config, cost, &resources)
+            }
+        })
+        .collect();
+    let order = model::rank(&estimates);
+    let plannable = plans.iter().filter(|p| p.is_ok()).count();
+    let fifth = plannable.div_ceil(5).max(1);
+    let first = order.first().and_then(|&i| estimates[i].as_ref().ok()).map_or(f64::INFINITY, |e| e.seconds);
+    let mut picks: Vec<Pick> = estimates.iter().map(|e| Pick::Skip(e.as_ref().map(|e| e.seconds).map_err(Clone::clone))).collect();
+    for (rank, &i) in order.iter().enumerate() {
+        if let Ok(e) = &estimates[i] {
+            if rank < fifth || e.seconds <= first * MODEL_SLACK {
+                picks[i] = Pick::Time;
+            }
+        }
+    }
+    picks
+}
+
 /// Runs until the protocol has its samples: a first batch of `min_runs`, then enough more to
 /// fill `min_time_s`, at most `max_runs` in all.
 fn protocol(
@@ -276,10 +349,16 @@ pub fn tune(
     progress(TuneEvent::Begin { key: &key, candidates: configs.len() });
     let case = Case::new(kernel, problem, options.seed);
     let flush_bytes = if matches!(device, Device::Interpreter | Device::Emulator(_)) { 0 } else { options.flush_bytes };
+    let plans: Vec<Result<crate::kernels::Plan, KernelError>> = configs.iter().map(|c| kernel.plan(problem, c)).collect();
+    let chosen = match options.strategy {
+        Strategy::Exhaustive => vec![Pick::Time; configs.len()],
+        Strategy::Model => model_choice(kernel, problem, device, &configs, &plans),
+    };
     let mut candidates = Vec::with_capacity(configs.len());
-    for (index, config) in configs.into_iter().enumerate() {
-        let outcome = match kernel.plan(problem, &config) {
+    for (index, ((config, plan), pick)) in configs.into_iter().zip(plans).zip(chosen).enumerate() {
+        let outcome = match plan {
             Err(e) => Outcome::Pruned(e.to_string()),
+            Ok(_) if !pick.is_timed() => Outcome::Skipped(pick.estimate()),
             Ok(_) => {
                 let time = |plan: &crate::kernels::Plan, buffers: &[tilekit_core::HostBuffer]| {
                     protocol(options, flush_bytes, |t| device.time_plan_with(plan, buffers, &config, t)).map(Some)
@@ -325,7 +404,7 @@ pub fn tune(
             median_s,
             timed,
             candidates: candidates.len(),
-            strategy: Strategy::Exhaustive,
+            strategy: options.strategy,
             written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         })?),
         None => None,

@@ -75,6 +75,33 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// The model's view of `device`: an H200's figures where the device is one, the CUDA
+    /// driver's multiprocessor count on other CUDA devices, the host's cores for the CPU
+    /// devices (lavapipe included), and a nominal mid-range GPU otherwise. Bandwidths are
+    /// nominal: the model ranks configurations, it does not predict times.
+    pub fn for_device(device: &crate::Device) -> Machine {
+        let name = device.name();
+        let warp = device.target().map_or(32, |t| t.subgroup_size);
+        if name.contains("H200") {
+            return Machine::h200(4.2e12, Some(660e12));
+        }
+        #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+        if let crate::Device::Cuda { ordinal, .. } = device {
+            if let Some(info) = tilekit_ptx::CudaRuntime::devices().ok().and_then(|d| d.into_iter().find(|i| i.ordinal == *ordinal)) {
+                return Machine::generic(info.multiprocessors, warp, 1e12);
+            }
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let cpu = matches!(device, crate::Device::Interpreter | crate::Device::Emulator(_)) || name.contains("llvmpipe");
+        if cpu {
+            Machine { memory_latency_s: 0.1e-6, launch_s: 20e-6, ..Machine::generic(cores, warp, 10e9) }
+        } else {
+            Machine::generic(64, warp, 1e12)
+        }
+    }
+}
+
 /// The model's view of one candidate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
@@ -103,7 +130,11 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
     for (li, launch) in plan.launches.iter().enumerate() {
         let programs: u64 = launch.grid.iter().map(|&g| u64::from(g.max(1))).product();
         let res = resources.get(li);
-        let registers = res.and_then(|r| r.registers).unwrap_or(32);
+        let program_traffic = traffic(launch);
+        // Without the backend's count, registers follow from the widest tile each thread holds
+        // (its elements as 32-bit values, half again for addresses and temporaries).
+        let held = program_traffic.widest_load.div_ceil(threads as usize) as u32;
+        let registers = res.and_then(|r| r.registers).unwrap_or_else(|| (24 + held + held / 2).min(255));
         let shared = res.and_then(|r| r.shared_bytes).unwrap_or(0);
         let limits = [
             (machine.threads_per_multiprocessor / threads, "threads"),
@@ -120,14 +151,16 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
         let slots = u64::from(machine.multiprocessors) * u64::from(resident);
         let waves = programs.div_ceil(slots);
         let concurrent = programs.min(slots) as f64;
-        // This launch's share of the problem's traffic and work.
+        // This launch's share of the problem's traffic and work; what its programs move beyond
+        // it (a row read twice) comes from the cache.
         let bytes = cost.bytes as f64 / launches;
         let flops = cost.flops as f64 / launches;
+        let moved = program_traffic.bytes * programs as f64;
         let per_thread = bytes / (programs as f64 * f64::from(threads));
         // A thread has outstanding what one access of the program's widest loaded tile gives it
-        // (a block loop that loads small tiles keeps little in flight), twice over, at most four
-        // 16-byte accesses.
-        let tile = widest_load(&launch.program);
+        // (a block loop that loads small tiles keeps little in flight), a few times over, at most
+        // four 16-byte accesses.
+        let tile = program_traffic.widest_load;
         let per_access = if tile == 0 { per_thread } else { tile as f64 * elem / f64::from(threads) };
         let in_flight = concurrent * f64::from(threads) * per_thread.min(4.0 * per_access).min(64.0);
         let needed = machine.copy_bytes_per_s * machine.memory_latency_s;
@@ -135,7 +168,7 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
         // per multiprocessor its phases do not overlap.
         let overlap = f64::from(resident) / (f64::from(resident) + 0.5);
         let bandwidth = machine.copy_bytes_per_s * (in_flight / needed).min(1.0) * overlap;
-        let mut t = bytes / bandwidth.max(1.0);
+        let mut t = bytes / bandwidth.max(1.0) + (moved - bytes).max(0.0) / (bandwidth * machine.cache_over_copy).max(1.0);
         if let (Ok(bm), Ok(bn)) = (config.get("BLOCK_M"), config.get("BLOCK_N")) {
             // Every program streams a BLOCK_M x K and a K x BLOCK_N tile for BLOCK_M x BLOCK_N x K
             // multiply-adds: the operand bytes per flop fall as the tiles grow.
@@ -151,7 +184,7 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
         // Each wave waits for its loads, then combines across its warps: log2(warps) steps of
         // shuffles and barriers, each about a barrier.
         let steps = f64::from(warps).log2().ceil() + 1.0;
-        let serial = waves as f64 * (2.0 * machine.memory_latency_s + steps * machine.barrier_s);
+        let serial = waves as f64 * ((1.0 + program_traffic.steps) * machine.memory_latency_s + steps * machine.barrier_s);
         t = t.max(serial);
         total += t + machine.launch_s;
         if first.is_none() {
@@ -163,17 +196,95 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
     Ok(e)
 }
 
-/// Elements of the largest tile any load of `program` reads (0 without loads).
-fn widest_load(program: &tilekit_core::Program) -> usize {
-    let mut widest = 0;
-    program.walk(&mut |inst| {
-        if let tilekit_core::ir::Op::Load { .. } = inst.op {
-            if let Some(&v) = inst.results.first() {
-                widest = widest.max(program.ty(v).numel());
+/// What one program of a launch reads and writes, from its text: bytes of every load and
+/// store times the trip counts of the loops around it (bounds from constants and the launch's
+/// scalar arguments; a loop whose trip count cannot be known counts once), and the loop
+/// iterations it runs one after the other (each waits for its loads).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Traffic {
+    pub bytes: f64,
+    pub steps: f64,
+    /// Elements of the widest tile a load reads.
+    pub widest_load: usize,
+}
+
+/// [`Traffic`] of `launch`'s program, taking program 0 as representative.
+pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
+    use std::collections::HashMap;
+    use tilekit_core::ir::{BinaryOp, Block, Op, ParamKind};
+    use tilekit_core::Scalar;
+    let program = &launch.program;
+    let mut known: HashMap<tilekit_core::ir::Value, i64> = HashMap::new();
+    fn walk(
+        program: &tilekit_core::Program,
+        launch: &crate::kernels::Launch,
+        block: &Block,
+        times: f64,
+        known: &mut HashMap<tilekit_core::ir::Value, i64>,
+        out: &mut Traffic,
+    ) {
+        let elem = |buffer: u32| match program.params.get(buffer as usize).map(|p| &p.kind) {
+            Some(ParamKind::Buffer { dtype, .. }) => dtype.size_bytes() as f64,
+            _ => 4.0,
+        };
+        for inst in &block.insts {
+            let result = inst.results.first().copied();
+            let value = match &inst.op {
+                Op::Const { value: Scalar::Int(v) } => Some(*v),
+                Op::Arg { param } => match launch.args.get(*param as usize) {
+                    Some(crate::kernels::LaunchArg::Scalar(Scalar::Int(v))) => Some(*v),
+                    _ => None,
+                },
+                Op::ProgramId { .. } => Some(0),
+                Op::NumPrograms { axis } => launch.grid.get(*axis as usize).map(|&g| i64::from(g)),
+                Op::Binary { op, lhs, rhs } => match (known.get(lhs), known.get(rhs)) {
+                    (Some(&a), Some(&b)) => match op {
+                        BinaryOp::Add => a.checked_add(b),
+                        BinaryOp::Sub => a.checked_sub(b),
+                        BinaryOp::Mul => a.checked_mul(b),
+                        BinaryOp::Div => a.checked_div(b),
+                        BinaryOp::Rem => a.checked_rem(b),
+                        BinaryOp::Max => Some(a.max(b)),
+                        BinaryOp::Min => Some(a.min(b)),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let (Some(r), Some(v)) = (result, value) {
+                if program.ty(r).is_scalar() {
+                    known.insert(r, v);
+                }
+            }
+            match &inst.op {
+                Op::Load { buffer, .. } => {
+                    if let Some(r) = result {
+                        let n = program.ty(r).numel();
+                        out.bytes += times * n as f64 * elem(*buffer);
+                        out.widest_load = out.widest_load.max(n);
+                    }
+                }
+                Op::Store { buffer, value, .. } => out.bytes += times * program.ty(*value).numel() as f64 * elem(*buffer),
+                Op::For { lower, upper, step, body, .. } => {
+                    let trips = match (known.get(lower), known.get(upper), known.get(step)) {
+                        (Some(&l), Some(&u), Some(&s)) if s > 0 => ((u - l).max(0) as f64 / s as f64).ceil(),
+                        _ => 1.0,
+                    };
+                    out.steps += times * trips;
+                    walk(program, launch, body, times * trips, known, out);
+                }
+                Op::If { then_block, else_block, .. } => {
+                    walk(program, launch, then_block, times, known, out);
+                    walk(program, launch, else_block, times, known, out);
+                }
+                _ => {}
             }
         }
-    });
-    widest
+    }
+    let mut out = Traffic { steps: 1.0, ..Traffic::default() };
+    walk(program, launch, &program.body, 1.0, &mut known, &mut out);
+    out
 }
 
 /// Indices of `estimates` from the fastest estimate to the slowest (those that cannot run

@@ -56,6 +56,12 @@ pub enum LaunchError {
     Unknown { kernel: String, name: String, params: String },
     #[error("kernel `{kernel}`: argument `{param}` given twice")]
     Twice { kernel: String, param: String },
+    /// One buffer given for two parameters. Kernels are compiled for distinct buffers (PTX
+    /// declares them `noalias` and reads inputs through the read-only cache; SPIR-V's distinct
+    /// variables may be assumed not to alias), so an in-place launch could read stale data on
+    /// one device and not on another: every device refuses it alike.
+    #[error("kernel `{kernel}`: parameters `{first}` and `{second}` are given the same buffer; kernels take distinct buffers (write to another buffer, then swap)")]
+    Aliased { kernel: String, first: String, second: String },
     #[error("kernel `{kernel}`, parameter `{param}`: expected {expected}, given {given}")]
     Mismatch { kernel: String, param: String, expected: String, given: String },
     #[error("kernel `{kernel}` failed to build for {config}: {source}")]
@@ -256,6 +262,12 @@ impl DeviceBuffer {
         let mut b = tilekit_spirv::WgpuBuffer::from_raw(buffer, dtype, len);
         b.device = Some(rt.raw().device().clone());
         Ok(DeviceBuffer { device: device.clone(), dtype, len, held: Box::new(On { rt, buffer: b }) })
+    }
+
+    /// Whether `self` and `other` are the same device memory: one buffer, or two wrappers of
+    /// one `wgpu::Buffer`.
+    fn same_memory(&self, other: &DeviceBuffer) -> bool {
+        std::ptr::eq(self, other) || matches!((self.as_wgpu(), other.as_wgpu()), (Some(a), Some(b)) if a == b)
     }
 
     /// The `wgpu::Buffer` behind a buffer of a wgpu device.
@@ -478,6 +490,11 @@ impl Kernel {
                     }
                     out.scalars.push((pi as u32, s));
                 }
+            }
+        }
+        for (i, (second, b)) in out.buffers.iter().enumerate() {
+            if let Some((first, _)) = out.buffers[..i].iter().find(|(_, a)| a.same_memory(b)) {
+                return Err(LaunchError::Aliased { kernel: kernel(), first: first.to_string(), second: second.to_string() });
             }
         }
         Ok(out)

@@ -115,7 +115,7 @@ fn a_chain_of_three_kernels_moves_nothing_through_the_host() {
     let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
     for device in devices() {
         let x = device.upload(&HostBuffer::from_slice(&xs)).unwrap();
-        // Parameters take distinct buffers (CUDA refuses one buffer passed twice).
+        // Parameters take distinct buffers (`one_buffer_for_two_parameters_is_refused`).
         let x2 = device.upload(&HostBuffer::from_slice(&xs)).unwrap();
         let (t1, t2, out) = (device.alloc(DType::F32, n).unwrap(), device.alloc(DType::F32, n).unwrap(), device.alloc(DType::F32, n).unwrap());
         let before = device.transfers().unwrap();
@@ -192,42 +192,60 @@ fn bad_arguments_name_the_parameter() {
     let config = Config::new().with("BLOCK", 64);
     let x = device.zeros(DType::F32, 64).unwrap();
     let ints = device.zeros(DType::I32, 64).unwrap();
-    fn full<'a>(args: Args<'a>, x: &'a DeviceBuffer) -> Args<'a> {
-        args.arg("y", x).arg("out", x).scalar("a", 1.0).scalar("b", 1.0)
+    let (y, out) = (device.zeros(DType::F32, 64).unwrap(), device.zeros(DType::F32, 64).unwrap());
+    fn full<'a>(args: Args<'a>, y: &'a DeviceBuffer, out: &'a DeviceBuffer) -> Args<'a> {
+        args.arg("y", y).arg("out", out).scalar("a", 1.0).scalar("b", 1.0)
     }
     let err = |args: &Args<'_>| k.launch(&device, [1, 1, 1], args, &config).unwrap_err();
 
-    let e = err(&full(Args::new().arg("x", &x), &x));
+    let e = err(&full(Args::new().arg("x", &x), &y, &out));
     assert!(matches!(&e, LaunchError::Missing { param, .. } if param == "n"), "{e}");
     assert!(e.to_string().contains("`n`") && e.to_string().contains("scalar of i32"), "{e}");
 
-    let e = err(&full(Args::new().arg("x", &ints).scalar("n", 64), &x)).to_string();
+    let e = err(&full(Args::new().arg("x", &ints).scalar("n", 64), &y, &out)).to_string();
     assert!(e.contains("parameter `x`") && e.contains("expected a buffer of f32") && e.contains("given a buffer of 64 x i32"), "{e}");
 
-    let e = err(&full(Args::new().scalar("x", 3).scalar("n", 64), &x)).to_string();
+    let e = err(&full(Args::new().scalar("x", 3).scalar("n", 64), &y, &out)).to_string();
     assert!(e.contains("parameter `x`") && e.contains("given the integer 3"), "{e}");
 
-    let e = err(&full(Args::new().arg("x", &x).scalar("n", 1.5), &x)).to_string();
+    let e = err(&full(Args::new().arg("x", &x).scalar("n", 1.5), &y, &out)).to_string();
     assert!(e.contains("parameter `n`") && e.contains("expected a scalar of i32") && e.contains("given the float 1.5"), "{e}");
 
-    let e = err(&full(Args::new().arg("x", &x).scalar("n", 64).scalar("m", 1), &x)).to_string();
+    let e = err(&full(Args::new().arg("x", &x).scalar("n", 64).scalar("m", 1), &y, &out)).to_string();
     assert!(e.contains("no parameter `m`") && e.contains("x, y, out, a, b, n"), "{e}");
 
-    let e = err(&full(Args::new().arg("x", &x).scalar("n", 64).scalar("n", 65), &x)).to_string();
+    let e = err(&full(Args::new().arg("x", &x).scalar("n", 64).scalar("n", 65), &y, &out)).to_string();
     assert!(e.contains("`n` given twice"), "{e}");
 
-    let e = k.launch(&device, [1, 1, 1], &full(Args::new().arg("x", &x).scalar("n", 64), &x), &Config::new()).unwrap_err().to_string();
+    let e = k.launch(&device, [1, 1, 1], &full(Args::new().arg("x", &x).scalar("n", 64), &y, &out), &Config::new()).unwrap_err().to_string();
     assert!(e.contains("failed to build") && e.contains("BLOCK"), "{e}");
 
     // A buffer of another device.
     let emulator = Device::find("emulator").unwrap();
-    let e = k.launch(&emulator, [1, 1, 1], &full(Args::new().arg("x", &x).scalar("n", 64), &x), &config).unwrap_err().to_string();
+    let e = k.launch(&emulator, [1, 1, 1], &full(Args::new().arg("x", &x).scalar("n", 64), &y, &out), &config).unwrap_err().to_string();
     assert!(e.contains("parameter `x`") && e.contains("a buffer on interpreter"), "{e}");
 
     // Uploads of the wrong size or dtype are refused.
     let mut b = device.zeros(DType::F32, 4).unwrap();
     assert!(b.upload(&HostBuffer::from_slice(&[1.0f32; 5])).is_err());
     assert!(b.upload(&HostBuffer::from_slice(&[1i32; 4])).is_err());
+}
+
+/// One buffer for two parameters is refused alike on every device, before anything runs.
+#[test]
+fn one_buffer_for_two_parameters_is_refused() {
+    let _turn = turn();
+    let k = axpby();
+    let config = Config::new().with("BLOCK", 64);
+    for device in devices() {
+        let x = device.upload(&HostBuffer::from_slice(&[1.0f32; 64])).unwrap();
+        let y = device.upload(&HostBuffer::from_slice(&[1.0f32; 64])).unwrap();
+        let args = Args::new().arg("x", &x).arg("y", &y).arg("out", &x).scalar("a", 2.0).scalar("b", 0.0).scalar("n", 64);
+        let e = k.launch(&device, [1, 1, 1], &args, &config).unwrap_err();
+        assert!(matches!(e, LaunchError::Aliased { .. }), "{device}: {e}");
+        assert!(e.to_string().contains("`x` and `out` are given the same buffer"), "{device}: {e}");
+        assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0f32; 64], "{device}: nothing ran");
+    }
 }
 
 /// A caller's wgpu device, buffers and command encoder: the engine-integration case.
@@ -257,6 +275,10 @@ fn launches_record_into_a_callers_wgpu_encoder() {
     let out = make(&vec![0.0; n]);
     let k = axpby();
     let config = Config::new().with("BLOCK", 64);
+    // Two wrappers of one wgpu buffer are one buffer.
+    let again = DeviceBuffer::from_wgpu(&device, out.as_wgpu().unwrap().clone(), DType::F32, n).unwrap();
+    let aliased = Args::new().arg("x", &x).arg("y", &again).arg("out", &out).scalar("a", 3.0).scalar("b", 1.0).scalar("n", n);
+    assert!(matches!(k.launch(&device, [1, 1, 1], &aliased, &config), Err(LaunchError::Aliased { .. })));
     let mut encoder = wdevice.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("engine frame") });
     let args = Args::new().arg("x", &x).arg("y", &y).arg("out", &out).scalar("a", 3.0).scalar("b", 1.0).scalar("n", n);
     k.record(&device, &mut encoder, [(n / 64) as u32, 1, 1], &args, &config).unwrap();

@@ -227,3 +227,34 @@ fn nvptx_pipeline_is_o3_without_slp() {
     assert_eq!(o3.matches("slp-vectorizer,").count(), 1, "LLVM's O3 pipeline has no single slp-vectorizer to drop: {o3}");
     assert_eq!(tilekit_ptx::nvptx::O3_WITHOUT_SLP, o3.replacen("slp-vectorizer,", "", 1));
 }
+
+/// What the optimiser makes of a user's `x < 0 ? 0 - x : x` and `0 - x` reaches ptxas as inline
+/// assembly that wraps, never as `abs.sN` or a narrow `neg` (whose most negative value ptxas
+/// takes as positive): see `user_written_abs_and_neg_of_the_most_negative_integer_stay_negative`
+/// in tests/semantics.rs for the values.
+#[test]
+fn user_written_abs_and_narrow_neg_become_wrapping_assembly() {
+    for dtype in ["i8", "i16", "i32", "i64"] {
+        let text = format!(
+            "program u(x: buffer<{dtype}, read>, a: buffer<{dtype}, write>, n: buffer<{dtype}, write>) grid 1 {{
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]x{dtype}
+  %2 = const 0 : {dtype}
+  %3 = splat %2 : [64]x{dtype}
+  %4 = cmp lt %1, %3 : [64]xi1
+  %5 = sub %3, %1 : [64]x{dtype}
+  %6 = select %4, %5, %1 : [64]x{dtype}
+  store a[%0], %6
+  store n[%0], %5
+}}"
+        );
+        let program = tilekit::text::parse(&text).unwrap();
+        for (target, arch) in [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90)] {
+            let ptx = compile(&program, &target, &LowerOptions::new(2), arch).unwrap().kernel.ptx;
+            assert!(!ptx.contains("abs.s"), "{dtype}: {ptx}");
+            assert!(!ptx.contains("neg.s8") && !ptx.contains("neg.s16"), "{dtype}: {ptx}");
+            assert!(ptx.contains("xor.b"), "{dtype}: the wrapping abs: {ptx}");
+            tilekit_ptx::ptxas::assemble(&ptx, "u", arch).unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        }
+    }
+}

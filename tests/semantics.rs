@@ -612,6 +612,64 @@ fn abs_and_neg_of_the_most_negative_integer_stay_negative() {
     }
 }
 
+/// The same for `abs` and negation as users write them, `x < 0 ? 0 - x : x` and `0 - x`: LLVM
+/// makes `llvm.abs` and narrow `sub 0, x` of them, which NVPTX selected as `abs.sN` /
+/// `neg.s16` and ptxas then took as non-negative or in range (seen in its SASS for i16: the
+/// sign extension after the abs dropped, the compare folded).
+#[test]
+fn user_written_abs_and_neg_of_the_most_negative_integer_stay_negative() {
+    for dtype in ["i8", "i16", "i32", "i64"] {
+        let text = format!(
+            "program u(x: buffer<{dtype}, read>, a: buffer<i64, write>, n: buffer<i64, write>, s: buffer<i32, write>, f: buffer<f32, write>) grid 1 {{
+  %0 = arange 0, 8 : [8]xi32
+  %1 = load x[%0] : [8]x{dtype}
+  %2 = const 0 : {dtype}
+  %3 = splat %2 : [8]x{dtype}
+  %4 = cmp lt %1, %3 : [8]xi1
+  %5 = sub %3, %1 : [8]x{dtype}
+  %6 = select %4, %5, %1 : [8]x{dtype}
+  %7 = cast %6 : [8]xi64
+  store a[%0], %7
+  %8 = cast %5 : [8]xi64
+  store n[%0], %8
+  %9 = cmp lt %6, %3 : [8]xi1
+  %10 = cmp lt %5, %3 : [8]xi1
+  %11 = cast %9 : [8]xi32
+  %12 = cast %10 : [8]xi32
+  %13 = add %11, %12 : [8]xi32
+  store s[%0], %13
+  %14 = const 1.5 : f32
+  %15 = splat %14 : [8]xf32
+  %16 = cast %6 : [8]xf32
+  %17 = select %9, %15, %16 : [8]xf32
+  store f[%0], %17
+}}"
+        );
+        let d = DType::from_name(dtype).unwrap();
+        let bits = match dtype {
+            "i8" => 8,
+            "i16" => 16,
+            "i32" => 32,
+            _ => 64,
+        };
+        let (min, max) = (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0);
+        let x = HostBuffer::from_f64(d, &[min, min + 1.0, -1.0, 0.0, 1.0, max, -5.0, 7.0]);
+        if dtype == "i64" {
+            x.store_bits(0, i64::MIN as u64);
+            x.store_bits(1, (i64::MIN + 1) as u64);
+            x.store_bits(5, i64::MAX as u64);
+        }
+        let bufs = vec![
+            x,
+            HostBuffer::zeros(DType::I64, 8),
+            HostBuffer::zeros(DType::I64, 8),
+            HostBuffer::zeros(DType::I32, 8),
+            HostBuffer::zeros(DType::F32, 8),
+        ];
+        agree(&text, [1, 1, 1], 1, &bufs, &[]);
+    }
+}
+
 /// Reductions of 8- and 16-bit values across lanes and warps order them as signed numbers after
 /// their trip through 32-bit shuffles: NVIDIA's driver compared the registers as it found them
 /// (a `reduce min` of i16 gave -32766 for -32768).

@@ -115,6 +115,15 @@ pub trait Hooks {
         let _ = (b, neg, ty, x);
         None
     }
+    /// Inline assembly (`$0` the result, `$1` the operand, registers of `reg_bits`) for a
+    /// wrapping `abs`, or with `neg` negation, of `bits`-bit integers (sign-extended into the
+    /// register when narrower), where the target's own instruction cannot be trusted with the
+    /// most negative value. Used on what the optimiser formed from user code
+    /// ([`crate::wrap::rewrite`]). `None`: the target's instructions are right.
+    fn wrapping_abs_neg_asm(&self, neg: bool, reg_bits: u32, bits: u32) -> Option<&'static str> {
+        let _ = (neg, reg_bits, bits);
+        None
+    }
     /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;

@@ -17,6 +17,7 @@ pub use inkwell;
 
 pub mod emit;
 pub mod hooks;
+pub mod wrap;
 
 use std::time::{Duration, Instant};
 
@@ -152,6 +153,9 @@ pub fn codegen<H: Hooks>(ir: &str, interface: &KernelInterface, hooks: &H, file_
     module.verify().map_err(|e| err("verify", e.to_string()))?;
     let t1 = Instant::now();
     module.run_passes(hooks.pipeline(), &tm, PassBuilderOptions::create()).map_err(|e| err("optimise", e.to_string()))?;
+    if wrap::rewrite(&context, &module, hooks) > 0 {
+        module.verify().map_err(|e| err("verify after wrapping abs and negation", e.to_string()))?;
+    }
     let t2 = Instant::now();
     let optimized_ir = keep_ir.then(|| module.print_to_string().to_string());
     let out = tm.write_to_memory_buffer(&module, file_type).map_err(|e| err("codegen", e.to_string()))?;

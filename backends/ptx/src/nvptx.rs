@@ -158,19 +158,32 @@ impl Hooks for NvptxHooks {
         // `neg.s16`, so abs(MIN) and -(-32768) came out positive. The shift-xor-subtract form
         // in inline assembly (which LLVM cannot turn back into `llvm.abs`) keeps the wrap, and
         // narrow values are negated in 32 bits and truncated, which ptxas sign-extends again.
-        let abs32 = "{ .reg .s32 t; shr.s32 t, $1, 31; xor.b32 $0, $1, t; sub.s32 $0, $0, t; }";
-        match (ty, neg) {
-            ("i32", true) | ("i64", true) => None,
-            ("i64", false) => Some(
-                b.inst(format!("call i64 asm \"{{ .reg .s64 t; shr.s64 t, $1, 63; xor.b64 $0, $1, t; sub.s64 $0, $0, t; }}\", \"=l,l\"(i64 {x})")),
-            ),
-            ("i32", false) => Some(b.inst(format!("call i32 asm \"{abs32}\", \"=r,r\"(i32 {x})"))),
-            ("i8" | "i16", _) => {
-                let wide = b.inst(format!("sext {ty} {x} to i32"));
-                let asm = if neg { "neg.s32 $0, $1;" } else { abs32 };
-                let r = b.inst(format!("call i32 asm \"{asm}\", \"=r,r\"(i32 {wide})"));
-                Some(b.inst(format!("trunc i32 {r} to {ty}")))
-            }
+        let bits = match ty {
+            "i8" => 8,
+            "i16" => 16,
+            "i32" => 32,
+            "i64" => 64,
+            _ => return None,
+        };
+        let reg = bits.max(32);
+        let asm = self.wrapping_abs_neg_asm(neg, reg, bits)?;
+        let constraint = if reg == 64 { "=l,l" } else { "=r,r" };
+        if bits < 32 {
+            let wide = b.inst(format!("sext {ty} {x} to i32"));
+            let r = b.inst(format!("call i32 asm \"{asm}\", \"{constraint}\"(i32 {wide})"));
+            Some(b.inst(format!("trunc i32 {r} to {ty}")))
+        } else {
+            Some(b.inst(format!("call {ty} asm \"{asm}\", \"{constraint}\"({ty} {x})")))
+        }
+    }
+
+    fn wrapping_abs_neg_asm(&self, neg: bool, reg_bits: u32, bits: u32) -> Option<&'static str> {
+        match (neg, reg_bits, bits) {
+            // 32- and 64-bit negation are right as they are.
+            (true, _, 32 | 64) => None,
+            (true, 32, _) => Some("neg.s32 $0, $1;"),
+            (false, 32, _) => Some("{ .reg .s32 t; shr.s32 t, $1, 31; xor.b32 $0, $1, t; sub.s32 $0, $0, t; }"),
+            (false, 64, 64) => Some("{ .reg .s64 t; shr.s64 t, $1, 63; xor.b64 $0, $1, t; sub.s64 $0, $0, t; }"),
             _ => None,
         }
     }

@@ -8,8 +8,8 @@
 //! (plans, checked launches, the benchmark, [`crate::launch`]) is written once over the trait;
 //! [`Device`] only picks the runtime (`with_runtime!`, the one `match` over devices).
 //!
-//! Runtimes are opened once per device and shared ([`open`]); one whose device was lost is
-//! dropped with its kernels ([`forget`]), so the next use opens the device afresh.
+//! Runtimes are opened once per device and shared (`open`); one whose device was lost is
+//! dropped with its kernels (`forget`), so the next use opens the device afresh.
 
 use std::any::Any;
 use std::collections::HashMap;

@@ -76,7 +76,7 @@ pub struct PrintOptions {
 }
 
 impl Default for PrintOptions {
-    /// The full form, the one [`print`] writes.
+    /// The full form, the one [`print()`] writes.
     fn default() -> Self {
         PrintOptions { locations: true }
     }
@@ -95,7 +95,7 @@ pub fn print_with(program: &Program, options: &PrintOptions) -> String {
 }
 
 impl fmt::Display for Program {
-    /// The full text form ([`print`]).
+    /// The full text form ([`print()`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&print(self))
     }

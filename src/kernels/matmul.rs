@@ -123,7 +123,7 @@ impl MatmulMeta {
     }
 }
 
-/// The tile program for one configuration. Parameters: `a`, `b`, [`bias`], `c`, then the i32
+/// The tile program for one configuration. Parameters: `a`, `b`, \[`bias`\], `c`, then the i32
 /// scalars `M`, `N`, `K`.
 pub fn build(dtype: DType, meta: MatmulMeta, bias: bool, act: Activation) -> Result<Program, KernelError> {
     let MatmulMeta { block_m: bm, block_n: bn, block_k: bk, group_m } = meta;

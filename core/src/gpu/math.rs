@@ -1,9 +1,10 @@
 //! Math written once on the [`Emitter`] primitives, for backends whose own instruction is less
 //! accurate than tilekit promises ([`crate::precision`]).
 //!
-//! Only IEEE multiplications, additions, comparisons, selects and `round` are used, none of them
-//! fused or reassociated by a conforming driver, so the sequences give the same bits on every
-//! device that keeps f32 subnormals and rounds to nearest even.
+//! Only IEEE multiplications, additions, comparisons, selects and `round` are used, so the
+//! sequences give the same bits on every device that keeps f32 subnormals, except where a
+//! driver fuses a multiplication and an addition (SPIR-V allows it without `NoContraction`),
+//! which only drops a rounding (the bounds are derived, and measured on the host, without it).
 
 use crate::dtype::{DType, Scalar};
 use crate::gpu::Emitter;
@@ -13,6 +14,7 @@ use crate::ir::{BinaryOp, CmpPred, UnaryOp};
 /// exact while k has at most 17 bits ([`crate::precision::SIN_COS_REDUCED`]), and each
 /// subtraction of such a product from the partly reduced x is exact where they cancel (Sterbenz),
 /// so x - k pi/2 is computed with the error of the fifth part only (|k| 2^-52).
+#[allow(clippy::excessive_precision)]
 const PIO2: [f32; 5] = [1.5625, 0.008_178_710_937_5, 0.000_117_301_940_917_968_75, 3.129_243_850_708_008e-7, 9.920_936_294_705_03e-10];
 
 /// sin(r) = r + r^3 S(r^2) on |r| <= pi/4 (FreeBSD's k_sinf, |sin(r)/r - s(r)| < 2^-37.5).
@@ -103,3 +105,7 @@ pub fn sin_cos<E: Emitter + ?Sized>(e: &mut E, x: E::V, cos: bool) -> E::V {
         e.select(f, is_zero, x, y)
     }
 }
+
+#[cfg(test)]
+#[path = "math_tests.rs"]
+mod tests;

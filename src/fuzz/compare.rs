@@ -191,27 +191,19 @@ pub fn explained_by_atomic_ftz(case: &Case, want: &[HostBuffer], got: &[HostBuff
     })
 }
 
-/// The smallest and largest divisor magnitudes for which Vulkan bounds the error of `x / y`.
-const VULKAN_DIV_RANGE: (f64, f64) = (1.1754943508222875e-38, 8.507059173023462e37);
-
-/// Whether Vulkan leaves `op` on `args` (its operands) without an error bound: a divisor
-/// outside [2^-126, 2^126]; `log`/`log2` of x <= 0, `rsqrt` of x <= 0 and `sqrt` of x < 0
-/// (GLSL.std.450 leaves them undefined); an infinite operand, where the precision table's
-/// bounds (in ulp of the result, or 3 + 2|x| ulp) say nothing.
+/// Whether Vulkan leaves `op` on `args` (its operands) without an error bound: outside the
+/// domain of the SPIR-V row of [`tilekit_core::precision`] (a divisor outside [2^-126, 2^126];
+/// `log`/`log2` of x <= 0, `rsqrt` of x <= 0 and `sqrt` of x < 0, which GLSL.std.450 leaves
+/// undefined; an infinite operand, where the precision table's bounds in ulp say nothing), or a
+/// NaN divisor.
 fn outside_vulkan_bounds(op: Approx, args: &[(DType, f64)]) -> bool {
+    use tilekit_core::precision::{bound, MathBackend};
     let x = args.first().map_or(f64::NAN, |a| a.1);
-    if args.iter().any(|a| a.1.is_infinite()) {
+    let y = args.get(1).map_or(f64::NAN, |a| a.1);
+    if args.iter().any(|a| a.1.is_infinite()) || (op == Approx::Div && y.is_nan()) {
         return true;
     }
-    match op {
-        Approx::Div => {
-            let y = args.get(1).map_or(f64::NAN, |a| a.1.abs());
-            !(VULKAN_DIV_RANGE.0..=VULKAN_DIV_RANGE.1).contains(&y)
-        }
-        Approx::Log | Approx::Log2 | Approx::Rsqrt => x <= 0.0,
-        Approx::Sqrt => x < 0.0,
-        _ => false,
-    }
+    !bound(op.math_op(), MathBackend::Spirv, DType::F32).holds_at(x, y)
 }
 
 /// `op` on `args` in f64 (the op's exact value, before rounding to the buffer's dtype); `None`

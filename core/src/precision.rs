@@ -166,7 +166,9 @@ fn tiny(n: i32) -> f64 {
     2f64.powi(-n)
 }
 
-/// The bound on `op` computed by `backend` with results of `dtype` (f32, f16 or bf16).
+/// The bound on `op` computed by `backend` with results of `dtype` (f32, f16 or bf16). Every
+/// backend computes f16 and bf16 math in f32 and rounds once, so the bound is the f32 one, and
+/// [`Bound::tolerance`] adds the final rounding (one ulp of the dtype).
 ///
 /// - Interpreter and emulator: the host's f32 functions (Rust's, glibc's on Linux: 1 ulp, `tanh`
 ///   2) and musl's `erff`; `sqrt` and division are IEEE operations, `rsqrt` is `1 / sqrt(x)`
@@ -181,8 +183,7 @@ fn tiny(n: i32) -> f64 {
 /// - AMDGCN: LLVM 19's AMDGPU expansions without fast-math flags (OpenCL's full-profile bounds,
 ///   which they are written to meet), tilekit's own `sin`/`cos` (as SPIR-V), and the IR library
 ///   in backends/amdgcn/src/math.ll for `tanh`, `erf` and `rsqrt`.
-pub fn bound(op: MathOp, backend: MathBackend, dtype: DType) -> Bound {
-    let _ = dtype;
+pub fn bound(op: MathOp, backend: MathBackend, _dtype: DType) -> Bound {
     use MathBackend as B;
     use MathOp as M;
     match backend {
@@ -224,7 +225,8 @@ pub fn bound(op: MathOp, backend: MathBackend, dtype: DType) -> Bound {
     }
 }
 
-/// What tilekit promises on every backend: the loosest of [`bound`] over the backends.
+/// What tilekit promises on every backend: the loosest of [`bound`] over the backends, over
+/// the narrowest domain (SPIR-V's).
 pub fn promised(op: MathOp, dtype: DType) -> Bound {
     let mut p = bound(op, MathBackend::Interpreter, dtype);
     for backend in MathBackend::ALL {

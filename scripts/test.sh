@@ -68,6 +68,7 @@ cargo test --release --workspace --doc 2>&1 | tee -a "$test_log"
 # CUDA device and pass where there is none.
 # The AMDGCN backend in the same build (compile-only): every kernel's code object for gfx90a,
 # gfx942 and gfx1100 linked, disassembled and its metadata checked, golden assembly, `ir --amdgcn`.
+# tests/accuracy.rs again, for each math op's PTX through ptxas and its AMDGCN code object.
 log "PTX and AMDGCN backend tests (features ptx, amdgcn)"
-TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli --test checked 2>&1 | tee -a "$test_log"
+TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli --test checked --test accuracy 2>&1 | tee -a "$test_log"
 skipped_summary

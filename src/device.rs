@@ -233,6 +233,18 @@ impl Device {
         }
     }
 
+    /// Who computes this device's math, for its error bounds ([`tilekit_core::precision`]).
+    pub fn math_backend(&self) -> tilekit_core::precision::MathBackend {
+        use tilekit_core::precision::MathBackend;
+        match self {
+            Device::Interpreter => MathBackend::Interpreter,
+            Device::Emulator(_) => MathBackend::Emulator,
+            Device::Vulkan { .. } | Device::Wgpu { .. } => MathBackend::Spirv,
+            #[cfg(any(feature = "ptx", feature = "ptx-static"))]
+            Device::Cuda { .. } => MathBackend::Ptx,
+        }
+    }
+
     /// The target a GPU device compiles for.
     pub fn target(&self) -> Option<&Target> {
         match self {

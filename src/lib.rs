@@ -18,8 +18,8 @@ pub mod tune;
 pub use device::{Device, DeviceError};
 pub use launch::{Args, DeviceBuffer, Error, IntoScalar, Kernel, LaunchError, LaunchReport};
 pub use tilekit_core::{
-    builder, cdiv, gpu, instrument, interp, ir, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Rounding, Scalar, Tile,
-    Transfers, Type,
+    builder, cdiv, gpu, instrument, interp, ir, precision, text, verify, Access, Buf, Builder, Config, DType, HostBuffer, Program, Rounding, Scalar,
+    Tile, Transfers, Type,
 };
 
 /// The README's examples, run as doc tests.

@@ -41,6 +41,7 @@ pub mod gpu;
 pub mod instrument;
 pub mod interp;
 pub mod ir;
+pub mod precision;
 pub mod text;
 pub mod transfers;
 pub mod verify;

@@ -50,19 +50,16 @@ fn ulp(dtype: DType, x: f64) -> f64 {
     2f64.powi(x.log2().floor() as i32 - mantissa)
 }
 
-/// The error an approximate op may have on a GPU: `(relative, absolute)`, on top of one ulp of
-/// the result's dtype (the f32 result rounded to f16 or bf16 may land on the other side).
-/// Vulkan's precision table: `exp`/`exp2` 3 + 2|x| ulp (at most ~180 ulp where the result is
-/// finite), `log`/`log2` 3 ulp or 2^-21 absolute near 1, `sqrt`/`rsqrt` and division 2.5 ulp,
-/// `sin`/`cos` 2^-11 absolute; `tanh` and `erf` are tilekit's own expansions, held to 2^-11.
+/// The error an approximate op may have on a GPU against the interpreter: `(relative,
+/// absolute)`, on top of one ulp of the result's dtype (the f32 result rounded to f16 or bf16
+/// may land on the other side). It is what tilekit promises on every backend
+/// ([`tilekit_core::precision::promised`], with `exp`'s 3 + 2|x| ulp taken at |x| = 88, where
+/// results are finite) plus the interpreter's own error, in relative terms.
 pub fn approx_bound(op: Approx) -> (f64, f64) {
-    match op {
-        Approx::Exp | Approx::Exp2 => (2f64.powi(-15), 0.0),
-        Approx::Log | Approx::Log2 => (2f64.powi(-20), 2f64.powi(-21)),
-        Approx::Sqrt | Approx::Rsqrt | Approx::Div => (2f64.powi(-20), 0.0),
-        Approx::Sin | Approx::Cos => (0.0, 2f64.powi(-11)),
-        Approx::Tanh | Approx::Erf => (2f64.powi(-11), 2f64.powi(-11)),
-    }
+    use tilekit_core::precision::{bound, promised, MathBackend};
+    let op = op.math_op();
+    let (p, i) = (promised(op, DType::F32), bound(op, MathBackend::Interpreter, DType::F32));
+    ((p.ulp + p.ulp_per_x * 88.0 + i.ulp) * 2f64.powi(-23), p.abs + p.abs_per_x * 88.0)
 }
 
 /// Whether a device's element `got` passes for the interpreter's `want` under `check`;
@@ -194,27 +191,19 @@ pub fn explained_by_atomic_ftz(case: &Case, want: &[HostBuffer], got: &[HostBuff
     })
 }
 
-/// The smallest and largest divisor magnitudes for which Vulkan bounds the error of `x / y`.
-const VULKAN_DIV_RANGE: (f64, f64) = (1.1754943508222875e-38, 8.507059173023462e37);
-
-/// Whether Vulkan leaves `op` on `args` (its operands) without an error bound: a divisor
-/// outside [2^-126, 2^126]; `log`/`log2` of x <= 0, `rsqrt` of x <= 0 and `sqrt` of x < 0
-/// (GLSL.std.450 leaves them undefined); an infinite operand, where the precision table's
-/// bounds (in ulp of the result, or 3 + 2|x| ulp) say nothing.
+/// Whether Vulkan leaves `op` on `args` (its operands) without an error bound: outside the
+/// domain of the SPIR-V row of [`tilekit_core::precision`] (a divisor outside [2^-126, 2^126];
+/// `log`/`log2` of x <= 0, `rsqrt` of x <= 0 and `sqrt` of x < 0, which GLSL.std.450 leaves
+/// undefined; an infinite operand, where the precision table's bounds in ulp say nothing), or a
+/// NaN divisor.
 fn outside_vulkan_bounds(op: Approx, args: &[(DType, f64)]) -> bool {
+    use tilekit_core::precision::{bound, MathBackend};
     let x = args.first().map_or(f64::NAN, |a| a.1);
-    if args.iter().any(|a| a.1.is_infinite()) {
+    let y = args.get(1).map_or(f64::NAN, |a| a.1);
+    if args.iter().any(|a| a.1.is_infinite()) || (op == Approx::Div && y.is_nan()) {
         return true;
     }
-    match op {
-        Approx::Div => {
-            let y = args.get(1).map_or(f64::NAN, |a| a.1.abs());
-            !(VULKAN_DIV_RANGE.0..=VULKAN_DIV_RANGE.1).contains(&y)
-        }
-        Approx::Log | Approx::Log2 | Approx::Rsqrt => x <= 0.0,
-        Approx::Sqrt => x < 0.0,
-        _ => false,
-    }
+    !bound(op.math_op(), MathBackend::Spirv, DType::F32).holds_at(x, y)
 }
 
 /// `op` on `args` in f64 (the op's exact value, before rounding to the buffer's dtype); `None`

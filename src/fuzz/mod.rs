@@ -102,6 +102,23 @@ impl Approx {
     pub fn from_name(s: &str) -> Option<Approx> {
         Approx::ALL.into_iter().find(|a| a.name() == s)
     }
+    /// The op in the library's table of error bounds.
+    pub fn math_op(self) -> tilekit_core::precision::MathOp {
+        use tilekit_core::precision::MathOp;
+        match self {
+            Approx::Exp => MathOp::Exp,
+            Approx::Exp2 => MathOp::Exp2,
+            Approx::Log => MathOp::Log,
+            Approx::Log2 => MathOp::Log2,
+            Approx::Sqrt => MathOp::Sqrt,
+            Approx::Rsqrt => MathOp::Rsqrt,
+            Approx::Sin => MathOp::Sin,
+            Approx::Cos => MathOp::Cos,
+            Approx::Tanh => MathOp::Tanh,
+            Approx::Erf => MathOp::Erf,
+            Approx::Div => MathOp::Div,
+        }
+    }
 }
 
 /// How a buffer's contents after the run are compared with the interpreter's.

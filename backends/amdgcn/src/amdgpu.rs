@@ -145,11 +145,16 @@ impl Hooks for AmdgpuHooks {
         }
     }
 
+    fn own_sin_cos(&self) -> bool {
+        // llvm.sin / llvm.cos become v_sin / v_cos after a multiplication by 1/(2 pi), whose
+        // rounding alone is an absolute error of |x| 2^-24 (as HIP's fast-math __sinf).
+        true
+    }
+
     fn math(&self, f: MathFn) -> &'static str {
         // exp, exp2, log and log2 are correctly handled (denormals, range) by the AMDGPU
-        // lowering of the intrinsics since LLVM 17; sin and cos become v_sin / v_cos after a
-        // multiplication by 1/(2 pi), whose hardware range reduction loses accuracy for large
-        // arguments (as HIP's fast-math __sinf does).
+        // lowering of the intrinsics since LLVM 17; sin and cos are tilekit's own
+        // (`own_sin_cos`), the intrinsics only named for completeness.
         match f {
             MathFn::Exp => "llvm.exp.f32",
             MathFn::Exp2 => "llvm.exp2.f32",

@@ -842,6 +842,10 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             UnaryOp::Log => self.math_call(MathFn::Log, &[x]),
             UnaryOp::Log2 => self.math_call(MathFn::Log2, &[x]),
             UnaryOp::Rsqrt => self.math_call(MathFn::Rsqrt, &[x]),
+            UnaryOp::Sin | UnaryOp::Cos if self.hooks.own_sin_cos() => {
+                let v = self.val(x, DType::F32);
+                tilekit_core::gpu::math::sin_cos(self, v, op == UnaryOp::Cos).op
+            }
             UnaryOp::Sin => self.math_call(MathFn::Sin, &[x]),
             UnaryOp::Cos => self.math_call(MathFn::Cos, &[x]),
             UnaryOp::Tanh => self.math_call(MathFn::Tanh, &[x]),

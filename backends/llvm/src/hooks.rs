@@ -127,6 +127,12 @@ pub trait Hooks {
     /// The function implementing `f` on f32: an `llvm.*` intrinsic or an external symbol that
     /// [`Hooks::link_externals`] provides.
     fn math(&self, f: MathFn) -> &'static str;
+    /// Whether `sin` and `cos` are tilekit's own sequence ([`tilekit_core::gpu::math::sin_cos`])
+    /// rather than [`Hooks::math`]'s functions: for targets whose functions lose accuracy on
+    /// large arguments.
+    fn own_sin_cos(&self) -> bool {
+        false
+    }
 
     /// How many iterations of a `dot`'s k loop one trip may run after unrolling (1: not
     /// unrolled), written as loop metadata; `None` leaves it to LLVM's unroller.

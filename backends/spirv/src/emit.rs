@@ -43,8 +43,10 @@
 //! - `fma` is GLSL.std.450 `Fma`; Vulkan only promises the precision of a multiply then an add.
 //! - `OpFDiv` carries Vulkan's precision (2.5 ulp; lavapipe is exact). `OpFRem` is allowed to be
 //!   `x - y * trunc(x / y)`, exact only while the quotient is small; `x % inf` is fixed up to `x`.
-//! - `erf` is musl's `erff` (four ranges, selected without branches); `tanh` is GLSL.std.450
-//!   `Tanh`, `rsqrt` is `InverseSqrt`.
+//! - `erf` is musl's `erff` (four ranges, selected without branches); `tanh` an odd polynomial
+//!   near 0 and `1 - 2 / (e^2|x| + 1)` above (GLSL.std.450 `Tanh` cancels near 0); `sin` and
+//!   `cos` are [`tilekit_core::gpu::math::sin_cos`] (GLSL's are 2^-11 absolute on [-pi, pi]
+//!   only); `rsqrt` is `InverseSqrt`. The bounds are in [`tilekit_core::precision`].
 //!
 //! Atomics are relaxed (like GLSL's `atomicAdd`), at device scope. f32 atomics other than a
 //! native add (`SPV_EXT_shader_atomic_float_add`) run as compare-and-swap loops on the bits; for
@@ -1718,8 +1720,12 @@ impl SpirvEmitter {
             UnaryOp::Log | UnaryOp::Log2 => self.log_f32(op == UnaryOp::Log, x),
             UnaryOp::Sqrt => self.ext(Gl::Sqrt, f, &[x]),
             UnaryOp::Rsqrt => self.ext(Gl::InverseSqrt, f, &[x]),
-            UnaryOp::Sin => self.ext(Gl::Sin, f, &[x]),
-            UnaryOp::Cos => self.ext(Gl::Cos, f, &[x]),
+            // GLSL.std.450 `Sin` and `Cos` are only 2^-11 absolute on [-pi, pi] and unbounded
+            // outside (lavapipe's `cos(3e38)` is 1).
+            UnaryOp::Sin | UnaryOp::Cos => {
+                let v = self.value(x, DType::F32);
+                tilekit_core::gpu::math::sin_cos(self, v, op == UnaryOp::Cos).id
+            }
             UnaryOp::Tanh => self.tanh_f32(x),
             UnaryOp::Erf => self.erf_f32(x),
             UnaryOp::Floor => self.ext(Gl::Floor, f, &[x]),

@@ -9,6 +9,7 @@ pub mod emit;
 pub mod grid;
 pub mod layout;
 pub mod lower;
+pub mod math;
 pub mod simt;
 pub mod target;
 pub mod warmup;

@@ -205,6 +205,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         rings: HashMap::new(),
         floors: HashMap::new(),
         num_stages: options.num_stages.max(1),
+        bf16_bits: HashMap::new(),
     };
     lw.default_vector = lw.program_vector();
     plan_matrix(&mut lw);
@@ -318,6 +319,12 @@ struct Lowerer<'a, E: Emitter> {
     /// use starts above them while the loop runs.
     floors: HashMap<DType, u32>,
     num_stages: u32,
+    /// The bf16 bits each f32 register holding a bf16 value was widened from: a store or a
+    /// cast back to bf16 reuses them instead of converting again (a `cast(bf16)` followed by a
+    /// store would otherwise round twice, the costliest part of a bf16 elementwise kernel where
+    /// the backend emulates the conversion). The bits are defined just before the register, so
+    /// they are available wherever it is.
+    bf16_bits: HashMap<E::V, E::V>,
 }
 
 /// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
@@ -847,10 +854,25 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// Rounds an f32 register holding a bf16 value.
     fn round(&mut self, d: DType, r: E::V) -> E::V {
         if d == DType::BF16 {
-            let b = self.e.cast(DType::F32, DType::BF16, r);
-            self.e.cast(DType::BF16, DType::F32, b)
+            let b = self.narrow_bf16(r);
+            self.widen_bf16(b)
         } else {
             r
+        }
+    }
+
+    /// bf16 bits as the f32 register that holds them, remembered for [`Lowerer::narrow_bf16`].
+    fn widen_bf16(&mut self, bits: E::V) -> E::V {
+        let w = self.e.cast(DType::BF16, DType::F32, bits);
+        self.bf16_bits.insert(w, bits);
+        w
+    }
+
+    /// An f32 register rounded to bf16 bits: the bits it was widened from, when it was.
+    fn narrow_bf16(&mut self, r: E::V) -> E::V {
+        match self.bf16_bits.get(&r) {
+            Some(&b) => b,
+            None => self.e.cast(DType::F32, DType::BF16, r),
         }
     }
 
@@ -876,7 +898,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 // Integers straight to bf16 (one rounding; through f32 they would round twice
                 // above 2^24), then held as f32.
                 let b = self.e.cast(from, DType::BF16, x);
-                self.e.cast(DType::BF16, DType::F32, b)
+                self.widen_bf16(b)
             }
             _ => self.e.cast(from, to, x),
         }
@@ -885,14 +907,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType) -> E::V {
         let v = self.e.load_global(buffer, dtype, index, index_dtype);
         if dtype == DType::BF16 {
-            self.e.cast(DType::BF16, DType::F32, v)
+            self.widen_bf16(v)
         } else {
             v
         }
     }
 
     fn store_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType, value: E::V) {
-        let v = if dtype == DType::BF16 { self.e.cast(DType::F32, DType::BF16, value) } else { value };
+        let v = if dtype == DType::BF16 { self.narrow_bf16(value) } else { value };
         self.e.store_global(buffer, dtype, index, index_dtype, v);
     }
 
@@ -973,7 +995,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::Arg { param } => {
                 let d = self.ty(inst.results[0]).dtype;
                 let v = self.e.scalar_param(*param, d);
-                let v = if d == DType::BF16 { self.e.cast(DType::BF16, DType::F32, v) } else { v };
+                let v = if d == DType::BF16 { self.widen_bf16(v) } else { v };
                 self.scalars.insert(inst.results[0], v);
             }
             Op::ProgramId { axis } => {
@@ -1328,7 +1350,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_masked(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32, mask: E::V) -> Vec<E::V> {
         let vals = self.e.load_global_masked(buffer, dtype, index, idx_dtype, n, mask);
         if dtype == DType::BF16 {
-            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+            vals.into_iter().map(|v| self.widen_bf16(v)).collect()
         } else {
             vals
         }
@@ -1337,7 +1359,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32) -> Vec<E::V> {
         let vals = self.e.load_global_vec(buffer, dtype, index, idx_dtype, n);
         if dtype == DType::BF16 {
-            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+            vals.into_iter().map(|v| self.widen_bf16(v)).collect()
         } else {
             vals
         }
@@ -1345,7 +1367,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     fn store_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, values: &[E::V]) {
         let vals: Vec<E::V> =
-            if dtype == DType::BF16 { values.iter().map(|&v| self.e.cast(DType::F32, DType::BF16, v)).collect() } else { values.to_vec() };
+            if dtype == DType::BF16 { values.iter().map(|&v| self.narrow_bf16(v)).collect() } else { values.to_vec() };
         self.e.store_global_vec(buffer, dtype, index, idx_dtype, &vals);
     }
 
@@ -2228,7 +2250,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 for (j, cs) in c.coords.iter().enumerate() {
                     let lin = self.linear(cs, &t.shape);
                     let slot = self.offset(lin, base as i64);
-                    let value = if rd == DType::BF16 { self.e.cast(DType::F32, DType::BF16, regs[j]) } else { regs[j] };
+                    let value = if rd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
                     match c.owner[j] {
                         // Copies in other threads write the same value; one write is enough.
                         Some(own) => self.store_shared_if(Some(own), rd, slot, value),
@@ -2271,7 +2293,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         .into_iter()
                         .map(|r| {
                             if t.dtype == DType::BF16 {
-                                regs[r].iter().map(|&v| me.e.cast(DType::F32, DType::BF16, v)).collect()
+                                regs[r].iter().map(|&v| me.narrow_bf16(v)).collect()
                             } else {
                                 regs[r].to_vec()
                             }

@@ -621,6 +621,10 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         match from {
             DType::F32 => x,
             DType::F16 => self.inst(format!("fpext half {x} to float")),
+            DType::BF16 if self.hooks.native_bf16() => {
+                let b = self.inst(format!("bitcast i16 {x} to bfloat"));
+                self.inst(format!("fpext bfloat {b} to float"))
+            }
             DType::BF16 => {
                 let w = self.inst(format!("zext i16 {x} to i32"));
                 let s = self.inst(format!("shl i32 {w}, 16"));
@@ -634,6 +638,10 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
 
     /// f32 -> bf16 bits, round to nearest even, NaN stays NaN (as `half::bf16::from_f32`).
     fn f32_to_bf16(&mut self, x: Operand) -> Operand {
+        if self.hooks.native_bf16() {
+            let b = self.inst(format!("fptrunc float {x} to bfloat"));
+            return self.inst(format!("bitcast bfloat {b} to i16"));
+        }
         let bits = self.inst(format!("bitcast float {x} to i32"));
         let a = self.bin("and", "i32", bits, Operand::Int(0x7fff_ffff));
         let is_nan = self.icmp("ugt", "i32", a, Operand::Int(0x7f80_0000));

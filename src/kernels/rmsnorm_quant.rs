@@ -93,7 +93,7 @@ impl Kernel for RmsNormQuant {
         }
         let block = cols.next_power_of_two();
         let threads = config.num_warps() * 32;
-        if block / threads.max(1) > 128 {
+        if block / threads.max(1) > 64 {
             return Err(KernelError::Unfit(format!("{block} columns on {threads} threads hold too many registers")));
         }
         let dtype = problem.dtype;

@@ -206,8 +206,10 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         floors: HashMap::new(),
         num_stages: options.num_stages.max(1),
         bf16_bits: HashMap::new(),
+        preferred: HashMap::new(),
     };
     lw.default_vector = lw.program_vector();
+    plan_transposes(&mut lw);
     plan_matrix(&mut lw);
     plan_pipelines(&mut lw);
     let tid = lw.e.thread_index();
@@ -325,6 +327,9 @@ struct Lowerer<'a, E: Emitter> {
     /// the backend emulates the conversion). The bits are defined just before the register, so
     /// they are available wherever it is.
     bf16_bits: HashMap<E::V, E::V>,
+    /// Home layouts chosen ahead for loads whose tile a store writes transposed
+    /// ([`plan_transposes`]).
+    preferred: HashMap<Value, Layout>,
 }
 
 /// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
@@ -429,8 +434,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// least four (16 bytes of f32). One width for the whole program, because values in different
     /// layouts meet through shared memory: an f16 LayerNorm whose f32 statistics and accumulators
     /// hold 4 elements per thread would load f16 8 bytes at a time (Triton's are 16); with 8 per
-    /// thread, f16 moves 16 bytes per access and f32 two 16-byte vectors. Capped at 8 (i8
-    /// would ask for 16) to bound the registers every tile value takes.
+    /// thread, f16 moves 16 bytes per access and f32 two 16-byte vectors. An i8 stream asks for
+    /// 16 (a quantised output stored 8 bytes at a time takes twice the store instructions). The
+    /// width costs no registers: a tile with fewer elements than width x threads gets narrower
+    /// vectors ([`Blocked::for_shape`]), and a larger one holds as many per thread either way.
     fn program_vector(&self) -> u32 {
         let floor = (self.target.max_vector_bytes / 4).clamp(1, 4);
         let mut v = floor;
@@ -448,7 +455,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 v = v.max(w);
             }
         });
-        v.min(8)
+        v.min(16)
     }
 
     fn dist(&self, layout: &Layout, shape: &[usize]) -> Dist {
@@ -1172,9 +1179,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         // No wider than the default layout: values loaded here mostly meet values in the default
         // layout (accumulators, constants), and a wider load would cost a conversion through
-        // shared memory at every use. Narrow dtypes give up 16-byte accesses for that.
-        let v = self.vector_width(offsets, dtype).min(self.default_vector());
+        // shared memory at every use. As wide, where the offsets run that far, even past one
+        // vector: a bf16 tile computed into an i8 one that is stored then holds 16 consecutive
+        // elements per thread, two 16-byte loads and one 16-byte store, where runs of one bf16
+        // vector would leave the i8 store 8 bytes wide.
+        let w = self.vector_width(offsets, dtype);
+        let v = if w > 1 { w.max(self.run_width(offsets)) } else { 1 }.min(self.default_vector());
         Layout::Blocked(Blocked::for_shape(shape, v, self.warp, self.num_warps))
+    }
+
+    /// Consecutive elements along the last dimension that start at a multiple of their number
+    /// at `offsets` (a power of two), whatever one access moves.
+    fn run_width(&self, offsets: Value) -> u32 {
+        let shape = &self.ty(offsets).shape;
+        let (Some(last), Some(ai)) = (shape.len().checked_sub(1), self.axis[offsets.index()].as_ref()) else {
+            return 1;
+        };
+        let w = ai.contiguity[last].min(ai.divisibility[last]).min(shape[last] as u64).min(1 << 16);
+        1u32 << (63 - w.max(1).leading_zeros())
     }
 
     /// Consecutive elements along the last dimension that one access may move at `offsets`.
@@ -1220,11 +1242,28 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         out
     }
 
+    /// For a store of `trans(x)` where `x` is data: the permuted home of `x`, when that layout
+    /// gives the store vectors as wide as its offsets allow, so the transpose moves no data
+    /// ([`plan_transposes`] chose such a home for the loads of `x`). `None` otherwise: the store
+    /// takes its usual layout and the transpose goes through shared memory.
+    fn transposed_home(&self, offsets: Value, value: Value, dtype: DType) -> Option<Layout> {
+        if self.is_data(value) {
+            return None;
+        }
+        let Op::Trans { x, perm } = &self.def(value).op else { return None };
+        let (home, _) = self.data.get(x)?;
+        let layout = home.permuted(perm)?;
+        let want = self.vector_width(offsets, dtype).min(self.default_vector());
+        (want > 1 && self.layout_vector_width(&layout, offsets, dtype) >= want).then_some(layout)
+    }
+
     /// The vector width `layout` gives accesses at `offsets`: its contiguous run per thread along
     /// the last dimension, if the offsets allow a vector that wide.
     fn layout_vector_width(&self, layout: &Layout, offsets: Value, dtype: DType) -> u32 {
         match layout {
-            Layout::Blocked(b) if b.order.first().map(|&o| o as usize) == b.size_per_thread.len().checked_sub(1) => {
+            // Whatever the order, a thread holds runs of `spt` along the last dimension; loads
+            // and stores visit its registers in row-major order (`row_major_registers`).
+            Layout::Blocked(b) => {
                 let spt = *b.size_per_thread.last().unwrap_or(&1);
                 spt.min(self.vector_width(offsets, dtype))
             }
@@ -1263,17 +1302,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.scalars.insert(r, v);
             return Ok(());
         }
-        let layout = self.access_layout(offsets, None, dtype);
-        let offs = self.get(offsets, &layout)?;
+        let layout = match self.preferred.get(&r) {
+            Some(l) => l.clone(),
+            None => self.access_layout(offsets, None, dtype),
+        };
+        // Registers in row-major order of their elements (see `row_major_registers`); the
+        // loaded values are put back in the layout's order at the end.
+        let dist = self.dist(&layout, &t.shape);
+        let perm = row_major_registers(&layout, &dist);
+        let offs = permute(self.get(offsets, &layout)?, &perm);
         let mregs = match mask {
-            Some(m) => Some(self.get(m, &layout)?),
+            Some(m) => Some(permute(self.get(m, &layout)?, &perm)),
             None => None,
         };
         let oregs = match other {
-            Some(o) => Some(self.get(o, &layout)?),
+            Some(o) => Some(permute(self.get(o, &layout)?, &perm)),
             None => None,
         };
-        let dist = self.dist(&layout, &t.shape);
+        let dist = permute_dist(dist, &perm);
         let width = self.layout_vector_width(&layout, offsets, dtype);
         let rd = reg_dtype(dtype);
         let mut out = Vec::with_capacity(offs.len());
@@ -1321,7 +1367,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             };
             out.push(v);
         }
-        self.set_data(r, layout, out);
+        self.set_data(r, layout, unpermute(out, &perm));
         Ok(())
     }
 
@@ -1414,15 +1460,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.e.end_if(&[]);
             return Ok(());
         }
-        let layout = self.access_layout(offsets, Some(value), dtype);
+        let layout = match self.transposed_home(offsets, value, dtype) {
+            Some(l) => l,
+            None => self.access_layout(offsets, Some(value), dtype),
+        };
         let _ = inst;
-        let offs = self.get(offsets, &layout)?;
-        let vals = self.get(value, &layout)?;
+        let dist = self.dist(&layout, &t.shape);
+        let perm = row_major_registers(&layout, &dist);
+        let offs = permute(self.get(offsets, &layout)?, &perm);
+        let vals = permute(self.get(value, &layout)?, &perm);
         let mregs = match mask {
-            Some(m) => Some(self.get(m, &layout)?),
+            Some(m) => Some(permute(self.get(m, &layout)?, &perm)),
             None => None,
         };
-        let dist = self.dist(&layout, &t.shape);
+        let dist = permute_dist(dist, &perm);
         let replicated = dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty();
         let owners = if replicated { self.coords(&dist).owner } else { vec![None; dist.num_regs()] };
         let width = if replicated { 1 } else { self.layout_vector_width(&layout, offsets, dtype) };
@@ -2654,6 +2705,98 @@ fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: 
 }
 
 /// Calls `f` on every instruction of `b` and of the blocks nested in it.
+/// The order in which loads and stores visit the registers of `dist`: row-major by element,
+/// so that a thread's run along the last dimension is consecutive whatever the layout's
+/// register order (a permuted layout numbers its registers along another dimension first).
+/// `None` when the registers already are in that order, as in every layout with the last
+/// dimension fastest.
+fn row_major_registers(layout: &Layout, dist: &Dist) -> Option<Vec<usize>> {
+    let last = dist.shape.len().checked_sub(1)?;
+    match layout {
+        Layout::Blocked(b) if b.order.first().map(|&o| o as usize) != Some(last) => {
+            let mut idx: Vec<usize> = (0..dist.num_regs()).collect();
+            idx.sort_by(|&a, &b| dist.regs[a].cmp(&dist.regs[b]));
+            Some(idx)
+        }
+        _ => None,
+    }
+}
+
+/// `regs` in the order `perm` visits them.
+fn permute<V: Copy>(regs: Vec<V>, perm: &Option<Vec<usize>>) -> Vec<V> {
+    match perm {
+        Some(p) => p.iter().map(|&i| regs[i]).collect(),
+        None => regs,
+    }
+}
+
+/// The inverse of [`permute`].
+fn unpermute<V: Copy>(regs: Vec<V>, perm: &Option<Vec<usize>>) -> Vec<V> {
+    match perm {
+        Some(p) => {
+            let mut out = regs.clone();
+            for (k, &i) in p.iter().enumerate() {
+                out[i] = regs[k];
+            }
+            out
+        }
+        None => regs,
+    }
+}
+
+/// `dist` with its registers in the order `perm` visits them.
+fn permute_dist(mut dist: Dist, perm: &Option<Vec<usize>>) -> Dist {
+    if let Some(p) = perm {
+        dist.regs = p.iter().map(|&i| dist.regs[i].clone()).collect();
+    }
+    dist
+}
+
+/// Chooses the home of every load whose tile (directly or through elementwise ops) a store
+/// writes transposed: vectors along both dimensions, as wide as the load's and the store's
+/// offsets allow, so that each thread holds whole vectors of the tile and of its transpose and
+/// the store takes the permuted layout ([`Lowerer::transposed_home`]) with no exchange through
+/// shared memory. The usual homes, vectors along rows only, would put a column of the tile in
+/// different threads, and its transpose would cross shared memory with every read of a
+/// column hitting one bank.
+fn plan_transposes<E: Emitter>(lw: &mut Lowerer<'_, E>) {
+    let mut stores = Vec::new();
+    walk_block(&lw.p.body, &mut |inst| {
+        if let Op::Store { offsets, value, .. } = &inst.op {
+            stores.push((*offsets, *value));
+        }
+    });
+    for (offsets, value) in stores {
+        let Op::Trans { x, perm } = &lw.def(value).op else { continue };
+        let shape = lw.ty(*x).shape.clone();
+        if shape.len() != 2 || perm[..] != [1, 0] {
+            continue;
+        }
+        let along_cols = lw.vector_width(offsets, lw.ty(value).dtype).min(lw.default_vector());
+        if along_cols < 2 {
+            continue;
+        }
+        // The loads `x` is computed from, through elementwise ops.
+        let mut todo = vec![*x];
+        let mut loads = Vec::new();
+        while let Some(v) = todo.pop() {
+            let op = &lw.def(v).op;
+            match op {
+                Op::Load { offsets, .. } if lw.ty(v).shape == shape => loads.push((v, *offsets)),
+                Op::Unary { .. } | Op::Binary { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                    todo.extend(op.operands().into_iter().filter(|o| lw.ty(*o).shape == shape));
+                }
+                _ => {}
+            }
+        }
+        for (load, offs) in loads {
+            let along_rows = lw.vector_width(offs, lw.ty(load).dtype).min(lw.default_vector());
+            let layout = Layout::Blocked(Blocked::with_vectors(&shape, &[along_cols, along_rows], lw.warp, lw.num_warps));
+            lw.preferred.entry(load).or_insert(layout);
+        }
+    }
+}
+
 fn walk_block<'a>(b: &'a Block, f: &mut impl FnMut(&'a Inst)) {
     for inst in &b.insts {
         f(inst);

@@ -494,6 +494,31 @@ mod tests {
         }
     }
 
+    /// Vectors along both dimensions: the layout and its transpose own every element once, and
+    /// a thread's registers hold whole runs along both dimensions.
+    #[test]
+    fn two_way_vectors_own_every_element_once() {
+        for (shape, vecs, warp, warps) in [
+            (vec![64usize, 64], [4u32, 4u32], 32u32, 4u32),
+            (vec![32, 128], [4, 4], 32, 8),
+            (vec![16, 16], [4, 4], 32, 4),
+            (vec![1, 7usize.next_power_of_two()], [4, 4], 8, 1),
+            (vec![64, 64], [8, 4], 32, 4),
+        ] {
+            let b = Blocked::with_vectors(&shape, &vecs, warp, warps);
+            let l = Layout::Blocked(b.clone());
+            check_ownership(&l, &shape, warp, warps);
+            let t = l.permuted(&[1, 0]).unwrap();
+            check_ownership(&t, &[shape[1], shape[0]], warp, warps);
+            let numel = (shape[0] * shape[1]) as u32;
+            if numel >= 16 * warp * warps {
+                assert_eq!(b.size_per_thread, vecs.to_vec(), "{shape:?}");
+            }
+        }
+        // Only the last dimension: exactly `for_shape`.
+        assert_eq!(Blocked::with_vectors(&[64, 64], &[1, 4], 32, 4), Blocked::for_shape(&[64, 64], 4, 32, 4));
+    }
+
     #[test]
     fn slices_own_every_element_once() {
         let shape = [32usize, 64];

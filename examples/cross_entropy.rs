@@ -22,10 +22,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::new().with("BLOCK", 2048).with("num_warps", 8);
     let args = Args::new().arg("logits", &x).arg("labels", &l).arg("loss", &loss).scalar("V", v as i32);
     let report = kernel.launch(&device, [rows as u32, 1, 1], &args, &config)?;
-    let want = cross_entropy::reference_rows(&logits.iter().map(|&x| x as f64).collect::<Vec<_>>(), &labels.iter().map(|&l| l as f64).collect::<Vec<_>>(), v);
+    let want = cross_entropy::reference_rows(
+        &logits.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        &labels.iter().map(|&l| l as f64).collect::<Vec<_>>(),
+        v,
+    );
     let got = loss.to_vec::<f32>()?;
     let worst = got.iter().zip(&want).map(|(&g, &w)| (g as f64 - w).abs() / w.abs().max(1.0)).fold(0.0, f64::max);
-    println!("{device}: cross-entropy over {rows} x {v} compiled in {:?}, ran in {:?}; worst error {worst:.2e}", report.compile_time, report.run_time);
+    println!(
+        "{device}: cross-entropy over {rows} x {v} compiled in {:?}, ran in {:?}; worst error {worst:.2e}",
+        report.compile_time, report.run_time
+    );
     if worst > 1e-4 {
         return Err(format!("loss error {worst} is beyond f32 arithmetic").into());
     }

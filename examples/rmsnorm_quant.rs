@@ -24,12 +24,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let q = device.alloc(DType::I8, rows * cols)?;
     let scale = device.alloc(DType::F32, rows)?;
     let config = Config::new().with("num_warps", 8);
-    let args = Args::new().arg("x", &x).arg("residual", &residual).arg("w", &w).arg("h", &h).arg("q", &q).arg("scale", &scale).scalar("cols", cols as i32);
+    let args =
+        Args::new().arg("x", &x).arg("residual", &residual).arg("w", &w).arg("h", &h).arg("q", &q).arg("scale", &scale).scalar("cols", cols as i32);
     let report = kernel.launch(&device, [rows as u32, 1, 1], &args, &config)?;
     let (_, want_q, _) = rmsnorm_quant::reference_rows(&x.download()?.to_f64(), &residual.download()?.to_f64(), &w.download()?.to_f64(), cols);
     let got_q = q.download()?.to_f64();
     let off = got_q.iter().zip(&want_q).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
-    println!("{device}: {rows} x {cols} bf16 compiled in {:?}, ran in {:?}; q within {off} of the f64 reference", report.compile_time, report.run_time);
+    println!(
+        "{device}: {rows} x {cols} bf16 compiled in {:?}, ran in {:?}; q within {off} of the f64 reference",
+        report.compile_time, report.run_time
+    );
     if off > 1.0 {
         return Err(format!("a quantised value is {off} away from the reference").into());
     }

@@ -1412,8 +1412,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     fn store_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, values: &[E::V]) {
-        let vals: Vec<E::V> =
-            if dtype == DType::BF16 { values.iter().map(|&v| self.narrow_bf16(v)).collect() } else { values.to_vec() };
+        let vals: Vec<E::V> = if dtype == DType::BF16 { values.iter().map(|&v| self.narrow_bf16(v)).collect() } else { values.to_vec() };
         self.e.store_global_vec(buffer, dtype, index, idx_dtype, &vals);
     }
 
@@ -2342,13 +2341,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     // bf16 is held in f32 registers; the instruction takes bf16.
                     Source::Registers(regs) => ranges
                         .into_iter()
-                        .map(|r| {
-                            if t.dtype == DType::BF16 {
-                                regs[r].iter().map(|&v| me.narrow_bf16(v)).collect()
-                            } else {
-                                regs[r].to_vec()
-                            }
-                        })
+                        .map(|r| if t.dtype == DType::BF16 { regs[r].iter().map(|&v| me.narrow_bf16(v)).collect() } else { regs[r].to_vec() })
                         .collect(),
                     Source::Staged { .. } => {
                         let dist = me.dist(&layouts[i], &t.shape);

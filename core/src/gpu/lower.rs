@@ -1253,8 +1253,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let Op::Trans { x, perm } = &self.def(value).op else { return None };
         let (home, _) = self.data.get(x)?;
         let layout = home.permuted(perm)?;
+        // Half as wide still beats the exchange: a 64 x 64 f16 tile on 128 threads holds 4 x 8
+        // blocks, 16-byte loads and 8-byte stores of the transpose.
         let want = self.vector_width(offsets, dtype).min(self.default_vector());
-        (want > 1 && self.layout_vector_width(&layout, offsets, dtype) >= want).then_some(layout)
+        (want > 1 && 2 * self.layout_vector_width(&layout, offsets, dtype) >= want).then_some(layout)
     }
 
     /// The vector width `layout` gives accesses at `offsets`: its contiguous run per thread along

@@ -177,6 +177,25 @@ fn vector_accesses_and_shuffles() {
     assert!(ptx.contains("shfl.sync.bfly.b32"), "{ptx}");
 }
 
+/// Kernels as users write them first move 16 bytes per thread per access and convert bf16 in
+/// hardware: GELU's 8 bf16 in and out, the transpose with no exchange through shared memory
+/// (each thread holds 4 x 4 blocks of the tile and of its transpose), and the quantised i8
+/// row stored 16 elements at a time.
+#[test]
+fn user_kernels_move_16_bytes_per_access() {
+    let ptx = ptx_of("gelu", &[1 << 20], DType::BF16, "BLOCK=1024,num_warps=4");
+    assert_eq!(ptx.matches("ld.global.nc.v4.u32").count(), 1, "{ptx}");
+    assert_eq!(ptx.matches("st.global.v4.b32").count(), 1, "{ptx}");
+    assert!(ptx.contains("cvt.rn.bf16x2.f32") || ptx.contains("cvt.rn.bf16.f32"), "{ptx}");
+    let ptx = ptx_of("transpose", &[4096, 4096], DType::F32, "BLOCK_R=64,BLOCK_C=64,num_warps=4");
+    assert!(!ptx.contains(".shared"), "the transpose needs no shared memory\n{ptx}");
+    assert_eq!(ptx.matches("ld.global.nc.v4.f32").count(), 8, "{ptx}");
+    assert_eq!(ptx.matches("st.global.v4.f32").count(), 8, "{ptx}");
+    let ptx = ptx_of("rmsnorm_quant", &[64, 8192], DType::BF16, "num_warps=8");
+    assert_eq!(ptx.matches("st.global.v4.u32").count(), 2, "q: two 16-byte stores\n{ptx}");
+    assert!(!ptx.contains("st.global.u32"), "{ptx}");
+}
+
 /// A row's elements share one 64-bit address per buffer and reach the loads and stores as
 /// immediate offsets: LayerNorm's 8192 f16 columns on 8 warps are four 16-byte vectors a
 /// thread, 4096 bytes apart. Each 64-bit register an element kept instead cost the registers

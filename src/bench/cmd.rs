@@ -14,8 +14,8 @@ use crate::device::Device;
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// The suite of problems: `default` (Triton's tutorial shapes) or `quick` (small, for CPU
-    /// devices and CI).
+    /// The suite of problems: `default` (Triton's tutorial shapes), `quick` (small, for CPU
+    /// devices and CI), `memory` or `examples` (kernels as users write them first).
     #[arg(long, default_value = "default")]
     pub suite: String,
     /// Also compile every case for an AMD architecture (gfx90a, gfx942, gfx1100, or `all`;

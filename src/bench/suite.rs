@@ -35,7 +35,7 @@ pub struct Suite {
 }
 
 /// Names of the suites [`find`] knows.
-pub const NAMES: [&str; 3] = ["default", "quick", "memory"];
+pub const NAMES: [&str; 4] = ["default", "quick", "memory", "examples"];
 
 fn case(kernel: &'static str, shape: &[usize], dtype: DType) -> Case {
     Case { kernel, problem: Problem::new(shape, dtype) }
@@ -47,6 +47,7 @@ pub fn find(name: &str) -> Option<Suite> {
         "default" | "triton" => Some(default()),
         "quick" => Some(quick()),
         "memory" => Some(memory()),
+        "examples" => Some(examples()),
         _ => None,
     }
 }
@@ -104,6 +105,20 @@ pub fn memory() -> Suite {
     cases.push(case("vector_add", &[1 << 28], DType::F32));
     cases.push(case("matmul", &[4096, 4096, 4096], DType::F16));
     Suite { name: "memory", description: "the memory-bound shapes Triton is compared at, and one matmul", ..default_with(cases) }
+}
+
+/// Kernels as users write them first, untuned, at the sizes they are judged at against the copy
+/// bandwidth: GELU over 2^24 bf16, a transpose of 8192^2 f32, residual + RMSNorm + int8
+/// quantisation of 4096 x 8192 bf16, cross-entropy over 32000 classes and a row argmax.
+pub fn examples() -> Suite {
+    let cases = vec![
+        case("gelu", &[1 << 24], DType::BF16),
+        case("transpose", &[8192, 8192], DType::F32),
+        case("rmsnorm_quant", &[4096, 8192], DType::BF16),
+        case("cross_entropy", &[4096, 32000], DType::F32),
+        case("argmax", &[8192, 8192], DType::F32),
+    ];
+    Suite { name: "examples", description: "kernels as users write them first", ..default_with(cases) }
 }
 
 fn default_with(cases: Vec<Case>) -> Suite {

@@ -11,18 +11,23 @@ use std::fmt;
 use rand::rngs::StdRng;
 use tilekit_core::{Config, ConfigError, DType, HostBuffer, Program, Scalar};
 
+pub mod argmax;
 pub mod attention;
+pub mod cross_entropy;
 pub mod cumsum;
+pub mod gelu;
 pub mod histogram;
 pub mod layernorm;
 pub mod matmul;
 pub mod rmsnorm;
+pub mod rmsnorm_quant;
 pub mod rotary;
 pub mod softmax;
 pub mod softmax_online;
 pub mod spmv;
 pub mod sum;
 pub mod swiglu;
+pub mod transpose;
 pub mod vector_add;
 
 /// What one run computes: a shape, the element dtype and kernel-specific options.
@@ -379,6 +384,12 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
         Box::new(swiglu::Swiglu),
         Box::new(rotary::Rotary),
         Box::new(spmv::Spmv),
+        // Kernels written as a user writes them first, untuned (the `examples` suite).
+        Box::new(gelu::Gelu),
+        Box::new(transpose::Transpose),
+        Box::new(rmsnorm_quant::RmsNormQuant),
+        Box::new(cross_entropy::CrossEntropy),
+        Box::new(argmax::Argmax),
     ]
 }
 

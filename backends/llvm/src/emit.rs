@@ -89,6 +89,12 @@ pub fn reg_ty(d: DType) -> &'static str {
     }
 }
 
+/// The number of 32-bit words a vector access of `n` one-byte elements moves as, when it is
+/// wider than one word.
+fn byte_words(dtype: DType, n: usize) -> Option<usize> {
+    (dtype.size_bytes() == 1 && n > 4 && n % 4 == 0).then_some(n / 4)
+}
+
 /// The LLVM type of a dtype in memory (`i1` is a byte).
 pub fn mem_ty(d: DType) -> &'static str {
     if d == DType::I1 {
@@ -621,6 +627,10 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         match from {
             DType::F32 => x,
             DType::F16 => self.inst(format!("fpext half {x} to float")),
+            DType::BF16 if self.hooks.native_bf16() => {
+                let b = self.inst(format!("bitcast i16 {x} to bfloat"));
+                self.inst(format!("fpext bfloat {b} to float"))
+            }
             DType::BF16 => {
                 let w = self.inst(format!("zext i16 {x} to i32"));
                 let s = self.inst(format!("shl i32 {w}, 16"));
@@ -634,6 +644,10 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
 
     /// f32 -> bf16 bits, round to nearest even, NaN stays NaN (as `half::bf16::from_f32`).
     fn f32_to_bf16(&mut self, x: Operand) -> Operand {
+        if self.hooks.native_bf16() {
+            let b = self.inst(format!("fptrunc float {x} to bfloat"));
+            return self.inst(format!("bitcast bfloat {b} to i16"));
+        }
         let bits = self.inst(format!("bitcast float {x} to i32"));
         let a = self.bin("and", "i32", bits, Operand::Int(0x7fff_ffff));
         let is_nan = self.icmp("ugt", "i32", a, Operand::Int(0x7f80_0000));
@@ -1481,6 +1495,21 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         // `index` is a multiple of `n` and buffers are aligned to 16 bytes, so the vector is
         // aligned to its size: one `ld.global.v4` (or v2) per thread.
         let align = n as usize * dtype.size_bytes();
+        if let Some(words) = byte_words(dtype, n as usize) {
+            // Bytes as 32-bit words, taken apart with shifts: NVPTX splits a vector of more
+            // than four bytes into 4-byte accesses, a vector of words not (and InstCombine turns
+            // a bitcast of the loaded words back into a vector of bytes).
+            let w = self.inst(format!("load <{words} x i32>, ptr addrspace({gas}) {p}, align {align}"));
+            return (0..n)
+                .map(|i| {
+                    let word = self.inst(format!("extractelement <{words} x i32> {w}, i32 {}", i / 4));
+                    let sh = if i % 4 == 0 { word } else { self.bin("lshr", "i32", word, Operand::Int(8 * (i % 4) as i64)) };
+                    let raw = self.inst(format!("trunc i32 {sh} to i8"));
+                    let r = self.reg_from_mem(dtype, raw);
+                    self.val(r, dtype)
+                })
+                .collect();
+        }
         let vec = self.inst(format!("load <{n} x {mt}>, ptr addrspace({gas}) {p}, align {align}"));
         (0..n)
             .map(|i| {
@@ -1507,6 +1536,24 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         };
         let gas = self.hooks.global_addrspace();
         let mt = mem_ty(dtype);
+        let align = n * dtype.size_bytes();
+        if let Some(words) = byte_words(dtype, n) {
+            // Bytes assembled into 32-bit words with shifts (see `load_global_vec`).
+            let mut vec_text = "poison".to_string();
+            for (k, chunk) in values.chunks(4).enumerate() {
+                let mut word = Operand::Int(0);
+                for (j, v) in chunk.iter().enumerate() {
+                    let m = self.reg_to_mem(dtype, v.op);
+                    let z = self.inst(format!("zext i8 {m} to i32"));
+                    let part = if j == 0 { z } else { self.bin("shl", "i32", z, Operand::Int(8 * j as i64)) };
+                    word = if j == 0 { part } else { self.bin("or", "i32", word, part) };
+                }
+                let vec = self.inst(format!("insertelement <{words} x i32> {vec_text}, i32 {word}, i32 {k}"));
+                vec_text = vec.to_string();
+            }
+            self.stmt(format!("store <{words} x i32> {vec_text}, ptr addrspace({gas}) {p}, align {align}"));
+            return;
+        }
         let mut vec = Operand::Int(0);
         let mut vec_text = "poison".to_string();
         for (i, v) in values.iter().enumerate() {
@@ -1514,7 +1561,6 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             vec = self.inst(format!("insertelement <{n} x {mt}> {vec_text}, {mt} {m}, i32 {i}"));
             vec_text = vec.to_string();
         }
-        let align = n * dtype.size_bytes();
         self.stmt(format!("store <{n} x {mt}> {vec}, ptr addrspace({gas}) {p}, align {align}"));
     }
 

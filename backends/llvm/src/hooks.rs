@@ -66,6 +66,13 @@ pub trait Hooks {
     fn reloc_mode(&self) -> RelocMode {
         RelocMode::Default
     }
+    /// Whether the target converts between f32 and bf16 in hardware, so that `fpext` /
+    /// `fptrunc` of LLVM's `bfloat` compile to one instruction each (and LLVM folds a
+    /// round trip) where the integer emulation takes nine. A NaN then becomes the target's
+    /// canonical NaN rather than keeping its payload, which no comparison of results sees.
+    fn native_bf16(&self) -> bool {
+        false
+    }
 
     /// This thread's index within its program (threads are numbered along x only).
     fn thread_index(&self, b: &mut Builder<'_>) -> Operand;

@@ -152,6 +152,11 @@ impl Hooks for NvptxHooks {
         true
     }
 
+    fn native_bf16(&self) -> bool {
+        // cvt.rn.bf16.f32 (and its packed bf16x2 form) exists from sm_80, the oldest target.
+        true
+    }
+
     fn wrapping_abs_neg(&self, b: &mut Builder<'_>, neg: bool, ty: &str, x: Operand) -> Option<Operand> {
         // ptxas takes `abs.sN`'s result as non-negative and a 16-bit `neg.s16`'s as in range:
         // it folds `abs(x) < 0` to false and drops the sign extension after `abs.s16` /

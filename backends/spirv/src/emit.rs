@@ -1370,6 +1370,7 @@ impl SpirvEmitter {
             && n.is_power_of_two()
             && n <= self.max_vector(dtype)
             && match dtype.size_bytes() {
+                1 => dtype != DType::I1 && n >= 4 && n / 4 <= 4,
                 2 => n / 2 <= 4,
                 4 | 8 => n <= 4,
                 _ => false,
@@ -2351,11 +2352,13 @@ impl Emitter for SpirvEmitter {
     }
 
     fn max_vector(&self, dtype: DType) -> u32 {
-        // 32- and 64-bit elements load as vectors of themselves, 16-bit ones as u32 words of two;
-        // 8-bit and boolean buffers stay scalar (no library kernel streams them).
+        // 32- and 64-bit elements load as vectors of themselves, 16- and 8-bit ones as u32
+        // words of two or four (a quantised output streams i8); boolean buffers stay scalar.
         let widest = self.target.max_vector_bytes.min(16);
         match dtype {
-            DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::F16 | DType::BF16 | DType::I16 => (widest / dtype.size_bytes() as u32).max(1),
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 | DType::F16 | DType::BF16 | DType::I16 | DType::I8 | DType::U8 => {
+                (widest / dtype.size_bytes() as u32).max(1)
+            }
             _ => 1,
         }
     }
@@ -2394,6 +2397,17 @@ impl Emitter for SpirvEmitter {
                     let hi = self.u_opk(Op::ShiftRightLogical, w, 16);
                     out.push(self.value(lo, dtype));
                     out.push(self.value(hi, dtype));
+                }
+            }
+            DType::I8 | DType::U8 => {
+                // Four bytes per word, the lowest first.
+                let t = self.ty(dtype);
+                for w in words {
+                    for k in 0..4 {
+                        let part = if k == 0 { w } else { self.u_opk(Op::ShiftRightLogical, w, 8 * k) };
+                        let e = self.emit(Op::UConvert, t, &[part]);
+                        out.push(self.value(e, dtype));
+                    }
                 }
             }
             _ => {
@@ -2445,6 +2459,20 @@ impl Emitter for SpirvEmitter {
                     self.u_op(Op::BitwiseOr, lo, hi)
                 })
                 .collect(),
+            DType::I8 | DType::U8 => {
+                let u = self.u32_ty();
+                ids.chunks(4)
+                    .map(|p| {
+                        let mut word = self.emit(Op::UConvert, u, &[p[0]]);
+                        for (k, &b) in p.iter().enumerate().skip(1) {
+                            let b = self.emit(Op::UConvert, u, &[b]);
+                            let b = self.u_opk(Op::ShiftLeftLogical, b, 8 * k as u32);
+                            word = self.u_op(Op::BitwiseOr, word, b);
+                        }
+                        word
+                    })
+                    .collect()
+            }
             _ => {
                 let u = self.u32_ty();
                 ids.chunks(2)

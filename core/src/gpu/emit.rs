@@ -19,8 +19,9 @@ use crate::gpu::target::MatrixInstr;
 use crate::ir::{AtomicOp, BinaryOp, CmpPred, UnaryOp};
 
 pub trait Emitter {
-    /// A scalar SSA value in the backend.
-    type V: Copy + Debug;
+    /// A scalar SSA value in the backend: each is defined once, so the lowering may remember
+    /// facts about one (the bf16 bits an f32 register was widened from).
+    type V: Copy + Debug + Eq + std::hash::Hash;
 
     /// A constant of `dtype`.
     fn constant(&mut self, dtype: DType, value: Scalar) -> Self::V;

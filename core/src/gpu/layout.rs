@@ -336,6 +336,18 @@ impl Blocked {
     /// contiguous elements per thread along the last dimension, lanes along the last dimension
     /// first (row-major tiles coalesce), warps along the leading dimensions first.
     pub fn for_shape(shape: &[usize], vec: u32, warp_size: u32, num_warps: u32) -> Blocked {
+        let mut vecs = vec![1u32; shape.len()];
+        if let Some(last) = vecs.last_mut() {
+            *last = vec;
+        }
+        Blocked::with_vectors(shape, &vecs, warp_size, num_warps)
+    }
+
+    /// [`Blocked::for_shape`] with `vecs[d]` contiguous elements per thread along every
+    /// dimension `d`: a 2-D tile with vectors along both dimensions (`[4, 4]` of f32) gives each
+    /// thread whole vectors of the tile and of its transpose, so `trans` between a load and a
+    /// store moves no data between threads.
+    pub fn with_vectors(shape: &[usize], vecs: &[u32], warp_size: u32, num_warps: u32) -> Blocked {
         let rank = shape.len();
         let order: Vec<u32> = (0..rank as u32).rev().collect();
         let mut spt = vec![1u32; rank];
@@ -345,14 +357,19 @@ impl Blocked {
             return Blocked { size_per_thread: spt, threads_per_warp: tpw, warps_per_cta: wpc, order };
         }
         let last = rank - 1;
-        spt[last] = vec.min(shape[last] as u32).max(1);
+        for d in 0..rank {
+            spt[d] = vecs.get(d).copied().unwrap_or(1).min(shape[d] as u32).max(1);
+        }
         // Narrower vectors rather than threads holding copies: a tile with fewer elements than
         // vec x threads would otherwise wrap, and every reduction over it would go through
-        // shared memory.
+        // shared memory. The leading dimensions give up theirs first.
         let total: u64 = shape.iter().map(|&s| s as u64).product();
         let threads = warp_size as u64 * num_warps as u64;
-        while spt[last] > 1 && total < spt[last] as u64 * threads {
-            spt[last] /= 2;
+        let held = |spt: &[u32]| spt.iter().map(|&v| v as u64).product::<u64>();
+        for d in (0..rank).filter(|&d| d != last).chain([last]) {
+            while spt[d] > 1 && total < held(&spt) * threads {
+                spt[d] /= 2;
+            }
         }
         // Lanes: fastest dimension first, each taking what its extent can use.
         let mut lanes = warp_size;
@@ -475,6 +492,31 @@ mod tests {
             s1[0] = 1;
             check_ownership(&l, &s1, warp, warps);
         }
+    }
+
+    /// Vectors along both dimensions: the layout and its transpose own every element once, and
+    /// a thread's registers hold whole runs along both dimensions.
+    #[test]
+    fn two_way_vectors_own_every_element_once() {
+        for (shape, vecs, warp, warps) in [
+            (vec![64usize, 64], [4u32, 4u32], 32u32, 4u32),
+            (vec![32, 128], [4, 4], 32, 8),
+            (vec![16, 16], [4, 4], 32, 4),
+            (vec![1, 7usize.next_power_of_two()], [4, 4], 8, 1),
+            (vec![64, 64], [8, 4], 32, 4),
+        ] {
+            let b = Blocked::with_vectors(&shape, &vecs, warp, warps);
+            let l = Layout::Blocked(b.clone());
+            check_ownership(&l, &shape, warp, warps);
+            let t = l.permuted(&[1, 0]).unwrap();
+            check_ownership(&t, &[shape[1], shape[0]], warp, warps);
+            let numel = (shape[0] * shape[1]) as u32;
+            if numel >= 16 * warp * warps {
+                assert_eq!(b.size_per_thread, vecs.to_vec(), "{shape:?}");
+            }
+        }
+        // Only the last dimension: exactly `for_shape`.
+        assert_eq!(Blocked::with_vectors(&[64, 64], &[1, 4], 32, 4), Blocked::for_shape(&[64, 64], 4, 32, 4));
     }
 
     #[test]

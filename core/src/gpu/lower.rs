@@ -205,8 +205,11 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         rings: HashMap::new(),
         floors: HashMap::new(),
         num_stages: options.num_stages.max(1),
+        bf16_bits: HashMap::new(),
+        preferred: HashMap::new(),
     };
     lw.default_vector = lw.program_vector();
+    plan_transposes(&mut lw);
     plan_matrix(&mut lw);
     plan_pipelines(&mut lw);
     let tid = lw.e.thread_index();
@@ -318,6 +321,15 @@ struct Lowerer<'a, E: Emitter> {
     /// use starts above them while the loop runs.
     floors: HashMap<DType, u32>,
     num_stages: u32,
+    /// The bf16 bits each f32 register holding a bf16 value was widened from: a store or a
+    /// cast back to bf16 reuses them instead of converting again (a `cast(bf16)` followed by a
+    /// store would otherwise round twice, the costliest part of a bf16 elementwise kernel where
+    /// the backend emulates the conversion). The bits are defined just before the register, so
+    /// they are available wherever it is.
+    bf16_bits: HashMap<E::V, E::V>,
+    /// Home layouts chosen ahead for loads whose tile a store writes transposed
+    /// ([`plan_transposes`]).
+    preferred: HashMap<Value, Layout>,
 }
 
 /// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
@@ -422,8 +434,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// least four (16 bytes of f32). One width for the whole program, because values in different
     /// layouts meet through shared memory: an f16 LayerNorm whose f32 statistics and accumulators
     /// hold 4 elements per thread would load f16 8 bytes at a time (Triton's are 16); with 8 per
-    /// thread, f16 moves 16 bytes per access and f32 two 16-byte vectors. Capped at 8 (i8
-    /// would ask for 16) to bound the registers every tile value takes.
+    /// thread, f16 moves 16 bytes per access and f32 two 16-byte vectors. An i8 stream asks for
+    /// 16 (a quantised output stored 8 bytes at a time takes twice the store instructions). The
+    /// width costs no registers: a tile with fewer elements than width x threads gets narrower
+    /// vectors ([`Blocked::for_shape`]), and a larger one holds as many per thread either way.
     fn program_vector(&self) -> u32 {
         let floor = (self.target.max_vector_bytes / 4).clamp(1, 4);
         let mut v = floor;
@@ -441,7 +455,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 v = v.max(w);
             }
         });
-        v.min(8)
+        v.min(16)
     }
 
     fn dist(&self, layout: &Layout, shape: &[usize]) -> Dist {
@@ -847,10 +861,25 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// Rounds an f32 register holding a bf16 value.
     fn round(&mut self, d: DType, r: E::V) -> E::V {
         if d == DType::BF16 {
-            let b = self.e.cast(DType::F32, DType::BF16, r);
-            self.e.cast(DType::BF16, DType::F32, b)
+            let b = self.narrow_bf16(r);
+            self.widen_bf16(b)
         } else {
             r
+        }
+    }
+
+    /// bf16 bits as the f32 register that holds them, remembered for [`Lowerer::narrow_bf16`].
+    fn widen_bf16(&mut self, bits: E::V) -> E::V {
+        let w = self.e.cast(DType::BF16, DType::F32, bits);
+        self.bf16_bits.insert(w, bits);
+        w
+    }
+
+    /// An f32 register rounded to bf16 bits: the bits it was widened from, when it was.
+    fn narrow_bf16(&mut self, r: E::V) -> E::V {
+        match self.bf16_bits.get(&r) {
+            Some(&b) => b,
+            None => self.e.cast(DType::F32, DType::BF16, r),
         }
     }
 
@@ -876,7 +905,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 // Integers straight to bf16 (one rounding; through f32 they would round twice
                 // above 2^24), then held as f32.
                 let b = self.e.cast(from, DType::BF16, x);
-                self.e.cast(DType::BF16, DType::F32, b)
+                self.widen_bf16(b)
             }
             _ => self.e.cast(from, to, x),
         }
@@ -885,14 +914,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType) -> E::V {
         let v = self.e.load_global(buffer, dtype, index, index_dtype);
         if dtype == DType::BF16 {
-            self.e.cast(DType::BF16, DType::F32, v)
+            self.widen_bf16(v)
         } else {
             v
         }
     }
 
     fn store_elem(&mut self, buffer: u32, dtype: DType, index: E::V, index_dtype: DType, value: E::V) {
-        let v = if dtype == DType::BF16 { self.e.cast(DType::F32, DType::BF16, value) } else { value };
+        let v = if dtype == DType::BF16 { self.narrow_bf16(value) } else { value };
         self.e.store_global(buffer, dtype, index, index_dtype, v);
     }
 
@@ -973,7 +1002,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::Arg { param } => {
                 let d = self.ty(inst.results[0]).dtype;
                 let v = self.e.scalar_param(*param, d);
-                let v = if d == DType::BF16 { self.e.cast(DType::BF16, DType::F32, v) } else { v };
+                let v = if d == DType::BF16 { self.widen_bf16(v) } else { v };
                 self.scalars.insert(inst.results[0], v);
             }
             Op::ProgramId { axis } => {
@@ -1150,9 +1179,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         // No wider than the default layout: values loaded here mostly meet values in the default
         // layout (accumulators, constants), and a wider load would cost a conversion through
-        // shared memory at every use. Narrow dtypes give up 16-byte accesses for that.
-        let v = self.vector_width(offsets, dtype).min(self.default_vector());
+        // shared memory at every use. As wide, where the offsets run that far, even past one
+        // vector: a bf16 tile computed into an i8 one that is stored then holds 16 consecutive
+        // elements per thread, two 16-byte loads and one 16-byte store, where runs of one bf16
+        // vector would leave the i8 store 8 bytes wide.
+        let w = self.vector_width(offsets, dtype);
+        let v = if w > 1 { w.max(self.run_width(offsets)) } else { 1 }.min(self.default_vector());
         Layout::Blocked(Blocked::for_shape(shape, v, self.warp, self.num_warps))
+    }
+
+    /// Consecutive elements along the last dimension that start at a multiple of their number
+    /// at `offsets` (a power of two), whatever one access moves.
+    fn run_width(&self, offsets: Value) -> u32 {
+        let shape = &self.ty(offsets).shape;
+        let (Some(last), Some(ai)) = (shape.len().checked_sub(1), self.axis[offsets.index()].as_ref()) else {
+            return 1;
+        };
+        let w = ai.contiguity[last].min(ai.divisibility[last]).min(shape[last] as u64).min(1 << 16);
+        1u32 << (63 - w.max(1).leading_zeros())
     }
 
     /// Consecutive elements along the last dimension that one access may move at `offsets`.
@@ -1198,11 +1242,30 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         out
     }
 
+    /// For a store of `trans(x)` where `x` is data: the permuted home of `x`, when that layout
+    /// gives the store vectors as wide as its offsets allow, so the transpose moves no data
+    /// ([`plan_transposes`] chose such a home for the loads of `x`). `None` otherwise: the store
+    /// takes its usual layout and the transpose goes through shared memory.
+    fn transposed_home(&self, offsets: Value, value: Value, dtype: DType) -> Option<Layout> {
+        if self.is_data(value) {
+            return None;
+        }
+        let Op::Trans { x, perm } = &self.def(value).op else { return None };
+        let (home, _) = self.data.get(x)?;
+        let layout = home.permuted(perm)?;
+        // Half as wide still beats the exchange: a 64 x 64 f16 tile on 128 threads holds 4 x 8
+        // blocks, 16-byte loads and 8-byte stores of the transpose.
+        let want = self.vector_width(offsets, dtype).min(self.default_vector());
+        (want > 1 && 2 * self.layout_vector_width(&layout, offsets, dtype) >= want).then_some(layout)
+    }
+
     /// The vector width `layout` gives accesses at `offsets`: its contiguous run per thread along
     /// the last dimension, if the offsets allow a vector that wide.
     fn layout_vector_width(&self, layout: &Layout, offsets: Value, dtype: DType) -> u32 {
         match layout {
-            Layout::Blocked(b) if b.order.first().map(|&o| o as usize) == b.size_per_thread.len().checked_sub(1) => {
+            // Whatever the order, a thread holds runs of `spt` along the last dimension; loads
+            // and stores visit its registers in row-major order (`row_major_registers`).
+            Layout::Blocked(b) => {
                 let spt = *b.size_per_thread.last().unwrap_or(&1);
                 spt.min(self.vector_width(offsets, dtype))
             }
@@ -1241,17 +1304,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.scalars.insert(r, v);
             return Ok(());
         }
-        let layout = self.access_layout(offsets, None, dtype);
-        let offs = self.get(offsets, &layout)?;
+        let layout = match self.preferred.get(&r) {
+            Some(l) => l.clone(),
+            None => self.access_layout(offsets, None, dtype),
+        };
+        // Registers in row-major order of their elements (see `row_major_registers`); the
+        // loaded values are put back in the layout's order at the end.
+        let dist = self.dist(&layout, &t.shape);
+        let perm = row_major_registers(&layout, &dist);
+        let offs = permute(self.get(offsets, &layout)?, &perm);
         let mregs = match mask {
-            Some(m) => Some(self.get(m, &layout)?),
+            Some(m) => Some(permute(self.get(m, &layout)?, &perm)),
             None => None,
         };
         let oregs = match other {
-            Some(o) => Some(self.get(o, &layout)?),
+            Some(o) => Some(permute(self.get(o, &layout)?, &perm)),
             None => None,
         };
-        let dist = self.dist(&layout, &t.shape);
+        let dist = permute_dist(dist, &perm);
         let width = self.layout_vector_width(&layout, offsets, dtype);
         let rd = reg_dtype(dtype);
         let mut out = Vec::with_capacity(offs.len());
@@ -1299,7 +1369,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             };
             out.push(v);
         }
-        self.set_data(r, layout, out);
+        self.set_data(r, layout, unpermute(out, &perm));
         Ok(())
     }
 
@@ -1328,7 +1398,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_masked(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32, mask: E::V) -> Vec<E::V> {
         let vals = self.e.load_global_masked(buffer, dtype, index, idx_dtype, n, mask);
         if dtype == DType::BF16 {
-            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+            vals.into_iter().map(|v| self.widen_bf16(v)).collect()
         } else {
             vals
         }
@@ -1337,15 +1407,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn load_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, n: u32) -> Vec<E::V> {
         let vals = self.e.load_global_vec(buffer, dtype, index, idx_dtype, n);
         if dtype == DType::BF16 {
-            vals.into_iter().map(|v| self.e.cast(DType::BF16, DType::F32, v)).collect()
+            vals.into_iter().map(|v| self.widen_bf16(v)).collect()
         } else {
             vals
         }
     }
 
     fn store_vec(&mut self, buffer: u32, dtype: DType, index: E::V, idx_dtype: DType, values: &[E::V]) {
-        let vals: Vec<E::V> =
-            if dtype == DType::BF16 { values.iter().map(|&v| self.e.cast(DType::F32, DType::BF16, v)).collect() } else { values.to_vec() };
+        let vals: Vec<E::V> = if dtype == DType::BF16 { values.iter().map(|&v| self.narrow_bf16(v)).collect() } else { values.to_vec() };
         self.e.store_global_vec(buffer, dtype, index, idx_dtype, &vals);
     }
 
@@ -1392,15 +1461,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.e.end_if(&[]);
             return Ok(());
         }
-        let layout = self.access_layout(offsets, Some(value), dtype);
+        let layout = match self.transposed_home(offsets, value, dtype) {
+            Some(l) => l,
+            None => self.access_layout(offsets, Some(value), dtype),
+        };
         let _ = inst;
-        let offs = self.get(offsets, &layout)?;
-        let vals = self.get(value, &layout)?;
+        let dist = self.dist(&layout, &t.shape);
+        let perm = row_major_registers(&layout, &dist);
+        let offs = permute(self.get(offsets, &layout)?, &perm);
+        let vals = permute(self.get(value, &layout)?, &perm);
         let mregs = match mask {
-            Some(m) => Some(self.get(m, &layout)?),
+            Some(m) => Some(permute(self.get(m, &layout)?, &perm)),
             None => None,
         };
-        let dist = self.dist(&layout, &t.shape);
+        let dist = permute_dist(dist, &perm);
         let replicated = dist.wrap.iter().any(|&w| w) || !dist.replica_terms.is_empty();
         let owners = if replicated { self.coords(&dist).owner } else { vec![None; dist.num_regs()] };
         let width = if replicated { 1 } else { self.layout_vector_width(&layout, offsets, dtype) };
@@ -2228,7 +2302,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 for (j, cs) in c.coords.iter().enumerate() {
                     let lin = self.linear(cs, &t.shape);
                     let slot = self.offset(lin, base as i64);
-                    let value = if rd == DType::BF16 { self.e.cast(DType::F32, DType::BF16, regs[j]) } else { regs[j] };
+                    let value = if rd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
                     match c.owner[j] {
                         // Copies in other threads write the same value; one write is enough.
                         Some(own) => self.store_shared_if(Some(own), rd, slot, value),
@@ -2269,13 +2343,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     // bf16 is held in f32 registers; the instruction takes bf16.
                     Source::Registers(regs) => ranges
                         .into_iter()
-                        .map(|r| {
-                            if t.dtype == DType::BF16 {
-                                regs[r].iter().map(|&v| me.e.cast(DType::F32, DType::BF16, v)).collect()
-                            } else {
-                                regs[r].to_vec()
-                            }
-                        })
+                        .map(|r| if t.dtype == DType::BF16 { regs[r].iter().map(|&v| me.narrow_bf16(v)).collect() } else { regs[r].to_vec() })
                         .collect(),
                     Source::Staged { .. } => {
                         let dist = me.dist(&layouts[i], &t.shape);
@@ -2632,6 +2700,98 @@ fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: 
 }
 
 /// Calls `f` on every instruction of `b` and of the blocks nested in it.
+/// The order in which loads and stores visit the registers of `dist`: row-major by element,
+/// so that a thread's run along the last dimension is consecutive whatever the layout's
+/// register order (a permuted layout numbers its registers along another dimension first).
+/// `None` when the registers already are in that order, as in every layout with the last
+/// dimension fastest.
+fn row_major_registers(layout: &Layout, dist: &Dist) -> Option<Vec<usize>> {
+    let last = dist.shape.len().checked_sub(1)?;
+    match layout {
+        Layout::Blocked(b) if b.order.first().map(|&o| o as usize) != Some(last) => {
+            let mut idx: Vec<usize> = (0..dist.num_regs()).collect();
+            idx.sort_by(|&a, &b| dist.regs[a].cmp(&dist.regs[b]));
+            Some(idx)
+        }
+        _ => None,
+    }
+}
+
+/// `regs` in the order `perm` visits them.
+fn permute<V: Copy>(regs: Vec<V>, perm: &Option<Vec<usize>>) -> Vec<V> {
+    match perm {
+        Some(p) => p.iter().map(|&i| regs[i]).collect(),
+        None => regs,
+    }
+}
+
+/// The inverse of [`permute`].
+fn unpermute<V: Copy>(regs: Vec<V>, perm: &Option<Vec<usize>>) -> Vec<V> {
+    match perm {
+        Some(p) => {
+            let mut out = regs.clone();
+            for (k, &i) in p.iter().enumerate() {
+                out[i] = regs[k];
+            }
+            out
+        }
+        None => regs,
+    }
+}
+
+/// `dist` with its registers in the order `perm` visits them.
+fn permute_dist(mut dist: Dist, perm: &Option<Vec<usize>>) -> Dist {
+    if let Some(p) = perm {
+        dist.regs = p.iter().map(|&i| dist.regs[i].clone()).collect();
+    }
+    dist
+}
+
+/// Chooses the home of every load whose tile (directly or through elementwise ops) a store
+/// writes transposed: vectors along both dimensions, as wide as the load's and the store's
+/// offsets allow, so that each thread holds whole vectors of the tile and of its transpose and
+/// the store takes the permuted layout ([`Lowerer::transposed_home`]) with no exchange through
+/// shared memory. The usual homes, vectors along rows only, would put a column of the tile in
+/// different threads, and its transpose would cross shared memory with every read of a
+/// column hitting one bank.
+fn plan_transposes<E: Emitter>(lw: &mut Lowerer<'_, E>) {
+    let mut stores = Vec::new();
+    walk_block(&lw.p.body, &mut |inst| {
+        if let Op::Store { offsets, value, .. } = &inst.op {
+            stores.push((*offsets, *value));
+        }
+    });
+    for (offsets, value) in stores {
+        let Op::Trans { x, perm } = &lw.def(value).op else { continue };
+        let shape = lw.ty(*x).shape.clone();
+        if shape.len() != 2 || perm[..] != [1, 0] {
+            continue;
+        }
+        let along_cols = lw.vector_width(offsets, lw.ty(value).dtype).min(lw.default_vector());
+        if along_cols < 2 {
+            continue;
+        }
+        // The loads `x` is computed from, through elementwise ops.
+        let mut todo = vec![*x];
+        let mut loads = Vec::new();
+        while let Some(v) = todo.pop() {
+            let op = &lw.def(v).op;
+            match op {
+                Op::Load { offsets, .. } if lw.ty(v).shape == shape => loads.push((v, *offsets)),
+                Op::Unary { .. } | Op::Binary { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                    todo.extend(op.operands().into_iter().filter(|o| lw.ty(*o).shape == shape));
+                }
+                _ => {}
+            }
+        }
+        for (load, offs) in loads {
+            let along_rows = lw.vector_width(offs, lw.ty(load).dtype).min(lw.default_vector());
+            let layout = Layout::Blocked(Blocked::with_vectors(&shape, &[along_cols, along_rows], lw.warp, lw.num_warps));
+            lw.preferred.entry(load).or_insert(layout);
+        }
+    }
+}
+
 fn walk_block<'a>(b: &'a Block, f: &mut impl FnMut(&'a Inst)) {
     for inst in &b.insts {
         f(inst);

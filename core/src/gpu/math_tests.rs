@@ -15,6 +15,31 @@ enum V {
     B(bool),
 }
 
+// `Emitter::V` is hashable (the lowering remembers facts per value); these are values, not
+// registers, so floats compare by their bits.
+impl PartialEq for V {
+    fn eq(&self, other: &V) -> bool {
+        match (self, other) {
+            (V::F(a), V::F(b)) => a.to_bits() == b.to_bits(),
+            (V::I(a), V::I(b)) => a == b,
+            (V::B(a), V::B(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for V {}
+
+impl std::hash::Hash for V {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            V::F(a) => (0u8, a.to_bits()).hash(h),
+            V::I(a) => (1u8, *a).hash(h),
+            V::B(a) => (2u8, *a).hash(h),
+        }
+    }
+}
+
 /// Evaluates the scalar primitives a math sequence uses; nothing else is reached.
 struct Eval;
 

@@ -607,8 +607,10 @@ fn resources_on<R: Runtime>(rt: &R, plan: &Plan, options: &LowerOptions) -> Resu
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
 static CUDA_RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
 
+/// The open runtime of CUDA device `ordinal`, opened on first use. Public for the benchmark
+/// (tilekit-cli), whose cuBLAS baseline must run on the context the kernels run on.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-pub(crate) fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
+pub fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
     let mut map = CUDA_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     if let Some(rt) = map.get(&ordinal).filter(|rt| !rt.is_lost()) {
         return Ok(rt.clone());

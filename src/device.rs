@@ -683,4 +683,23 @@ mod tests {
         assert!(e.starts_with("unknown target `nope` in `emulator:nope`; presets: "), "{e}");
         assert_eq!(Device::find("emulator:lavapipe").unwrap(), Device::Emulator(Target::lavapipe()));
     }
+
+    /// A device whose runtime this build lacks is refused with the feature that runs it, not
+    /// reported as a device that does not exist. (scripts/test.sh also runs these tests
+    /// without default features, where Vulkan and wgpu are the ones missing.)
+    #[test]
+    fn a_runtime_not_built_names_its_feature() {
+        let runtimes = [
+            ("vulkan", "vulkan", cfg!(feature = "vulkan")),
+            ("wgpu:llvmpipe", "wgpu", cfg!(feature = "wgpu")),
+            ("cuda", "ptx", cfg!(any(feature = "ptx", feature = "ptx-static"))),
+        ];
+        for (name, feature, built) in runtimes {
+            if built {
+                continue;
+            }
+            let e = Device::find(name).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("no device called `{name}`: this tilekit was built without the `{feature}` feature")), "{e}");
+        }
+    }
 }

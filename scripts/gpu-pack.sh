@@ -5,7 +5,8 @@
 #
 # The GPU machine has no LLVM 19, so everything that includes the PTX backend is linked with LLVM
 # statically (feature `ptx-static`, in its own target directory so the normal build is not
-# rebuilt): the `tilekit` binary, the kernels_cuda test and the benchmarks (`compile` times
+# rebuilt): the `tilekit` binary and the benchmarks (package tilekit-cli), the kernels_cuda test and
+# the others below (`compile` times
 # compilation on the GPU machine's processors too). libdevice (the CUDA
 # math library the PTX backend links) travels beside them; the binaries find it next to themselves.
 set -euo pipefail
@@ -17,8 +18,9 @@ install_apt llvm-19-dev libzstd-dev libpolly-19-dev
 export TILEKIT_COMMIT="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
 cargo test --release --workspace --no-run
 STATIC=target/ptx-static
-CARGO_TARGET_DIR=$STATIC cargo build --release --features ptx-static --bin tilekit --bench gpu --bench compile
-CARGO_TARGET_DIR=$STATIC cargo test --release --features ptx-static --test kernels_cuda --test semantics --test checked --test fuzz --no-run
+CARGO_TARGET_DIR=$STATIC cargo build --release -p tilekit-cli --features ptx-static --bin tilekit --bench gpu --bench compile
+# kernels_cuda, semantics and checked test the library (tilekit); fuzz the fuzzer (tilekit-cli).
+CARGO_TARGET_DIR=$STATIC cargo test --release -p tilekit -p tilekit-cli --features ptx-static --test kernels_cuda --test semantics --test checked --test fuzz --no-run
 rm -rf .h200 && mkdir .h200
 newest() { ls -t "$1"/release/deps/"$2"-* | grep -v '\.d$' | head -1; }
 cp $STATIC/release/tilekit .h200/tilekit
@@ -30,8 +32,8 @@ cp "$(newest $STATIC semantics)" .h200/semantics
 cp "$(newest $STATIC checked)" .h200/checked
 # The fuzzer's saved cases and budgets (TILEKIT_FUZZ_CASES points the test at the cases).
 cp "$(newest $STATIC fuzz)" .h200/fuzz
-tar -cf .h200/fuzz-cases.tar -C tests fuzz
-for t in kernels_vulkan control ops runtime wgpu_rt grid_fold; do cp "$(newest target "$t")" ".h200/$t"; done
+tar -cf .h200/fuzz-cases.tar -C cli/tests fuzz
+for t in kernels_vulkan control ops runtime wgpu_rt grid_fold; do cp "$(newest "${CARGO_TARGET_DIR:-target}" "$t")" ".h200/$t"; done
 strip .h200/tilekit .h200/gpu .h200/compile .h200/kernels_cuda .h200/semantics .h200/checked .h200/fuzz .h200/kernels_vulkan .h200/control .h200/ops .h200/runtime .h200/wgpu_rt .h200/grid_fold
 libdevice=$(python3 -c 'import nvidia.cuda_nvcc as m; print(m.__path__[0])')/nvvm/libdevice/libdevice.10.bc
 cp "$libdevice" .h200/libdevice.10.bc

@@ -31,8 +31,8 @@ tilekit="${TILEKIT_BIN:-}"
 if [ -z "$tilekit" ]; then
   ensure_cargo
   log "building (release)"
-  cargo build --release --bin tilekit
-  tilekit=./target/release/tilekit
+  cargo build --release -p tilekit-cli --bin tilekit
+  tilekit="${CARGO_TARGET_DIR:-target}/release/tilekit"
 fi
 [ $# -eq 0 ] && set -- --suite quick
 suite=default

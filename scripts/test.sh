@@ -30,9 +30,14 @@ install_pip "${PIP_PACKAGES[@]}"
 
 log "formatting (cargo fmt --check)"
 cargo fmt --all -- --check
-log "lints (clippy; then with the ptx and amdgcn features)"
+log "lints (clippy; then with the ptx and amdgcn features; then the library with each runtime alone)"
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo clippy --release --workspace --all-targets --features ptx,amdgcn -- -D warnings
+# An application chooses its runtimes (tilekit's features `vulkan` and `wgpu`, both default):
+# the library must build, lint-free, with none, either or both.
+for runtimes in "" vulkan wgpu; do
+  cargo clippy --release -p tilekit -p tilekit-spirv --no-default-features ${runtimes:+--features "$runtimes"} --lib -- -D warnings
+done
 
 log "building every target (release)"
 cargo build --release --workspace --all-targets
@@ -57,9 +62,13 @@ skipped_summary() {
   fi
 }
 
-# Unit, integration and binary tests, then the documentation examples, each once.
+# Unit, integration and binary tests, then the documentation examples, each once. The workspace
+# includes examples/app, whose test checks with `cargo tree` that an application depending on
+# tilekit gets none of the command line's crates.
 log "tests"
 cargo test --release --workspace --lib --bins --tests --examples 2>&1 | tee -a "$test_log"
+# The library's own tests without its default runtimes: a device it cannot run names the feature.
+cargo test --release -p tilekit --no-default-features --lib 2>&1 | tee -a "$test_log"
 log "documentation tests"
 cargo test --release --workspace --doc 2>&1 | tee -a "$test_log"
 
@@ -70,5 +79,7 @@ cargo test --release --workspace --doc 2>&1 | tee -a "$test_log"
 # gfx942 and gfx1100 linked, disassembled and its metadata checked, golden assembly, `ir --amdgcn`.
 # tests/accuracy.rs again, for each math op's PTX through ptxas and its AMDGCN code object.
 log "PTX and AMDGCN backend tests (features ptx, amdgcn)"
-TILEKIT_SKIP_GPU_TESTS=1 cargo test --release --features ptx,amdgcn --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli --test checked --test accuracy 2>&1 | tee -a "$test_log"
+# The library's tests (tilekit) and the command line's (tilekit-cli), both with the features.
+TILEKIT_SKIP_GPU_TESTS=1 cargo test --release -p tilekit -p tilekit-cli --features ptx,amdgcn \
+  --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli --test checked --test accuracy 2>&1 | tee -a "$test_log"
 skipped_summary

@@ -1,6 +1,8 @@
 //! Devices tilekit can run on: the interpreter (the reference), the emulator of the GPU
-//! lowering, every Vulkan device through the raw Vulkan runtime and through wgpu, and (with the
-//! `ptx` feature) every CUDA device through the PTX backend.
+//! lowering, every Vulkan device through the raw Vulkan runtime (feature `vulkan`) and through
+//! wgpu (feature `wgpu`), and (with the `ptx` feature) every CUDA device through the PTX backend.
+//! A kind of device whose runtime is not built has no variant here, and [`Device::find`] says
+//! which feature runs it.
 //!
 //! A plan runs as built ([`Device::run_plan`]) or checked ([`Device::run_plan_with`] and
 //! [`RunOptions::check`]): every launch's program instrumented to record its first out-of-bounds
@@ -22,7 +24,12 @@ use tilekit_core::gpu::Target;
 use tilekit_core::instrument::{self, Fault, InstrumentError, Instrumented, FAULT_WORDS};
 use tilekit_core::interp::InterpError;
 use tilekit_core::{Config, DType, HostBuffer, Scalar};
-use tilekit_spirv::{CompileError, VulkanError, VulkanRuntime};
+use tilekit_spirv::CompileError;
+#[cfg(feature = "vulkan")]
+use tilekit_spirv::VulkanError;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+use tilekit_spirv::VulkanRuntime;
+#[cfg(feature = "wgpu")]
 use tilekit_spirv::{WgpuError, WgpuRuntime};
 
 use crate::kernels::{BufferSpec, Launch, LaunchArg, Plan, Role};
@@ -37,8 +44,10 @@ pub enum Device {
     /// reductions and barriers without a GPU.
     Emulator(Target),
     /// A Vulkan device through the raw Vulkan runtime (ash).
+    #[cfg(feature = "vulkan")]
     Vulkan { index: usize, name: String, target: Target },
     /// A Vulkan adapter through wgpu.
+    #[cfg(feature = "wgpu")]
     Wgpu { name: String, target: Target },
     /// A CUDA device (PTX through the driver's JIT).
     #[cfg(any(feature = "ptx", feature = "ptx-static"))]
@@ -66,8 +75,10 @@ pub enum DeviceError {
     BadPlan { launch: usize, arg: usize, buffer: usize, count: usize },
     #[error(transparent)]
     Compile(#[from] CompileError),
+    #[cfg(feature = "vulkan")]
     #[error("{device}: {source}")]
     Vulkan { device: String, source: VulkanError },
+    #[cfg(feature = "wgpu")]
     #[error("{device}: {source}")]
     Wgpu { device: String, source: WgpuError },
     #[cfg(any(feature = "ptx", feature = "ptx-static"))]
@@ -99,6 +110,7 @@ impl DeviceError {
     }
 }
 
+#[cfg(feature = "vulkan")]
 const LAVAPIPE_HINT: &str = "lavapipe, a Vulkan device on the CPU, is in Debian's mesa-vulkan-drivers";
 
 /// Every target preset name (`Target::preset`), for messages that list them.
@@ -123,15 +135,22 @@ impl Device {
     }
 
     /// The CUDA devices (with the `ptx` feature), then the Vulkan devices through both
-    /// runtimes. A machine without a CUDA driver or a Vulkan loader simply lacks those devices.
+    /// runtimes (those built). A machine without a CUDA driver or a Vulkan loader simply lacks
+    /// those devices.
     pub fn gpus() -> Vec<Device> {
+        // Every kind of GPU device is a feature: a build may have none.
+        #[allow(unused_mut)]
         let mut out = Vec::new();
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         out.extend(Device::cuda_devices());
+        // wgpu's adapters take their targets from the Vulkan probe too.
+        #[cfg(any(feature = "vulkan", feature = "wgpu"))]
         let infos = VulkanRuntime::devices().unwrap_or_default();
+        #[cfg(feature = "vulkan")]
         for info in &infos {
             out.push(Device::Vulkan { index: info.index, name: info.name.clone(), target: info.target() });
         }
+        #[cfg(feature = "wgpu")]
         for a in WgpuRuntime::adapters() {
             if !a.missing.is_empty() {
                 continue;
@@ -178,34 +197,52 @@ impl Device {
         let kind = name.split(':').next().unwrap_or(name);
         match kind {
             "cuda" => Some(Device::why_no_cuda()),
-            "vulkan" => Some(match VulkanRuntime::devices() {
-                Err(e @ VulkanError::Loader(_)) => e.to_string(),
-                Err(e) => format!("the Vulkan loader lists no device ({e}; {LAVAPIPE_HINT})"),
-                Ok(infos) if infos.is_empty() => {
-                    format!("the Vulkan loader lists no device ({LAVAPIPE_HINT})")
-                }
-                Ok(infos) => format!(
-                    "no Vulkan device name starts with `{}`; Vulkan devices: {}",
-                    name.strip_prefix("vulkan:").unwrap_or(""),
-                    infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-            }),
-            "wgpu" => {
-                let adapters = WgpuRuntime::adapters();
-                Some(if adapters.is_empty() {
-                    tilekit_spirv::WgpuError::NoAdapter.to_string()
-                } else if let Some(a) = adapters.iter().find(|a| !a.missing.is_empty()) {
-                    format!("wgpu adapter `{}` lacks required features: {}", a.info.name, a.missing.join(", "))
-                } else {
-                    format!(
-                        "no wgpu adapter name starts with `{}`; adapters: {}",
-                        name.strip_prefix("wgpu:").unwrap_or(""),
-                        adapters.iter().map(|a| a.info.name.as_str()).collect::<Vec<_>>().join(", ")
-                    )
-                })
-            }
+            "vulkan" => Some(Device::why_no_vulkan(name)),
+            "wgpu" => Some(Device::why_no_wgpu(name)),
             _ => None,
         }
+    }
+
+    #[cfg(feature = "vulkan")]
+    fn why_no_vulkan(name: &str) -> String {
+        match VulkanRuntime::devices() {
+            Err(e @ VulkanError::Loader(_)) => e.to_string(),
+            Err(e) => format!("the Vulkan loader lists no device ({e}; {LAVAPIPE_HINT})"),
+            Ok(infos) if infos.is_empty() => {
+                format!("the Vulkan loader lists no device ({LAVAPIPE_HINT})")
+            }
+            Ok(infos) => format!(
+                "no Vulkan device name starts with `{}`; Vulkan devices: {}",
+                name.strip_prefix("vulkan:").unwrap_or(""),
+                infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+
+    #[cfg(not(feature = "vulkan"))]
+    fn why_no_vulkan(_name: &str) -> String {
+        "this tilekit was built without the `vulkan` feature, which runs Vulkan devices through the raw Vulkan runtime (a default feature of the tilekit crate)".into()
+    }
+
+    #[cfg(feature = "wgpu")]
+    fn why_no_wgpu(name: &str) -> String {
+        let adapters = WgpuRuntime::adapters();
+        if adapters.is_empty() {
+            tilekit_spirv::WgpuError::NoAdapter.to_string()
+        } else if let Some(a) = adapters.iter().find(|a| !a.missing.is_empty()) {
+            format!("wgpu adapter `{}` lacks required features: {}", a.info.name, a.missing.join(", "))
+        } else {
+            format!(
+                "no wgpu adapter name starts with `{}`; adapters: {}",
+                name.strip_prefix("wgpu:").unwrap_or(""),
+                adapters.iter().map(|a| a.info.name.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        }
+    }
+
+    #[cfg(not(feature = "wgpu"))]
+    fn why_no_wgpu(_name: &str) -> String {
+        "this tilekit was built without the `wgpu` feature, which runs Vulkan devices through wgpu (a default feature of the tilekit crate)".into()
     }
 
     #[cfg(any(feature = "ptx", feature = "ptx-static"))]
@@ -226,7 +263,9 @@ impl Device {
         match self {
             Device::Interpreter => "interpreter".into(),
             Device::Emulator(t) => format!("emulator:{}", t.name),
+            #[cfg(feature = "vulkan")]
             Device::Vulkan { name, .. } => format!("vulkan:{name}"),
+            #[cfg(feature = "wgpu")]
             Device::Wgpu { name, .. } => format!("wgpu:{name}"),
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { name, .. } => format!("cuda:{name}"),
@@ -249,7 +288,11 @@ impl Device {
     pub fn target(&self) -> Option<&Target> {
         match self {
             Device::Interpreter => None,
-            Device::Emulator(t) | Device::Vulkan { target: t, .. } | Device::Wgpu { target: t, .. } => Some(t),
+            Device::Emulator(t) => Some(t),
+            #[cfg(feature = "vulkan")]
+            Device::Vulkan { target: t, .. } => Some(t),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu { target: t, .. } => Some(t),
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { target: t, .. } => Some(t),
         }
@@ -268,6 +311,7 @@ impl Device {
     /// The key this device's runtime and kernels are kept under (`runtime::Runtime::key`).
     fn runtime_key(&self) -> String {
         match self {
+            #[cfg(feature = "vulkan")]
             Device::Vulkan { index, .. } => format!("{}#{index}", self.name()),
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { ordinal, .. } => format!("{}#{ordinal}", self.name()),
@@ -575,8 +619,10 @@ fn resources_on<R: Runtime>(rt: &R, plan: &Plan, options: &LowerOptions) -> Resu
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
 static CUDA_RUNTIMES: OnceLock<Mutex<HashMap<usize, Arc<tilekit_ptx::CudaRuntime>>>> = OnceLock::new();
 
+/// The open runtime of CUDA device `ordinal`, opened on first use. Public for the benchmark
+/// (tilekit-cli), whose cuBLAS baseline must run on the context the kernels run on.
 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-pub(crate) fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
+pub fn cuda_runtime(ordinal: usize) -> Result<Arc<tilekit_ptx::CudaRuntime>, tilekit_ptx::CudaError> {
     let mut map = CUDA_RUNTIMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     if let Some(rt) = map.get(&ordinal).filter(|rt| !rt.is_lost()) {
         return Ok(rt.clone());
@@ -648,5 +694,24 @@ mod tests {
         let e = Device::find("emulator:nope").unwrap_err().to_string();
         assert!(e.starts_with("unknown target `nope` in `emulator:nope`; presets: "), "{e}");
         assert_eq!(Device::find("emulator:lavapipe").unwrap(), Device::Emulator(Target::lavapipe()));
+    }
+
+    /// A device whose runtime this build lacks is refused with the feature that runs it, not
+    /// reported as a device that does not exist. (scripts/test.sh also runs these tests
+    /// without default features, where Vulkan and wgpu are the ones missing.)
+    #[test]
+    fn a_runtime_not_built_names_its_feature() {
+        let runtimes = [
+            ("vulkan", "vulkan", cfg!(feature = "vulkan")),
+            ("wgpu:llvmpipe", "wgpu", cfg!(feature = "wgpu")),
+            ("cuda", "ptx", cfg!(any(feature = "ptx", feature = "ptx-static"))),
+        ];
+        for (name, feature, built) in runtimes {
+            if built {
+                continue;
+            }
+            let e = Device::find(name).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("no device called `{name}`: this tilekit was built without the `{feature}` feature")), "{e}");
+        }
     }
 }

@@ -207,25 +207,34 @@ impl Device {
     }
 
     /// The best device present: a CUDA GPU, else a Vulkan GPU, else lavapipe (Vulkan on the
-    /// CPU), else the interpreter.
+    /// CPU), else the interpreter. Vulkan devices go through the raw Vulkan runtime where it is
+    /// built, else through wgpu.
     pub fn best() -> Device {
+        #[allow(unused_variables)] // a build without GPU runtimes has only the interpreter
         let gpus = Device::gpus();
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         if let Some(d) = gpus.iter().find(|d| matches!(d, Device::Cuda { .. })) {
             return d.clone();
         }
-        let vulkan: Vec<&Device> = gpus.iter().filter(|d| matches!(d, Device::Vulkan { .. })).collect();
-        let cpu = |d: &Device| {
-            let Device::Vulkan { index, .. } = d else { return true };
-            tilekit_spirv::VulkanRuntime::devices()
-                .ok()
-                .and_then(|infos| infos.into_iter().find(|i| i.index == *index))
-                .map_or(true, |i| i.device_type == "cpu")
-        };
-        vulkan.iter().find(|d| !cpu(d)).or_else(|| vulkan.first()).map_or(Device::Interpreter, |d| (*d).clone())
+        #[cfg(any(feature = "vulkan", feature = "wgpu"))]
+        {
+            let vulkan: Vec<&Device> = gpus.iter().filter(|d| d.name().starts_with("vulkan:")).collect();
+            let vulkan = if vulkan.is_empty() { gpus.iter().filter(|d| d.name().starts_with("wgpu:")).collect() } else { vulkan };
+            let infos = tilekit_spirv::VulkanRuntime::devices().unwrap_or_default();
+            let cpu = |d: &Device| {
+                let name = d.name();
+                let name = name.split_once(':').map_or("", |(_, n)| n);
+                infos.iter().find(|i| i.name == name).map_or(true, |i| i.device_type == "cpu")
+            };
+            if let Some(d) = vulkan.iter().find(|d| !cpu(d)).or_else(|| vulkan.first()) {
+                return (*d).clone();
+            }
+        }
+        Device::Interpreter
     }
 }
 
+#[cfg(feature = "wgpu")]
 impl Device {
     /// A device for a caller's wgpu device and queue (an engine's): kernels run on it, and
     /// [`DeviceBuffer::from_wgpu`] wraps the caller's buffers. `target` is what kernels compile
@@ -254,6 +263,7 @@ impl Device {
     }
 }
 
+#[cfg(feature = "wgpu")]
 impl DeviceBuffer {
     /// Wraps a caller's `wgpu::Buffer` (STORAGE usage; COPY_SRC / COPY_DST to download and
     /// upload) holding `len` elements of `dtype`, on a wgpu `device`.
@@ -618,6 +628,7 @@ impl Kernel {
     /// Records one launch into a caller's wgpu `encoder` (which the caller finishes and submits
     /// with its own work around it), on a wgpu device. Returns the compile time when it
     /// compiled.
+    #[cfg(feature = "wgpu")]
     pub fn record(
         &self,
         device: &Device,

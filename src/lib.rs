@@ -4,12 +4,14 @@
 //! [`kernels`] library and the [`check`] harness run it anywhere it can reach and compare with an
 //! f64 reference. See `tilekit_core` for the IR, the builder, the verifier, the text form and the
 //! interpreter.
+//!
+//! This is the crate an application depends on: the builder, the kernel library, the devices and
+//! the launch API, with nothing else. The `tilekit` command, the benchmark and its report, and
+//! the fuzzer are the `tilekit-cli` crate (`cli/`), so their dependencies never reach an
+//! application's build.
 
-pub mod bench;
 pub mod check;
-pub mod cli;
 pub mod device;
-pub mod fuzz;
 pub mod kernels;
 pub mod launch;
 pub mod runtime;

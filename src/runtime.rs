@@ -1,6 +1,6 @@
 //! One interface to every device: [`Runtime`], in wgpu-hal's manner (one trait, the buffer and
-//! kernel types associated), implemented by the interpreter, the emulator, Vulkan (ash), wgpu
-//! and CUDA.
+//! kernel types associated), implemented by the interpreter, the emulator, Vulkan (ash, feature
+//! `vulkan`), wgpu (feature `wgpu`) and CUDA (feature `ptx`).
 //!
 //! A runtime allocates device buffers, uploads and downloads them, compiles a program for a
 //! configuration (or fetches it from the in-memory cache, [`kernel`]), launches it on a grid,
@@ -135,11 +135,13 @@ pub(crate) fn open<R: Runtime>(key: String, make: impl FnOnce() -> Result<R, Dev
 }
 
 /// Registers `rt` under its key, replacing any runtime there (a caller's wgpu device).
+#[cfg(feature = "wgpu")]
 pub(crate) fn register<R: Runtime>(rt: Arc<R>) {
     lock(RUNTIMES.get_or_init(Default::default)).insert(rt.key(), rt);
 }
 
-/// Drops the runtime under `key` and its kernels.
+/// Drops the runtime under `key` and its kernels (a GPU runtime whose device was lost).
+#[cfg(any(feature = "vulkan", feature = "wgpu", feature = "ptx", feature = "ptx-static"))]
 pub(crate) fn forget(key: &str) {
     if let Some(map) = RUNTIMES.get() {
         lock(map).remove(key);
@@ -368,18 +370,21 @@ impl Runtime for EmulatorRuntime {
 
 /// Sizes of the buffers that together hold `bytes` (rounded up to whole words), none larger
 /// than `chunk`.
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
 fn flush_chunks(bytes: u64, chunk: u64) -> impl Iterator<Item = u64> {
     let bytes = bytes.div_ceil(4) * 4;
     (0..bytes.div_ceil(chunk)).map(move |i| chunk.min(bytes - i * chunk))
 }
 
 /// A Vulkan device through the raw Vulkan runtime (ash).
+#[cfg(feature = "vulkan")]
 pub struct VulkanRuntime {
     device: Device,
     index: usize,
     rt: tilekit_spirv::VulkanRuntime,
 }
 
+#[cfg(feature = "vulkan")]
 impl VulkanRuntime {
     pub(crate) fn open(device: &Device) -> Result<Arc<VulkanRuntime>, DeviceError> {
         let Device::Vulkan { index, .. } = device else { unreachable!("opened for Vulkan devices") };
@@ -403,6 +408,7 @@ impl VulkanRuntime {
     }
 }
 
+#[cfg(feature = "vulkan")]
 impl Runtime for VulkanRuntime {
     type Buffer = tilekit_spirv::DeviceBuffer;
     type Kernel = tilekit_spirv::Pipeline;
@@ -472,11 +478,13 @@ impl Runtime for VulkanRuntime {
 }
 
 /// A Vulkan adapter through wgpu, on its own device or on a caller's ([`crate::Device::from_wgpu`]).
+#[cfg(feature = "wgpu")]
 pub struct WgpuRuntime {
     device: Device,
     rt: tilekit_spirv::WgpuRuntime,
 }
 
+#[cfg(feature = "wgpu")]
 impl WgpuRuntime {
     pub(crate) fn open(device: &Device) -> Result<Arc<WgpuRuntime>, DeviceError> {
         let Device::Wgpu { name, .. } = device else { unreachable!("opened for wgpu devices") };
@@ -508,10 +516,12 @@ impl WgpuRuntime {
 }
 
 /// wgpu's view of a launch's buffers.
+#[cfg(feature = "wgpu")]
 pub(crate) fn wgpu_args<'a>(buffers: &[&'a tilekit_spirv::WgpuBuffer]) -> Vec<&'a dyn tilekit_spirv::wgpu_rt::KernelBuffer> {
     buffers.iter().map(|&b| b as &dyn tilekit_spirv::wgpu_rt::KernelBuffer).collect()
 }
 
+#[cfg(feature = "wgpu")]
 impl Runtime for WgpuRuntime {
     type Buffer = tilekit_spirv::WgpuBuffer;
     type Kernel = tilekit_spirv::WgpuKernel;
@@ -691,11 +701,13 @@ macro_rules! with_runtime {
                 let $rt = &opened;
                 $body
             }
+            #[cfg(feature = "vulkan")]
             $crate::device::Device::Vulkan { .. } => {
                 let opened = $crate::runtime::VulkanRuntime::open(device)?;
                 let $rt = &opened;
                 $body
             }
+            #[cfg(feature = "wgpu")]
             $crate::device::Device::Wgpu { .. } => {
                 let opened = $crate::runtime::WgpuRuntime::open(device)?;
                 let $rt = &opened;

@@ -1,6 +1,6 @@
 //! Control flow, shared memory, barriers, shuffles, atomics, push constants and program ids on a
 //! Vulkan device, each module checked by spirv-val.
-
+#![cfg(feature = "vulkan")]
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 
 mod common;

@@ -3,6 +3,8 @@
 //! runtime usable: a normal kernel launched next in the same process still computes the right
 //! answer. (A lost device cannot be provoked on lavapipe; its handling, a runtime that refuses
 //! further work and says to open a new one, is exercised where a driver reports it.)
+// Both runtimes: `wgpu` includes `vulkan`.
+#![cfg(feature = "wgpu")]
 
 mod common;
 

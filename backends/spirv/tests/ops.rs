@@ -1,6 +1,6 @@
 //! Scalar primitives on a Vulkan device (lavapipe by default), each module checked by spirv-val,
 //! against plain-Rust computations of the interpreter's semantics.
-
+#![cfg(feature = "vulkan")]
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 
 mod common;

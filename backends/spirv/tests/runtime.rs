@@ -1,6 +1,6 @@
 //! The Vulkan runtime itself: device discovery, buffers, staging, timing, statistics, launch
 //! errors, requirement checks and clean teardown under the validation layer.
-
+#![cfg(feature = "vulkan")]
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 
 mod common;

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tilekit_core::gpu::{Emitter, Target};
 use tilekit_core::ir::{Arena, Block, CmpPred, Param, ParamKind};
 use tilekit_core::{Access, DType, HostBuffer, Program, Scalar};
-use tilekit_spirv::{SpirvEmitter, SpirvKernel, SpirvValue, VulkanOptions, VulkanRuntime};
+use tilekit_spirv::{SpirvEmitter, SpirvKernel, SpirvValue};
+#[cfg(feature = "vulkan")]
+use tilekit_spirv::{VulkanOptions, VulkanRuntime};
 
 /// A program with these parameters and an empty body: the emitter reads only the interface.
 pub fn program(name: &str, params: &[(&str, ParamKind)]) -> Program {
@@ -79,10 +81,12 @@ pub fn spirv_val(kernel: &SpirvKernel) {
 
 /// The device the tests run on: TILEKIT_VULKAN_DEVICE (an index), else lavapipe, else the
 /// first device. Validation is on unless TILEKIT_VULKAN_VALIDATION=0.
+#[cfg(feature = "vulkan")]
 pub fn runtime() -> VulkanRuntime {
     runtime_with(|_| {})
 }
 
+#[cfg(feature = "vulkan")]
 pub fn runtime_with(f: impl FnOnce(&mut VulkanOptions)) -> VulkanRuntime {
     let devices = VulkanRuntime::devices().unwrap_or_else(|e| panic!("Vulkan is needed for these tests: {e}"));
     assert!(!devices.is_empty(), "no Vulkan device found (install mesa-vulkan-drivers for lavapipe)");
@@ -96,12 +100,14 @@ pub fn runtime_with(f: impl FnOnce(&mut VulkanOptions)) -> VulkanRuntime {
 }
 
 /// Panics on any validation message collected so far.
+#[cfg(feature = "vulkan")]
 pub fn assert_clean(rt: &VulkanRuntime) {
     let msgs = rt.take_validation_messages();
     assert!(msgs.is_empty(), "validation messages:\n{}", msgs.join("\n"));
 }
 
 /// Uploads `inputs` (one host buffer per binding), launches, downloads every binding.
+#[cfg(feature = "vulkan")]
 pub fn run(rt: &VulkanRuntime, kernel: &SpirvKernel, grid: [u32; 3], buffers: &[HostBuffer], scalars: &[(u32, Scalar)]) -> Vec<HostBuffer> {
     spirv_val(kernel);
     let p = rt.load(kernel).unwrap_or_else(|e| panic!("load {}: {e}", kernel.name));
@@ -182,6 +188,7 @@ pub fn elementwise_with(
 
 /// Runs an elementwise kernel built by [`elementwise`] over `inputs` (all of length n); outputs
 /// are poisoned first so an element the kernel skipped cannot pass.
+#[cfg(feature = "vulkan")]
 pub fn run_elementwise(rt: &VulkanRuntime, kernel: &SpirvKernel, threads: u32, inputs: &[HostBuffer], outs: &[DType]) -> Vec<HostBuffer> {
     let n = inputs.first().map_or(0, |b| b.len());
     let mut bufs: Vec<HostBuffer> = inputs.to_vec();

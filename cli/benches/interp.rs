@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     };
     print_table(&report);
 
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench").join("results");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/results");
     let path: PathBuf = dir.join(format!("interp-{}.json", file_safe(&report.host.name)));
     let written = fs::create_dir_all(&dir).and_then(|_| fs::write(&path, serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"));
     match written {

@@ -5,9 +5,9 @@
 //! `tilekit fuzz --seed 1 --start I --count 1 --save-failures DIR` shrinks and saves.
 
 use clap::Parser;
-use tilekit::cli::{execute, Cli};
-use tilekit::fuzz::cmd::{replay_one, resolve_devices};
-use tilekit::fuzz::filetest;
+use tilekit_cli::cli::{execute, Cli};
+use tilekit_cli::fuzz::cmd::{replay_one, resolve_devices};
+use tilekit_cli::fuzz::filetest;
 
 fn skip_gpu() -> bool {
     std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1")

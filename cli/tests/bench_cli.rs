@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use tilekit::bench::schema::{Results, Status};
+use tilekit_cli::bench::schema::{Results, Status};
 
 fn tilekit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).output().expect("the tilekit binary runs")

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use tilekit::bench::report::{render, ReportOptions};
-use tilekit::bench::schema::{
+use tilekit_cli::bench::report::{render, ReportOptions};
+use tilekit_cli::bench::schema::{
     Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo, StaticResources, Status,
 };
-use tilekit::bench::stats::summarize;
+use tilekit_cli::bench::stats::summarize;
 
 fn platform(id: &str, hardware: &str, copy: f64) -> Platform {
     Platform {

@@ -1,4 +1,4 @@
-//! The `tilekit` command: see `tilekit --help` and [`tilekit::cli`].
+//! The `tilekit` command: see `tilekit --help` and [`tilekit_cli::cli`].
 
 fn main() {
     // Mesa's Vulkan drivers (lavapipe among them) print a warning on every device enumeration
@@ -19,5 +19,5 @@ fn main() {
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("error: internal error in tilekit: {msg}{at} (please report it)");
     }));
-    std::process::exit(tilekit::cli::main_with_args(std::env::args_os()));
+    std::process::exit(tilekit_cli::cli::main_with_args(std::env::args_os()));
 }

@@ -204,7 +204,7 @@ fn main() -> ExitCode {
         runs,
         cases,
     };
-    let path = std::env::var("TILEKIT_BENCH_OUT").unwrap_or_else(|_| format!("bench/results/gpu-{host}.json"));
+    let path = std::env::var("TILEKIT_BENCH_OUT").unwrap_or_else(|_| format!("{}/gpu-{host}.json", results_dir()));
     if let Some(dir) = std::path::Path::new(&path).parent() {
         let _ = fs::create_dir_all(dir);
     }
@@ -272,5 +272,16 @@ impl Kernel for Copy {
     }
     fn cost(&self, problem: &Problem) -> kernels::Cost {
         kernels::Cost { bytes: 8 * problem.shape[0] as u64, flops: 0 }
+    }
+}
+
+/// The repository's `bench/results`: cargo runs a bench in its package's folder (cli/), while a
+/// binary carried to a GPU machine (scripts/gpu-pack.sh) runs from a copy of the repository root.
+fn results_dir() -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results");
+    if std::path::Path::new(repo).is_dir() {
+        repo.into()
+    } else {
+        "bench/results".into()
     }
 }

@@ -443,3 +443,20 @@ fn devices_lists_amd_targets_as_compile_only() {
 fn ir_amdgcn_needs_the_feature() {
     bad_input(&["ir", "softmax", "--amdgcn"], &["built without the `amdgcn` feature"]);
 }
+
+/// `tilekit run --check`: listed in the help, and the library's test problems pass checked.
+#[test]
+fn the_command_line_runs_checked() {
+    let tilekit = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, help, _) = tilekit(&["run", "--help"]);
+    assert_eq!(code, Some(0));
+    assert!(help.contains("--check") && help.contains("device_assert"), "{help}");
+    for kernel in ["vector_add", "histogram", "spmv"] {
+        let (code, out, err) = tilekit(&["run", kernel, "--problems", "tests", "--check", "--device", "emulator:lavapipe"]);
+        assert_eq!(code, Some(0), "{kernel}:\n{out}\n{err}");
+        assert!(out.contains(" passed, 0 failed") && !out.contains("ERROR"), "{kernel}:\n{out}");
+    }
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tilekit::bench::schema::Results;
+use tilekit_cli::bench::schema::Results;
 
 /// Every file under `dir`, by path relative to it, with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -59,7 +59,7 @@ fn main_sh(repo: &Path, fake_bin: &Path) -> std::process::Output {
 
 #[test]
 fn main_sh_never_writes_over_committed_results() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let repo = std::env::temp_dir().join(format!("tilekit-main-sh-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&repo);
     copy_tree(&root.join("scripts"), &repo.join("scripts"));
@@ -117,12 +117,12 @@ fn main_sh_never_writes_over_committed_results() {
 
 #[test]
 fn the_default_results_file_is_run_specific_and_outside_the_committed_set() {
-    use tilekit::bench::cmd::default_output;
+    use tilekit_cli::bench::cmd::default_output;
     let a = default_output("vm", "quick", 1_767_225_600);
     assert_eq!(a, PathBuf::from("bench/local/bench-vm-quick-20260101T000000Z.json"));
     let b = default_output("vm", "quick", 1_767_225_600 + 3_723);
     assert_eq!(b, PathBuf::from("bench/local/bench-vm-quick-20260101T010203Z.json"));
-    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    let committed = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results"));
     for e in std::fs::read_dir(committed).unwrap() {
         let name = e.unwrap().file_name();
         assert_ne!(a.file_name(), Some(name.as_os_str()));
@@ -131,7 +131,7 @@ fn the_default_results_file_is_run_specific_and_outside_the_committed_set() {
 
 #[test]
 fn machine_labels_tell_same_named_hosts_apart() {
-    use tilekit::bench::runner::machine_label_of;
+    use tilekit_cli::bench::runner::machine_label_of;
     let cpu = "Intel(R) Xeon(R) Platinum 8480+";
     let a = machine_label_of("vm", "0123456789abcdef0123456789abcdef", cpu);
     let b = machine_label_of("vm", "fedcba9876543210fedcba9876543210", cpu);

@@ -68,12 +68,23 @@ fn kernels_to_time() -> Vec<Box<dyn kernels::Kernel>> {
     kernels::all().into_iter().filter(|k| names.is_empty() || names.iter().any(|n| n == k.name())).collect()
 }
 
+/// The repository's `bench/results`: cargo runs a bench in its package's folder (cli/), while a
+/// binary carried to a GPU machine (scripts/gpu-pack.sh) runs from a copy of the repository root.
+fn results_dir() -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results");
+    if std::path::Path::new(repo).is_dir() {
+        repo.into()
+    } else {
+        "bench/results".into()
+    }
+}
+
 fn write_results(path: &str, json: serde_json::Value) {
     if !selected().is_empty() {
         eprintln!("kernels selected: {path} not written");
         return;
     }
-    let _ = std::fs::create_dir_all("bench/results");
+    let _ = std::fs::create_dir_all(results_dir());
     match serde_json::to_string_pretty(&json) {
         Ok(j) => match std::fs::write(path, j) {
             Ok(()) => eprintln!("wrote {path}"),
@@ -187,7 +198,7 @@ fn ptx() {
     }
     println!("slowest configuration: {:.1} ms (goal: 150 ms)", worst * 1e3);
     let host = hostname();
-    let path = format!("bench/results/compile-ptx-{host}.json");
+    let path = format!("{}/compile-ptx-{host}.json", results_dir());
     write_results(&path, serde_json::json!({ "schema": 1, "host": host, "cpu": cpu(), "runs": PTX_RUNS, "target": target.name, "rows": rows }));
 }
 
@@ -245,6 +256,6 @@ fn spirv() {
         });
     }
     let host = hostname();
-    let path = format!("bench/results/compile-{host}.json");
+    let path = format!("{}/compile-{host}.json", results_dir());
     write_results(&path, serde_json::json!({ "schema": 1, "host": host, "cpu": cpu(), "runs": RUNS, "rows": rows }));
 }

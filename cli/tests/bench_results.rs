@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use tilekit::bench::schema::{self, Backend, Ceilings, Entry, L2Policy, Platform, ProblemRecord, Protocol, Results, RunInfo, Status};
-use tilekit::bench::stats::summarize;
+use tilekit_cli::bench::schema::{self, Backend, Ceilings, Entry, L2Policy, Platform, ProblemRecord, Protocol, Results, RunInfo, Status};
+use tilekit_cli::bench::stats::summarize;
 
-const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/schema/results.schema.json");
+const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/schema/results.schema.json");
 
 #[test]
 fn committed_schema_matches_the_types() {
@@ -225,7 +225,7 @@ fn version_1_files_are_read_with_their_host_as_machine() {
     assert_eq!(r.runs[0].machine, "a");
     assert!(r.platforms.iter().all(|p| p.machine == "a"));
     // The committed files of version 1 keep reading.
-    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/results/bench-vm-quick.json");
+    let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/results/bench-vm-quick.json");
     let c = Results::read(committed).unwrap();
     assert!(c.runs.iter().all(|r| r.machine == r.host), "{:?}", c.runs);
 }

@@ -71,6 +71,8 @@ cargo test --release --workspace --lib --bins --tests --examples 2>&1 | tee -a "
 cargo test --release -p tilekit --no-default-features --lib 2>&1 | tee -a "$test_log"
 log "documentation tests"
 cargo test --release --workspace --doc 2>&1 | tee -a "$test_log"
+# The API documentation builds without a broken or ambiguous link.
+RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace
 
 # The PTX backend (its crates' own tests ran above, as workspace members): every kernel's PTX
 # through ptxas, golden PTX, `ir --ptx`, and the CUDA kernel tests, which say that there is no

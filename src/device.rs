@@ -278,7 +278,10 @@ impl Device {
         match self {
             Device::Interpreter => MathBackend::Interpreter,
             Device::Emulator(_) => MathBackend::Emulator,
-            Device::Vulkan { .. } | Device::Wgpu { .. } => MathBackend::Spirv,
+            #[cfg(feature = "vulkan")]
+            Device::Vulkan { .. } => MathBackend::Spirv,
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu { .. } => MathBackend::Spirv,
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { .. } => MathBackend::Ptx,
         }

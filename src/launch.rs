@@ -263,6 +263,18 @@ impl Device {
     }
 }
 
+impl DeviceBuffer {
+    /// Whether `self` and `other` are the same device memory: one buffer, or two wrappers of
+    /// one `wgpu::Buffer`.
+    fn same_memory(&self, other: &DeviceBuffer) -> bool {
+        #[cfg(feature = "wgpu")]
+        if matches!((self.as_wgpu(), other.as_wgpu()), (Some(a), Some(b)) if a == b) {
+            return true;
+        }
+        std::ptr::eq(self, other)
+    }
+}
+
 #[cfg(feature = "wgpu")]
 impl DeviceBuffer {
     /// Wraps a caller's `wgpu::Buffer` (STORAGE usage; COPY_SRC / COPY_DST to download and
@@ -272,12 +284,6 @@ impl DeviceBuffer {
         let mut b = tilekit_spirv::WgpuBuffer::from_raw(buffer, dtype, len);
         b.device = Some(rt.raw().device().clone());
         Ok(DeviceBuffer { device: device.clone(), dtype, len, held: Box::new(On { rt, buffer: b }) })
-    }
-
-    /// Whether `self` and `other` are the same device memory: one buffer, or two wrappers of
-    /// one `wgpu::Buffer`.
-    fn same_memory(&self, other: &DeviceBuffer) -> bool {
-        std::ptr::eq(self, other) || matches!((self.as_wgpu(), other.as_wgpu()), (Some(a), Some(b)) if a == b)
     }
 
     /// The `wgpu::Buffer` behind a buffer of a wgpu device.

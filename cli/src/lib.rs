@@ -2,10 +2,10 @@
 //! application depends on.
 //!
 //! [`cli`] is the command line (list the kernel library and the devices, print a kernel's IR,
-//! run and check kernels); [`bench`] the benchmark suite, its versioned results and the
+//! run and check kernels); [`mod@bench`] the benchmark suite, its versioned results and the
 //! performance-portability report; [`fuzz`] the differential fuzzer. They are written over the
 //! public API of the `tilekit` crate, so they hold no device or kernel code of their own, and
-//! their dependencies (clap, plotters, schemars, indicatif, sha2, serde_json) stay out of an
+//! their dependencies (clap, plotters, schemars, indicatif, sha2) stay out of an
 //! application's build.
 
 // The modules were written inside the tilekit crate and name its items as `crate::device`,

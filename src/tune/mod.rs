@@ -159,21 +159,17 @@ pub fn driver(device: &Device) -> String {
         return d.clone();
     }
     let own = format!("tilekit {}", env!("CARGO_PKG_VERSION"));
-    let vulkan = |pick: &dyn Fn(&tilekit_spirv::VulkanDeviceInfo) -> bool| {
-        tilekit_spirv::VulkanRuntime::devices().ok().and_then(|infos| infos.into_iter().find(|i| pick(i))).map(|i| {
-            let (a, b, c) = i.api_version;
-            format!("{} {} (driverVersion {:#x}, Vulkan {a}.{b}.{c})", i.driver_name, i.driver_info, i.driver_version)
-        })
-    };
     let d = match device {
         Device::Interpreter | Device::Emulator(_) => own,
-        Device::Vulkan { index, .. } => vulkan(&|i| i.index == *index).unwrap_or_else(|| "unknown Vulkan driver".into()),
-        Device::Wgpu { name: adapter, .. } => match device.wgpu() {
+        #[cfg(feature = "vulkan")]
+        Device::Vulkan { index, .. } => vulkan_driver(&|i| i.index == *index).unwrap_or_else(|| "unknown Vulkan driver".into()),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu { .. } => match device.wgpu() {
             Ok(rt) => {
                 let info = rt.raw().adapter_info();
                 format!("wgpu {:?} {} {}", info.backend, info.driver, info.driver_info)
             }
-            Err(_) => vulkan(&|i| i.name == *adapter).unwrap_or_else(|| "unknown wgpu driver".into()),
+            Err(_) => "unknown wgpu driver".into(),
         },
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         Device::Cuda { .. } => match tilekit_ptx::driver_version() {
@@ -183,6 +179,15 @@ pub fn driver(device: &Device) -> String {
     };
     seen.lock().unwrap_or_else(|e| e.into_inner()).insert(name, d.clone());
     d
+}
+
+/// The Vulkan driver of the device `pick` chooses: name, info, version and API version.
+#[cfg(feature = "vulkan")]
+fn vulkan_driver(pick: &dyn Fn(&tilekit_spirv::VulkanDeviceInfo) -> bool) -> Option<String> {
+    tilekit_spirv::VulkanRuntime::devices().ok().and_then(|infos| infos.into_iter().find(|i| pick(i))).map(|i| {
+        let (a, b, c) = i.api_version;
+        format!("{} {} (driverVersion {:#x}, Vulkan {a}.{b}.{c})", i.driver_name, i.driver_info, i.driver_version)
+    })
 }
 
 /// The cache key of `problem` for `kernel` on `device`.

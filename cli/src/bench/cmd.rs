@@ -36,7 +36,7 @@ pub struct BenchArgs {
     #[arg(long = "problem", value_name = "KERNEL:SHAPE[:DTYPE]")]
     pub problems: Vec<String>,
     /// Results file, which must not exist yet: a run never replaces results it did not
-    /// produce. Default: bench/local/bench-<host>-<suite>-<UTC time>.json (git ignores
+    /// produce. Default: `bench/local/bench-<host>-<suite>-<UTC time>.json` (git ignores
     /// bench/local/; the committed results in bench/results/ are never written).
     #[arg(short, long)]
     pub output: Option<PathBuf>,

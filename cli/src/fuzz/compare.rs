@@ -229,7 +229,7 @@ fn approx_in_f64(op: Approx, args: &[f64]) -> Option<f64> {
 /// device (docs/semantics.md, "Approximate ops"): each is the result of an approximate op whose
 /// operands (read from the outputs that hold them, [`super::BufferCase::operands`]) are
 /// - on SPIR-V (`vulkan_ranges`), where Vulkan gives the op no error bound
-///   ([`outside_vulkan_bounds`]: a divisor outside [2^-126, 2^126], a logarithm or reciprocal
+///   (`outside_vulkan_bounds`: a divisor outside [2^-126, 2^126], a logarithm or reciprocal
 ///   square root of x <= 0, an infinite operand); or
 /// - on a device that flushes subnormals (`flushes`), subnormal, and the device's element is
 ///   within the op's bound of the op on those operands taken as zeros of either sign (the

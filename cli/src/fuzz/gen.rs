@@ -4,7 +4,7 @@
 //! program's lanes are masked off), grows a pool of values with random operations, and stores
 //! some of them, each to its own output buffer. Every value in the pool carries what the
 //! comparison needs to know about it:
-//! - `tame`: its elements are small dyadic values ([`inputs::tame_values`]), so float sums,
+//! - `tame`: its elements are small dyadic values ([`super::inputs::tame_values`]), so float sums,
 //!   scans and `dot`s of it are exact in any order; float sums are only built over tame values.
 //! - `loose`: it went through a float max or min, whose result for (+0, -0) is either zero, so
 //!   its zeros may differ in sign between devices; its output is compared with +0 = -0.

@@ -35,6 +35,7 @@ Examples:
   tilekit devices --json                   devices reachable now, as JSON
   tilekit bench --suite quick -o r.json    check and time the quick suite on every device
   tilekit report r.json -o report/         Markdown, HTML, SVG charts and CSV from results
+  tilekit tune softmax --device vulkan     time every configuration, cache the fastest right one
   tilekit fuzz --seed 1 --count 1000       1000 random programs, interpreter against the emulator
   tilekit fuzz --devices vulkan,wgpu --count 50 --save-failures fails/
                                            random programs through Vulkan and wgpu";
@@ -93,6 +94,14 @@ pub enum Command {
         override_usage = "tilekit fuzz --seed S --count N [--start I] [--devices GROUP,...] [--jobs J] [--out SUMMARY.json] [--save-failures DIR] [--time-limit SECS] [--shrink-budget N]\n       tilekit fuzz --replay FILE.tile... [--devices GROUP,...]"
     )]
     Fuzz(crate::fuzz::cmd::FuzzArgs),
+    /// Find a kernel's fastest right configuration for a problem on a device, and cache it.
+    ///
+    /// Every configuration of the kernel is planned (one the kernel cannot plan is pruned with
+    /// its reason), checked once against the f64 reference and timed; the fastest right one is
+    /// stored in the tuning cache under the kernel, its programs, the problem's bucket (each
+    /// dimension rounded up to a power of two), the device and its driver. `tilekit run` then
+    /// uses it when no --config is given. --model times only what the cost model ranks first.
+    Tune(crate::tune_cmd::TuneArgs),
 }
 
 #[derive(Args, Debug)]
@@ -194,6 +203,10 @@ pub struct RunArgs {
     /// any device (slower; off by default).
     #[arg(long)]
     pub check: bool,
+    /// Run the kernels' default configurations even where the tuning cache (`tilekit tune`)
+    /// holds a tuned one for the problem and device.
+    #[arg(long)]
+    pub untuned: bool,
     /// Print JSON results instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -297,6 +310,7 @@ pub fn execute(command: &Command, out: &mut dyn Write) -> Result<i32, CliError> 
         Command::Bench(a) => crate::bench::cmd::bench(a, out),
         Command::Report(a) => crate::bench::cmd::report(a, out),
         Command::Fuzz(a) => crate::fuzz::cmd::fuzz(a, out),
+        Command::Tune(a) => crate::tune_cmd::tune(a, out),
     }
 }
 
@@ -335,7 +349,7 @@ pub fn parse_shape(text: &str) -> Result<Vec<usize>, CliError> {
 }
 
 /// Checks `dtype` is one the kernel supports, with a message that names the kernel.
-fn check_dtype(kernel: &dyn Kernel, dtype: DType) -> Result<(), CliError> {
+pub fn check_dtype(kernel: &dyn Kernel, dtype: DType) -> Result<(), CliError> {
     if kernel.dtypes().contains(&dtype) {
         Ok(())
     } else {
@@ -772,6 +786,11 @@ pub struct RunRecord {
     pub config: String,
     pub device: String,
     pub seed: u64,
+    /// Where the configuration came from: `given` (--config), `tuned` (the tuning cache) or
+    /// `default`.
+    pub config_source: String,
+    /// The tuning cache file of a tuned configuration.
+    pub cache_file: Option<std::path::PathBuf>,
     /// `pass`, `fail` (an output is outside its tolerance) or `error` (nothing to compare).
     pub status: String,
     pub error: Option<String>,
@@ -794,6 +813,8 @@ struct Job {
     config: Config,
     /// Output buffer names, or why the kernel cannot plan the problem.
     outputs: Result<Vec<String>, String>,
+    /// The tuning cache file the configuration came from.
+    tuned: Option<std::path::PathBuf>,
 }
 
 fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
@@ -843,7 +864,7 @@ fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
                     Err(source) if !args.all => return Err(plan_error(kernel.as_ref(), &problem, &config, source)),
                     Err(e) => Err(e.to_string()),
                 };
-                jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs });
+                jobs.push(Job { kernel: kernel.clone(), problem, config: config.clone(), outputs, tuned: None });
             }
         }
     }
@@ -865,7 +886,20 @@ const RUN_HEADERS: [&str; 8] = ["KERNEL", "PROBLEM", "CONFIG", "OUTPUT", "REL ER
 fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let device = Device::find(&args.device)?;
     let options = RunOptions { check: args.check };
-    let jobs = jobs(args)?;
+    let mut jobs = jobs(args)?;
+    // A configuration tuned for the problem on this device replaces the default (never one
+    // given with --config).
+    let cache = if args.problem.configs.is_empty() && !args.untuned { tilekit::tune::TuneCache::user() } else { None };
+    if let Some(cache) = &cache {
+        for job in jobs.iter_mut().filter(|j| j.outputs.is_ok()) {
+            if let (config, tilekit::tune::Source::Cached(path)) =
+                tilekit::tune::tuned_config(job.kernel.as_ref(), &job.problem, &device, Some(cache))
+            {
+                job.config = config;
+                job.tuned = Some(path);
+            }
+        }
+    }
 
     // Rows are printed as each run finishes (the interpreter can take a while), so the column
     // widths come from what is known before running.
@@ -883,6 +917,16 @@ fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     widths[6] = widths[6].max(5);
     if !args.json {
         writeln!(out, "device: {device}, seed: {}", args.seed)?;
+        for job in jobs.iter().filter(|j| j.tuned.is_some()) {
+            let path = job.tuned.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            writeln!(
+                out,
+                "{} {}: tuned configuration {} from the tuning cache ({path}; --untuned for the default)",
+                job.kernel.name(),
+                job.problem,
+                job.config
+            )?;
+        }
         writeln!(out, "{}", row(&RUN_HEADERS.map(String::from), &widths))?;
         out.flush()?;
     }
@@ -896,6 +940,13 @@ fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
             config: job.config.to_string(),
             device: device.name(),
             seed: args.seed,
+            config_source: match (&job.tuned, args.problem.configs.is_empty()) {
+                (Some(_), _) => "tuned",
+                (None, false) => "given",
+                (None, true) => "default",
+            }
+            .into(),
+            cache_file: job.tuned.clone(),
             status: "error".into(),
             error: None,
             report: None,

@@ -17,3 +17,4 @@ use tilekit::*;
 pub mod bench;
 pub mod cli;
 pub mod fuzz;
+pub mod tune_cmd;

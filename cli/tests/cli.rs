@@ -460,3 +460,61 @@ fn the_command_line_runs_checked() {
         assert!(out.contains(" passed, 0 failed") && !out.contains("ERROR"), "{kernel}:\n{out}");
     }
 }
+
+/// `tilekit tune` on the interpreter into a cache of its own; `tilekit run` then takes the tuned
+/// configuration for a problem of the same bucket (and says so), unless --untuned; --clear
+/// empties the cache.
+#[test]
+fn tune_caches_and_run_uses_it() {
+    let root = std::env::temp_dir().join(format!("tilekit-cli-tune-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let with_cache = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).env("TILEKIT_CACHE_DIR", &root).output().expect("the tilekit binary runs");
+        assert_eq!(o.status.code(), Some(0), "tilekit {args:?}\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    };
+    let quick = ["--min-runs", "2", "--min-time-ms", "0", "--warmup", "0"];
+    let mut args = vec!["tune", "vector_add", "--shape", "1001", "--json"];
+    args.extend(quick);
+    let first: Value = serde_json::from_str(&with_cache(&args)).unwrap();
+    assert_eq!(first["from_cache"], false);
+    assert_eq!(first["strategy"], "exhaustive");
+    assert_eq!(first["key"]["problem"], "1024 f32");
+    let candidates = first["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), kernels::find("vector_add").unwrap().configs().len());
+    assert!(candidates.iter().all(|c| c["outcome"] == "timed" && c["median_s"].as_f64().unwrap() > 0.0), "{candidates:?}");
+    let best = first["config"].as_str().unwrap().to_string();
+    let file = first["cache_file"].as_str().unwrap().to_string();
+    assert!(std::path::Path::new(&file).starts_with(root.join("tune")));
+
+    let again = with_cache(&["tune", "vector_add", "--shape", "1001"]);
+    assert!(again.contains("from the tuning cache") && again.contains(&best), "{again}");
+
+    let run = with_cache(&["run", "vector_add", "--shape", "1000", "--json"]);
+    let run: Value = serde_json::from_str(&run).unwrap();
+    let record = &run["results"][0];
+    assert_eq!((record["config"].as_str().unwrap(), record["config_source"].as_str().unwrap()), (best.as_str(), "tuned"), "{run}");
+    let table = with_cache(&["run", "vector_add", "--shape", "1000"]);
+    assert!(table.contains("tuned configuration") && table.contains(&file), "{table}");
+    let untuned: Value = serde_json::from_str(&with_cache(&["run", "vector_add", "--shape", "1000", "--untuned", "--json"])).unwrap();
+    assert_eq!(untuned["results"][0]["config_source"], "default");
+    let given: Value = serde_json::from_str(&with_cache(&["run", "vector_add", "--shape", "1000", "--config", "BLOCK=64", "--json"])).unwrap();
+    assert_eq!(given["results"][0]["config_source"], "given");
+
+    let mut model = vec!["tune", "softmax", "--shape", "5x300", "--device", "emulator", "--model", "--json"];
+    model.extend(quick);
+    let m: Value = serde_json::from_str(&with_cache(&model)).unwrap();
+    assert_eq!(m["strategy"], "model");
+    assert!(m["candidates"].as_array().unwrap().iter().any(|c| c["outcome"] == "skipped" && c["estimate_s"].as_f64().is_some()), "{m}");
+
+    let cleared = with_cache(&["tune", "--clear"]);
+    assert!(cleared.contains("removed 2 entries"), "{cleared}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn tune_refuses_what_it_cannot_do() {
+    bad_input(&["tune", "vector_add", "--config", "BLOCK=64", "--cache-dir", "/tmp"], &["--config does not apply"]);
+    bad_input(&["tune", "nope", "--cache-dir", "/tmp"], &["unknown kernel `nope`"]);
+    bad_input(&["tune", "vector_add", "--device", "nosuch", "--cache-dir", "/tmp"], &["no device called `nosuch`"]);
+}

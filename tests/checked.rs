@@ -574,6 +574,20 @@ fn check_library(device: &Device, keep: impl Fn(bool, usize) -> bool) -> Vec<Str
                 match tilekit::check::check_with(kernel.as_ref(), problem, &config, device, seed, &checked()) {
                     Ok(r) if r.pass() => {}
                     Ok(r) => failures.push(format!("{device} {} {problem} [{config}]: wrong outputs {:?}", kernel.name(), r.outputs)),
+                    // The checked program's fault bookkeeping takes shared memory of its own; where
+                    // the kernel needs all the target has, checking is refused with that reason.
+                    // Not a false alarm, but a limit of checked launches: said, and the unchecked
+                    // run must pass.
+                    Err(e) if e.to_string().contains("bytes of shared memory") => {
+                        match tilekit::check::check(kernel.as_ref(), problem, &config, device, seed) {
+                            Ok(r) if r.pass() => {
+                                // Past the harness's capture, for scripts/test.sh's list of skips.
+                                use std::io::Write;
+                                let _ = writeln!(std::io::stderr(), "SKIPPED: checked {} {problem} [{config}] on {device} ({e})", kernel.name());
+                            }
+                            other => failures.push(format!("{device} {} {problem} [{config}]: checked: {e}; unchecked: {other:?}", kernel.name())),
+                        }
+                    }
                     Err(e) => failures.push(format!("{device} {} {problem} [{config}]: {e}", kernel.name())),
                 }
             }

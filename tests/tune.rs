@@ -152,7 +152,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
         }
     }
     files.sort();
-    let (mut groups, mut top_fifth, mut within5) = (0, 0, 0);
+    let (mut groups, mut top_fifth, mut best_timed, mut within5) = (0, 0, 0, 0);
     let mut timed_total = 0;
     let mut all_total = 0;
     for f in files {
@@ -193,7 +193,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let p = platforms.iter().find(|p| p["id"] == platform.as_str()).unwrap();
             let copy = p["ceilings"]["copy_gbps"].as_f64().unwrap_or(4000.0) * 1e9;
             let matrix = p["ceilings"]["matrix_tflops"].as_f64().map(|t| t * 1e12);
-            let machine = Machine::h200(copy, matrix);
+            let machine = Machine::for_platform(&platform, false, Some(copy / 1e9), matrix.map(|m| m / 1e12));
             let mut scored = Vec::new();
             for (config, median, res, problem) in &runs {
                 let config: tilekit::Config = config.parse().unwrap();
@@ -212,19 +212,14 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let pos = order.iter().position(|&i| scored[i].1 == best).unwrap();
             // The tuner's rule: the model's top fifth, then every candidate the model puts within
             // `MODEL_SLACK` of its first.
-            let first = scored[order[0]].2.as_ref().map_or(f64::INFINITY, |e| e.seconds);
-            let timed: Vec<usize> = order
-                .iter()
-                .enumerate()
-                .filter(|(r, &i)| *r < fifth || scored[i].2.as_ref().is_ok_and(|e| e.seconds <= first * tune::MODEL_SLACK))
-                .map(|(_, &i)| i)
-                .collect();
-            let fifth = timed.len();
+            let timed = model::timed_by_model(&estimates, tune::MODEL_SLACK);
+            let fifth_timed = timed.len();
             let chosen = timed.iter().map(|&i| scored[i].1).fold(f64::INFINITY, f64::min);
             groups += 1;
             top_fifth += usize::from(pos < fifth);
+            best_timed += usize::from(timed.iter().any(|&i| scored[i].1 == best));
             within5 += usize::from(chosen <= best * 1.05);
-            timed_total += fifth;
+            timed_total += fifth_timed;
             all_total += n;
             if std::env::var("TILEKIT_MODEL_DETAIL").is_ok() {
                 for &i in &order {
@@ -243,12 +238,15 @@ fn the_cost_model_ranks_recorded_h200_results() {
             );
         }
     }
-    eprintln!("model: {groups} groups, best in top fifth {top_fifth}, tuner's choice within 5% {within5}, timed {timed_total} of {all_total}");
+    eprintln!(
+        "model: {groups} groups, best in the model's top fifth {top_fifth}, best among the timed {best_timed}, tuner's choice within 5% {within5}, timed {timed_total} of {all_total}"
+    );
     // Floors at what the model reaches today, so that a change that makes it worse fails here.
     // The goal (within 5 % everywhere, a fifth of the candidates timed) is not reached.
     assert!(groups >= 100, "the committed results hold {groups} comparable groups");
     assert!(within5 * 100 >= groups * 82, "{within5} of {groups} within 5 %");
-    assert!(top_fifth * 100 >= groups * 63, "{top_fifth} of {groups} with the best in the top fifth");
+    assert!(top_fifth * 100 >= groups * 48, "{top_fifth} of {groups} with the best in the top fifth");
+    assert!(best_timed * 100 >= groups * 63, "{best_timed} of {groups} with the best among the timed");
     assert!(timed_total * 100 <= all_total * 36, "timed {timed_total} of {all_total}");
 }
 

@@ -113,7 +113,7 @@ fn pp_over_a_set_with_an_unsupported_platform_is_zero() {
     let out = render(&results(), &ReportOptions::default()).unwrap();
     let row = pp_row(&out.markdown);
     // C is in the set and gave a wrong answer: every PP is 0.
-    assert_eq!(row[2..], ["0.00", "0.00", "0.00", "0.00"], "{row:?}");
+    assert_eq!(row[2..], ["0.00", "0.00", "0.00", "0.00", "0.00"], "{row:?}");
     assert!(out.markdown.contains("| vulkan:C | vector_add | 1048576 f32 | tilekit BLOCK=1024 | wrong | 5.00e-1 |"), "{}", out.markdown);
 }
 
@@ -124,12 +124,19 @@ fn pp_over_a_named_set_checked_by_hand() {
     let row = pp_row(&out.markdown);
     // Application efficiency, tuned: A 8/8 = 1, B 10/20 = 0.5 -> 2 / (1 + 2) = 0.67.
     assert_eq!(row[2], "0.67");
+    // Model-tuned: of each platform's two timed configurations the model times one, so the
+    // figure lies between the same-configuration and the tuned one.
+    assert!(["0.62", "0.67"].contains(&row[3].as_str()), "{row:?}");
     // Same configuration everywhere: A 8/10 = 0.8, B 0.5 -> 2 / (1.25 + 2) = 0.62.
-    assert_eq!(row[3], "0.62");
+    assert_eq!(row[4], "0.62");
     // Architectural, tuned: 12 MiB in 8 µs = 1572.9 GB/s of 2000; in 20 µs 629.1 of 1000.
     let (a, b) = (12.0 * 1048576.0 / 8e-6 / 1e9 / 2000.0, 12.0 * 1048576.0 / 20e-6 / 1e9 / 1000.0);
-    assert_eq!(row[4], format!("{:.2}", 2.0 / (1.0 / a + 1.0 / b)));
+    assert_eq!(row[5], format!("{:.2}", 2.0 / (1.0 / a + 1.0 / b)));
     assert!(out.markdown.contains("two GPUs"));
+    // The tuning section: per platform and problem, default, model-tuned and exhaustive, and
+    // how many configurations the model would have timed.
+    assert!(out.markdown.contains("## Tuning: same configuration, model-tuned, exhaustively tuned"), "{}", out.markdown);
+    assert!(out.markdown.contains("| vulkan:A | vector_add | 1048576 f32 |") && out.markdown.contains("| 1 of 2 |"), "{}", out.markdown);
     // A prefix names a platform; over one platform PP is its efficiency: on B the WGSL
     // baseline (10 µs) is the best, tilekit through wgpu takes 40 µs.
     let o = ReportOptions { platforms: vec!["wgpu".into()], set_name: None };
@@ -223,7 +230,8 @@ fn an_efficiency_above_the_measured_ceiling_is_flagged_not_shown() {
     let out = render(&r, &o).unwrap();
     // The PP row: app efficiencies as before, architectural ones unknown.
     let row = pp_row(&out.markdown);
-    assert_eq!(row[2..], ["0.67", "0.62", "n/a", "n/a"], "{row:?}");
+    assert_eq!((row[2].as_str(), &row[4..]), ("0.67", &["0.62", "n/a", "n/a"].map(String::from)[..]), "{row:?}");
+    assert!(["0.62", "0.67"].contains(&row[3].as_str()), "{row:?}");
     // No cell shows an architectural efficiency above 100 %.
     for cell in out.markdown.split(" · arch ").skip(1) {
         let value = cell.split([' ', '|']).next().unwrap();

@@ -104,6 +104,17 @@ impl Kernel for Gelu {
             _ => 0.0,
         }
     }
+    /// Besides the relative bound, each element may be off by what f32 loses in `1 + tanh(u)`
+    /// where tanh is near -1 (the left tail, where y is tiny): half an ulp of 1 times |x| <= 5,
+    /// a few times over for tanh's own ulps. A problem of one element in that tail has nothing
+    /// else in its norm.
+    fn output_tolerance(&self, problem: &Problem, _index: usize, dtype: DType) -> Tolerance {
+        let rel = self.tolerance(problem);
+        match dtype {
+            DType::F32 => Tolerance { rel, abs: 5.0 * 4.0 * f64::from(f32::EPSILON) },
+            _ => Tolerance::rel(rel),
+        }
+    }
     fn cost(&self, problem: &Problem) -> Cost {
         let Ok(n) = len(problem) else { return Cost::default() };
         let n = n as u64;

@@ -280,17 +280,9 @@ fn model_choice(
             }
         })
         .collect();
-    let order = model::rank(&estimates);
-    let plannable = plans.iter().filter(|p| p.is_ok()).count();
-    let fifth = plannable.div_ceil(5).max(1);
-    let first = order.first().and_then(|&i| estimates[i].as_ref().ok()).map_or(f64::INFINITY, |e| e.seconds);
     let mut picks: Vec<Pick> = estimates.iter().map(|e| Pick::Skip(e.as_ref().map(|e| e.seconds).map_err(Clone::clone))).collect();
-    for (rank, &i) in order.iter().enumerate() {
-        if let Ok(e) = &estimates[i] {
-            if rank < fifth || e.seconds <= first * MODEL_SLACK {
-                picks[i] = Pick::Time;
-            }
-        }
+    for i in model::timed_by_model(&estimates, MODEL_SLACK) {
+        picks[i] = Pick::Time;
     }
     picks
 }

@@ -84,7 +84,9 @@ impl Machine {
         let name = device.name();
         let warp = device.target().map_or(32, |t| t.subgroup_size);
         if name.contains("H200") {
-            return Machine::h200(4.2e12, Some(660e12));
+            // No matrix peak: the FMA rate ranks the library's dot kernels better than cuBLAS's
+            // peak, which they are far from (tests/tune.rs).
+            return Machine::h200(4.2e12, None);
         }
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         if let crate::Device::Cuda { ordinal, .. } = device {
@@ -100,6 +102,40 @@ impl Machine {
             Machine::generic(64, warp, 1e12)
         }
     }
+}
+
+impl Machine {
+    /// The model's view of a platform a results file describes: an H200 by its hardware name
+    /// (with the copy and matrix ceilings measured beside the results, where present), a CPU
+    /// device by its type, a nominal GPU otherwise.
+    pub fn for_platform(hardware: &str, cpu: bool, copy_gbps: Option<f64>, matrix_tflops: Option<f64>) -> Machine {
+        let copy = copy_gbps.map(|g| g * 1e9);
+        if hardware.contains("H200") {
+            return Machine::h200(copy.unwrap_or(4.2e12), matrix_tflops.map(|t| t * 1e12));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        if cpu {
+            Machine { memory_latency_s: 0.1e-6, launch_s: 20e-6, ..Machine::generic(cores, 8, copy.unwrap_or(10e9)) }
+        } else {
+            Machine { matrix_flops_per_s: matrix_tflops.map(|t| t * 1e12), ..Machine::generic(64, 32, copy.unwrap_or(1e12)) }
+        }
+    }
+}
+
+/// The candidates a tuner following the model times, as indices into `estimates`: the first
+/// fifth of its ranking (at least one) and every other whose estimate is within `slack` of the
+/// first's (the model cannot tell those apart). Candidates that cannot run are never timed.
+pub fn timed_by_model(estimates: &[Result<Estimate, String>], slack: f64) -> Vec<usize> {
+    let order = rank(estimates);
+    let runnable = estimates.iter().filter(|e| e.is_ok()).count();
+    let fifth = runnable.div_ceil(5).max(1);
+    let first = order.first().and_then(|&i| estimates[i].as_ref().ok()).map_or(f64::INFINITY, |e| e.seconds);
+    order
+        .iter()
+        .enumerate()
+        .filter(|(r, &i)| estimates[i].as_ref().is_ok_and(|e| *r < fifth || e.seconds <= first * slack))
+        .map(|(_, &i)| i)
+        .collect()
 }
 
 /// The model's view of one candidate.

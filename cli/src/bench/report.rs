@@ -90,8 +90,13 @@ enum Eff {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Policy {
+    /// The fastest configuration timed: exhaustively tuned.
     Tuned,
+    /// The kernel's default: the same configuration everywhere.
     Same,
+    /// The fastest of the configurations the cost model would have had timed
+    /// (`tilekit::tune::model`): tuned by the model.
+    Model,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +129,11 @@ impl<'a> View<'a> {
         let chosen = match policy {
             Policy::Tuned => tk.iter().copied().filter(|e| e.median().is_some()).min_by(|a, b| a.median().unwrap().total_cmp(&b.median().unwrap())),
             Policy::Same => tk.iter().copied().find(|e| e.default_config && e.median().is_some()),
+            Policy::Model => {
+                let timed: Vec<&Entry> = tk.iter().copied().filter(|e| e.median().is_some()).collect();
+                let platform = self.r.platforms.iter().find(|p| p.id == platform);
+                model_picks(&timed, platform).into_iter().map(|i| timed[i]).min_by(|a, b| a.median().unwrap().total_cmp(&b.median().unwrap()))
+            }
         };
         (chosen, attempted, skipped)
     }
@@ -341,6 +351,7 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
     pp_section(&v, &mut blocks, &mut charts)?;
     kernels_section(&v, &mut blocks, &mut charts)?;
     roofline_section(&v, &mut blocks, &mut charts)?;
+    tuning_section(&v, &mut blocks);
     compiled_section(&v, &mut blocks);
     untimed_section(&v, &mut blocks);
 
@@ -474,6 +485,7 @@ fn pp_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, Strin
                 k.clone(),
                 format!("{} of {}", v.common_problems(k).len(), v.problems[k].len()),
                 fmt(v.kernel_effs(k, Policy::Tuned, Kind::App)),
+                fmt(v.kernel_effs(k, Policy::Model, Kind::App)),
                 fmt(v.kernel_effs(k, Policy::Same, Kind::App)),
                 fmt(v.kernel_effs(k, Policy::Tuned, Kind::Arch)),
                 fmt(v.kernel_effs(k, Policy::Same, Kind::Arch)),
@@ -481,7 +493,9 @@ fn pp_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, Strin
         })
         .collect();
     blocks.push(Block::Table(
-        ["kernel", "problems", "PP app, tuned", "PP app, same config", "PP arch, tuned", "PP arch, same config"].map(String::from).to_vec(),
+        ["kernel", "problems", "PP app, tuned", "PP app, model-tuned", "PP app, same config", "PP arch, tuned", "PP arch, same config"]
+            .map(String::from)
+            .to_vec(),
         rows,
     ));
     for (policy, kind, file, title) in [
@@ -627,6 +641,97 @@ fn roofline_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String,
         blocks.push(Block::Chart { file, title: format!("roofline of {}", p.id) });
     }
     Ok(())
+}
+
+/// The indices of `timed` (one problem's timed tilekit entries on one platform) a tuner that
+/// follows the cost model would have timed; empty when the model cannot place any of them.
+fn model_picks(timed: &[&Entry], platform: Option<&Platform>) -> Vec<usize> {
+    use tilekit::tune::model::{self, Machine};
+    let Some(first) = timed.first() else { return Vec::new() };
+    let Some(kernel) = crate::kernels::find(&first.kernel) else { return Vec::new() };
+    let Some(dtype) = crate::DType::from_name(&first.problem.dtype) else { return Vec::new() };
+    let mut problem = crate::kernels::Problem::new(&first.problem.shape, dtype);
+    for (k, v) in &first.problem.opts {
+        problem = problem.with(k, v);
+    }
+    let machine = match platform {
+        Some(p) => {
+            Machine::for_platform(&p.hardware, matches!(p.device_type.as_str(), "host" | "cpu"), p.ceilings.copy_gbps, p.ceilings.matrix_tflops)
+        }
+        None => Machine::generic(64, 32, 1e12),
+    };
+    let cost = kernel.cost(&problem);
+    let estimates: Vec<Result<model::Estimate, String>> = timed
+        .iter()
+        .map(|e| {
+            let config: crate::Config = e.config.parse().map_err(|err: tilekit_core::ConfigError| err.to_string())?;
+            let plan = kernel.plan(&problem, &config).map_err(|err| err.to_string())?;
+            let resources: Vec<crate::device::KernelResources> = e
+                .static_resources
+                .iter()
+                .map(|s| crate::device::KernelResources {
+                    registers: s.registers,
+                    shared_bytes: s.shared_bytes,
+                    spill_bytes: s.spills,
+                    statistics: Vec::new(),
+                })
+                .collect();
+            model::estimate(&machine, &plan, &config, cost, &resources)
+        })
+        .collect();
+    model::timed_by_model(&estimates, tilekit::tune::MODEL_SLACK)
+}
+
+/// Per platform and problem timed under several configurations: the default configuration,
+/// what the cost model would have chosen (timing only its picks) and the exhaustive best.
+fn tuning_section(v: &View, blocks: &mut Vec<Block>) {
+    let mut rows = Vec::new();
+    let (mut within5, mut groups, mut timed_total, mut all_total) = (0, 0, 0, 0);
+    for p in &v.set {
+        for k in &v.kernels {
+            for pr in &v.problems[k] {
+                let timed: Vec<&Entry> = v.entries(k, pr, &p.id).filter(|e| e.implementation == "tilekit" && e.median().is_some()).collect();
+                if timed.len() < 2 {
+                    continue;
+                }
+                let picks = model_picks(&timed, Some(p));
+                let med = |e: &Entry| e.median().unwrap_or(f64::NAN);
+                let best = timed.iter().copied().min_by(|a, b| med(a).total_cmp(&med(b))).expect("two or more");
+                let model = picks.iter().map(|&i| timed[i]).min_by(|a, b| med(a).total_cmp(&med(b)));
+                let default = timed.iter().copied().find(|e| e.default_config);
+                let cell = |e: Option<&Entry>| e.map_or("n/a".to_string(), |e| format!("{} ({})", fmt_time(med(e)), e.config));
+                let ratio = model.map(|m| med(m) / med(best));
+                groups += 1;
+                within5 += usize::from(ratio.is_some_and(|r| r <= 1.05));
+                timed_total += picks.len();
+                all_total += timed.len();
+                rows.push(vec![
+                    p.id.clone(),
+                    k.clone(),
+                    pr.clone(),
+                    cell(default),
+                    cell(model),
+                    cell(Some(best)),
+                    ratio.map_or("n/a".into(), |r| format!("{r:.3}")),
+                    format!("{} of {}", picks.len(), timed.len()),
+                ]);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    blocks.push(Block::Heading(2, "Tuning: same configuration, model-tuned, exhaustively tuned".into()));
+    blocks.push(Block::Para(format!(
+        "For every problem timed under several configurations: the kernel's default configuration (the same everywhere), the \
+         fastest of those the cost model (`tilekit::tune::model`, from the plan and the static resources) would have had timed, \
+         and the fastest of all. The model's choice is within 5 % of the exhaustive best on {within5} of {groups}, timing \
+         {timed_total} of {all_total} configurations. `tilekit tune --model` follows the same rule."
+    )));
+    blocks.push(Block::Table(
+        ["platform", "kernel", "problem", "same config", "model-tuned", "exhaustive", "model / best", "model timed"].map(String::from).to_vec(),
+        rows,
+    ));
 }
 
 fn compiled_section(v: &View, blocks: &mut Vec<Block>) {

@@ -41,26 +41,7 @@ fn layernorm_every_configuration() {
     }
 }
 
-kernel_tests!(
-    vector_add,
-    softmax,
-    softmax_online,
-    layernorm,
-    rmsnorm,
-    sum,
-    cumsum,
-    histogram,
-    matmul,
-    attention,
-    swiglu,
-    rotary,
-    spmv,
-    gelu,
-    transpose,
-    rmsnorm_quant,
-    cross_entropy,
-    argmax,
-);
+kernel_tests!();
 
 /// Matmul's software-pipelined loop ([`common::check_matmul_pipelined`]).
 #[test]

@@ -16,23 +16,4 @@ fn layernorm_every_configuration() {
     common::check_every_config("layernorm", &common::whole_row_layernorms(), &Device::Interpreter);
 }
 
-kernel_tests!(
-    vector_add,
-    softmax,
-    softmax_online,
-    layernorm,
-    rmsnorm,
-    sum,
-    cumsum,
-    histogram,
-    matmul,
-    attention,
-    swiglu,
-    rotary,
-    spmv,
-    gelu,
-    transpose,
-    rmsnorm_quant,
-    cross_entropy,
-    argmax,
-);
+kernel_tests!();

@@ -34,23 +34,4 @@ fn layernorm_every_configuration() {
     }
 }
 
-kernel_tests!(
-    vector_add,
-    softmax,
-    softmax_online,
-    layernorm,
-    rmsnorm,
-    sum,
-    cumsum,
-    histogram,
-    matmul,
-    attention,
-    swiglu,
-    rotary,
-    spmv,
-    gelu,
-    transpose,
-    rmsnorm_quant,
-    cross_entropy,
-    argmax,
-);
+kernel_tests!();

@@ -549,6 +549,21 @@ fn float_rem_zeros_keep_the_dividend_sign() {
     }
 }
 
+/// Eight values of a signed integer dtype: its minimum and the one above, -1, 0, 1, its maximum,
+/// -5 and 7.
+fn signed_extremes(d: DType) -> HostBuffer {
+    let bits = 8 * d.size_bytes() as i32;
+    let (min, max) = (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0);
+    let x = HostBuffer::from_f64(d, &[min, min + 1.0, -1.0, 0.0, 1.0, max, -5.0, 7.0]);
+    if d == DType::I64 {
+        // f64 holds neither end of i64 exactly: write the bits.
+        x.store_bits(0, i64::MIN as u64);
+        x.store_bits(1, (i64::MIN + 1) as u64);
+        x.store_bits(5, i64::MAX as u64);
+    }
+    x
+}
+
 /// `abs` and `neg` of the most negative integer wrap to itself (the IR's semantics), and that
 /// value keeps its sign when compared, widened and converted: NVIDIA's compilers took abs as
 /// non-negative and a narrow negation as in range.
@@ -584,20 +599,7 @@ fn abs_and_neg_of_the_most_negative_integer_stay_negative() {
 }}"
         );
         let d = DType::from_name(dtype).unwrap();
-        let bits = match dtype {
-            "i8" => 8,
-            "i16" => 16,
-            "i32" => 32,
-            _ => 64,
-        };
-        let (min, max) = (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0);
-        let x = HostBuffer::from_f64(d, &[min, min + 1.0, -1.0, 0.0, 1.0, max, -5.0, 7.0]);
-        if dtype == "i64" {
-            // f64 holds neither end of i64 exactly: write the bits.
-            x.store_bits(0, i64::MIN as u64);
-            x.store_bits(1, (i64::MIN + 1) as u64);
-            x.store_bits(5, i64::MAX as u64);
-        }
+        let x = signed_extremes(d);
         let outs = [
             HostBuffer::zeros(DType::I64, 8),
             HostBuffer::zeros(DType::I64, 8),
@@ -645,20 +647,7 @@ fn user_written_abs_and_neg_of_the_most_negative_integer_stay_negative() {
   store f[%0], %17
 }}"
         );
-        let d = DType::from_name(dtype).unwrap();
-        let bits = match dtype {
-            "i8" => 8,
-            "i16" => 16,
-            "i32" => 32,
-            _ => 64,
-        };
-        let (min, max) = (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0);
-        let x = HostBuffer::from_f64(d, &[min, min + 1.0, -1.0, 0.0, 1.0, max, -5.0, 7.0]);
-        if dtype == "i64" {
-            x.store_bits(0, i64::MIN as u64);
-            x.store_bits(1, (i64::MIN + 1) as u64);
-            x.store_bits(5, i64::MAX as u64);
-        }
+        let x = signed_extremes(DType::from_name(dtype).unwrap());
         let bufs = vec![
             x,
             HostBuffer::zeros(DType::I64, 8),

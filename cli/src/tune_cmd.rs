@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::bench::runner::{Bars, Progress};
+use crate::bench::runner::{fmt_time, Bars, Progress};
 use crate::cli::{check_dtype, find_kernel, parse_dtype, resolve_problem, CliError, ProblemArgs};
 use crate::device::Device;
 use crate::tune::{self, Outcome, Strategy, TuneCache, TuneEvent, TuneOptions};
@@ -97,14 +97,6 @@ fn describe(o: &Outcome) -> (&'static str, Option<f64>, Option<usize>, Option<f6
     }
 }
 
-fn seconds(s: f64) -> String {
-    if s >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else {
-        format!("{:.2} us", s * 1e6)
-    }
-}
-
 pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let cache = match &args.cache_dir {
         Some(d) => TuneCache::at(d),
@@ -141,7 +133,7 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         TuneEvent::Begin { candidates, .. } => bars.start(candidates as u64),
         TuneEvent::Done { candidate, .. } => {
             let (what, median, ..) = describe(&candidate.outcome);
-            bars.step(&format!("{} {what}{}", candidate.config, median.map(|m| format!(" {}", seconds(m))).unwrap_or_default()));
+            bars.step(&format!("{} {what}{}", candidate.config, median.map(|m| format!(" {}", fmt_time(m))).unwrap_or_default()));
         }
     };
     let tuned = tune::tune(kernel.as_ref(), &problem, &device, Some(&cache), &options, &mut progress);
@@ -189,8 +181,8 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         for c in &tuned.candidates {
             let (what, median, runs, estimate, reason) = describe(&c.outcome);
             let detail = match (median, runs, estimate, reason) {
-                (Some(m), Some(r), _, _) => format!("{} (median of {r})", seconds(m)),
-                (_, _, Some(e), _) => format!("model estimate {}", seconds(e)),
+                (Some(m), Some(r), _, _) => format!("{} (median of {r})", fmt_time(m)),
+                (_, _, Some(e), _) => format!("model estimate {}", fmt_time(e)),
                 (_, _, _, Some(r)) => r,
                 _ => String::new(),
             };
@@ -202,6 +194,6 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<i32, CliError> {
             writeln!(out, "stored: {}", p.display())?;
         }
     }
-    writeln!(out, "best: {} at {}", tuned.config, seconds(tuned.median_s))?;
+    writeln!(out, "best: {} at {}", tuned.config, fmt_time(tuned.median_s))?;
     Ok(0)
 }

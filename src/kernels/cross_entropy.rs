@@ -70,11 +70,10 @@ impl Kernel for CrossEntropy {
         Problem::new(&[4096, 32000], DType::F32)
     }
     fn test_problems(&self, dtype: DType) -> Vec<Problem> {
-        [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
+        streamed_row_problems(dtype)
     }
     fn configs(&self) -> Vec<Config> {
-        let c = |b: i64, w: i64| Config::new().with("BLOCK", b).with("num_warps", w);
-        vec![c(2048, 8), c(256, 1), c(1024, 4), c(4096, 8), c(4096, 16)]
+        streamed_row_configs()
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;

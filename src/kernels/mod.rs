@@ -419,6 +419,18 @@ pub fn random_buffer(rng: &mut StdRng, dtype: DType, len: usize, lo: f64, hi: f6
 
 pub use tilekit_core::cdiv;
 
+/// Test problems of the kernels that stream each row in BLOCK-wide chunks (argmax,
+/// cross_entropy): one column, one row, odd and prime widths, a row longer than any block.
+pub(crate) fn streamed_row_problems(dtype: DType) -> Vec<Problem> {
+    [[1, 1], [1, 7], [64, 1], [3, 97], [5, 1024], [17, 1031], [2, 4099]].iter().map(|s| Problem::new(s, dtype)).collect()
+}
+
+/// Their configurations: the block streamed per step and the warps over it.
+pub(crate) fn streamed_row_configs() -> Vec<Config> {
+    let c = |b: i64, w: i64| Config::new().with("BLOCK", b).with("num_warps", w);
+    vec![c(2048, 8), c(256, 1), c(1024, 4), c(4096, 8), c(4096, 16)]
+}
+
 /// Grid extent as u32, or an error when the problem is too large for one launch.
 pub fn grid_dim(n: usize) -> Result<u32, KernelError> {
     u32::try_from(n.max(1)).map_err(|_| KernelError::BadConfig(format!("grid of {n} programs exceeds 2^32")))

@@ -225,14 +225,27 @@ impl std::fmt::Display for Source {
 /// The configuration to run `problem` with on `device`: the tuned one when `cache` holds the
 /// key and it plans the problem, else the kernel's default.
 pub fn tuned_config(kernel: &dyn Kernel, problem: &Problem, device: &Device, cache: Option<&TuneCache>) -> (Config, Source) {
-    let fallback = |why| (default_config_for(kernel, problem), Source::Default(why));
-    let Some(cache) = cache else { return fallback(None) };
-    let key = key(kernel, problem, device);
-    let Some(entry) = cache.get(&key) else { return fallback(None) };
-    let Ok(config) = entry.config.parse::<Config>() else { return fallback(None) };
+    let found = match cache {
+        // The key plans every configuration of the kernel: not worth it before anything was
+        // ever tuned.
+        Some(cache) if cache.dir().is_dir() => cached(kernel, problem, cache, &key(kernel, problem, device)),
+        _ => Err(None),
+    };
+    match found {
+        Ok((config, _, path)) => (config, Source::Cached(path)),
+        Err(why) => (default_config_for(kernel, problem), Source::Default(why)),
+    }
+}
+
+/// The configuration `cache` holds for `key`, with its entry and file, when it plans `problem`;
+/// else why not (`None`: nothing usable is cached).
+fn cached(kernel: &dyn Kernel, problem: &Problem, cache: &TuneCache, key: &TuneKey) -> Result<(Config, CacheEntry, PathBuf), Option<String>> {
+    let entry = cache.get(key).ok_or(None)?;
+    // `lookup` has checked that the configuration parses.
+    let config = entry.config.parse::<Config>().map_err(|_| None)?;
     match kernel.plan(problem, &config) {
-        Ok(_) => (config, Source::Cached(cache.path(&key))),
-        Err(e) => fallback(Some(format!("the tuned configuration {config} does not plan {problem}: {e}"))),
+        Ok(_) => Ok((config, entry, cache.path(key))),
+        Err(e) => Err(Some(format!("the tuned configuration {config} does not plan {problem}: {e}"))),
     }
 }
 
@@ -330,14 +343,9 @@ pub fn tune(
 ) -> Result<Tuned, TuneError> {
     kernel.check_problem(problem)?;
     let key = key(kernel, problem, device);
-    if !options.retune {
-        if let Some(entry) = cache.and_then(|c| c.get(&key)) {
-            if let Ok(config) = entry.config.parse::<Config>() {
-                if kernel.plan(problem, &config).is_ok() {
-                    let stored = cache.map(|c| c.path(&key));
-                    return Ok(Tuned { key, config, median_s: entry.median_s, candidates: Vec::new(), from_cache: true, stored });
-                }
-            }
+    if let (false, Some(cache)) = (options.retune, cache) {
+        if let Ok((config, entry, path)) = cached(kernel, problem, cache, &key) {
+            return Ok(Tuned { key, config, median_s: entry.median_s, candidates: Vec::new(), from_cache: true, stored: Some(path) });
         }
     }
     let mut configs = kernel.configs();
@@ -390,23 +398,21 @@ pub fn tune(
         let reasons = candidates.iter().map(|c| format!("  {}: {:?}", c.config, c.outcome)).collect::<Vec<_>>().join("\n");
         return Err(TuneError::NoCandidate { kernel: kernel.name().into(), problem: problem.to_string(), device: device.name(), reasons });
     };
-    let config = best.config.clone();
-    let timed = candidates.iter().filter(|c| matches!(c.outcome, Outcome::Timed { .. })).count();
-    let stored = match cache {
-        Some(c) => Some(c.store(&CacheEntry {
+    let mut tuned = Tuned { key, config: best.config.clone(), median_s, candidates, from_cache: false, stored: None };
+    if let Some(c) = cache {
+        tuned.stored = Some(c.store(&CacheEntry {
             format: cache::FORMAT,
-            key: key.clone(),
-            config: config.to_string(),
+            key: tuned.key.clone(),
+            config: tuned.config.to_string(),
             tuned_on: problem.to_string(),
             median_s,
-            timed,
-            candidates: candidates.len(),
+            timed: tuned.timed(),
+            candidates: tuned.candidates.len(),
             strategy: options.strategy,
             written: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        })?),
-        None => None,
-    };
-    Ok(Tuned { key, config, median_s, candidates, from_cache: false, stored })
+        })?);
+    }
+    Ok(tuned)
 }
 
 #[cfg(test)]

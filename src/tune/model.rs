@@ -83,23 +83,23 @@ impl Machine {
     pub fn for_device(device: &crate::Device) -> Machine {
         let name = device.name();
         let warp = device.target().map_or(32, |t| t.subgroup_size);
-        if name.contains("H200") {
-            // No matrix peak: the FMA rate ranks the library's dot kernels better than cuBLAS's
-            // peak, which they are far from (tests/tune.rs).
-            return Machine::h200(4.2e12, None);
-        }
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         if let crate::Device::Cuda { ordinal, .. } = device {
+            if name.contains("H200") {
+                return Machine::for_platform(&name, false, None, None);
+            }
             if let Some(info) = tilekit_ptx::CudaRuntime::devices().ok().and_then(|d| d.into_iter().find(|i| i.ordinal == *ordinal)) {
                 return Machine::generic(info.multiprocessors, warp, 1e12);
             }
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let cpu = matches!(device, crate::Device::Interpreter | crate::Device::Emulator(_)) || name.contains("llvmpipe");
-        if cpu {
-            Machine { memory_latency_s: 0.1e-6, launch_s: 20e-6, ..Machine::generic(cores, warp, 10e9) }
+        // No matrix peak unmeasured: the FMA rate ranks the library's dot kernels better than
+        // cuBLAS's peak, which they are far from (tests/tune.rs).
+        let machine = Machine::for_platform(&name, cpu, None, None);
+        if name.contains("H200") {
+            machine
         } else {
-            Machine::generic(64, warp, 1e12)
+            Machine { warp, ..machine }
         }
     }
 }

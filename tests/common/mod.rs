@@ -5,6 +5,29 @@
 /// that no library kernel is missing from the list.
 #[macro_export]
 macro_rules! kernel_tests {
+    // Every library kernel: the one list the test files share.
+    () => {
+        kernel_tests!(
+            vector_add,
+            softmax,
+            softmax_online,
+            layernorm,
+            rmsnorm,
+            sum,
+            cumsum,
+            histogram,
+            matmul,
+            attention,
+            swiglu,
+            rotary,
+            spmv,
+            gelu,
+            transpose,
+            rmsnorm_quant,
+            cross_entropy,
+            argmax,
+        );
+    };
     ($($name:ident),* $(,)?) => {
         $(
             #[test]

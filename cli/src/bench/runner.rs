@@ -510,7 +510,7 @@ impl Progress for Bars {
     }
 }
 
-fn fmt_time(s: f64) -> String {
+pub(crate) fn fmt_time(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.2} s")
     } else if s >= 1e-3 {

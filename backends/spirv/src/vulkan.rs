@@ -328,6 +328,67 @@ unsafe extern "system" fn debug_callback(
     vk::FALSE
 }
 
+/// Khronos' validation layer of Vulkan SDK 1.3.239 (Debian 12's) finds its state for each call
+/// in a process-wide map keyed by the loader's dispatch table, and creating or destroying an
+/// instance or device writes that map with no lock while calls on other devices read it
+/// (upstream Vulkan-ValidationLayers issue 4391): test binaries that opened and dropped validated
+/// runtimes on several threads crashed in the layer now and then. Under validation, tilekit
+/// therefore takes this lock exclusively to create or destroy an instance or device and shared
+/// for every other call; without validation it is never touched.
+static LAYER_MAP: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+thread_local! {
+    /// Guards of [`LAYER_MAP`] this thread holds: inner calls (a staging buffer dropped inside
+    /// an upload, an owner dropped on an error path of device creation) take none, which keeps
+    /// a thread from waiting on itself.
+    static LAYER_MAP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// What [`layer_call`] or [`layer_lifecycle`] holds until dropped.
+struct LayerGuard {
+    _read: Option<std::sync::RwLockReadGuard<'static, ()>>,
+    _write: Option<std::sync::RwLockWriteGuard<'static, ()>>,
+    counted: bool,
+}
+
+impl Drop for LayerGuard {
+    fn drop(&mut self) {
+        if self.counted {
+            LAYER_MAP_DEPTH.with(|d| d.set(d.get() - 1));
+        }
+    }
+}
+
+fn layer_guard(validation: bool, exclusive: bool) -> LayerGuard {
+    let mut guard = LayerGuard { _read: None, _write: None, counted: false };
+    if !validation {
+        return guard;
+    }
+    let outer = LAYER_MAP_DEPTH.with(|d| {
+        d.set(d.get() + 1);
+        d.get() == 1
+    });
+    guard.counted = true;
+    if outer {
+        if exclusive {
+            guard._write = Some(LAYER_MAP.write().unwrap_or_else(|e| e.into_inner()));
+        } else {
+            guard._read = Some(LAYER_MAP.read().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+    guard
+}
+
+/// Held across a call on a validated device or instance.
+fn layer_call(validation: bool) -> LayerGuard {
+    layer_guard(validation, false)
+}
+
+/// Held across creating or destroying a validated device or instance.
+fn layer_lifecycle(validation: bool) -> LayerGuard {
+    layer_guard(validation, true)
+}
+
 /// The instance and its messenger; destroyed last.
 struct InstanceOwner {
     entry: ash::Entry,
@@ -338,6 +399,7 @@ struct InstanceOwner {
 
 impl Drop for InstanceOwner {
     fn drop(&mut self) {
+        let _layer = layer_lifecycle(self.debug.is_some());
         // SAFETY: every child object was destroyed by the owners that hold this one.
         unsafe {
             if let Some((utils, messenger)) = self.debug.take() {
@@ -366,6 +428,7 @@ fn load_entry() -> Result<ash::Entry, VulkanError> {
 }
 
 fn create_instance(validation: bool) -> Result<InstanceOwner, VulkanError> {
+    let _layer = layer_lifecycle(validation);
     let entry = load_entry()?;
     let log = ValidationLog::default();
     // SAFETY: plain Vulkan calls with valid create infos; handles are owned by InstanceOwner.
@@ -600,6 +663,8 @@ struct Inner {
     host_visible: bool,
     /// Set when a submission reports VK_ERROR_DEVICE_LOST: nothing more runs on this device.
     lost: std::sync::atomic::AtomicBool,
+    /// Whether the validation layer is on: calls then hold [`layer_call`].
+    validation: bool,
     // Declared last: dropped after the device is destroyed.
     instance: InstanceOwner,
 }
@@ -609,6 +674,7 @@ impl Drop for Inner {
         // SAFETY: the last owner is going away, so no command is pending on this device and
         // every child object has been destroyed.
         unsafe {
+            let _layer = layer_lifecycle(self.validation);
             let _ = self.device.device_wait_idle();
             self.device.destroy_device(None);
         }
@@ -616,6 +682,11 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    /// Held across every call on this device ([`LAYER_MAP`]).
+    fn call(&self) -> LayerGuard {
+        layer_call(self.validation)
+    }
+
     fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
         (0..self.memory.memory_type_count).find(|&i| bits & (1 << i) != 0 && self.memory.memory_types[i as usize].property_flags.contains(flags))
     }
@@ -690,6 +761,7 @@ impl std::fmt::Debug for DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        let _layer = self.inner.call();
         // SAFETY: launches are synchronous, so the GPU no longer uses the buffer.
         unsafe {
             self.inner.device.destroy_buffer(self.buffer, None);
@@ -772,6 +844,7 @@ impl std::fmt::Debug for Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
+        let _layer = self.inner.call();
         // SAFETY: launches are synchronous, so no command buffer still uses these objects.
         unsafe {
             let d = &self.inner.device;
@@ -803,6 +876,7 @@ pub struct VulkanRuntime {
 
 impl Drop for VulkanRuntime {
     fn drop(&mut self) {
+        let _layer = self.inner.call();
         let s = self.submit.get_mut().unwrap_or_else(|e| e.into_inner());
         // SAFETY: submissions are synchronous; nothing is pending.
         unsafe {
@@ -869,6 +943,7 @@ impl VulkanRuntime {
     }
 
     pub fn with_options(index: usize, options: VulkanOptions) -> Result<VulkanRuntime, VulkanError> {
+        let _layer = layer_lifecycle(options.validation);
         let owner = create_instance(options.validation)?;
         // SAFETY: Vulkan calls on the live instance; every handle created here is owned by an
         // object whose Drop destroys it, so early returns leak nothing.
@@ -943,6 +1018,7 @@ impl VulkanRuntime {
                 info: probe.info.clone(),
                 host_visible,
                 lost: std::sync::atomic::AtomicBool::new(false),
+                validation: options.validation,
                 instance: owner,
             });
             let queue = inner.device.get_device_queue(probe.queue_family, 0);
@@ -1032,6 +1108,7 @@ impl VulkanRuntime {
 
     /// Records with `record`, submits, and waits.
     fn run_commands(&self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) -> Result<(), VulkanError> {
+        let _layer = self.inner.call();
         self.inner.usable()?;
         let s = self.submit.lock().unwrap_or_else(|e| e.into_inner());
         let d = &self.inner.device;
@@ -1068,6 +1145,7 @@ impl VulkanRuntime {
     // ---- buffers ----
 
     fn create_buffer(&self, size: u64, usage: vk::BufferUsageFlags, host: bool) -> Result<(vk::Buffer, vk::DeviceMemory, *mut u8), VulkanError> {
+        let _layer = self.inner.call();
         let d = &self.inner.device;
         // SAFETY: creation calls with valid infos; on failure everything created is destroyed.
         unsafe {
@@ -1122,6 +1200,7 @@ impl VulkanRuntime {
     /// A buffer of `len` elements of `dtype`, contents undefined (at least 4 bytes even when
     /// empty, as Vulkan forbids empty buffers).
     pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuffer, VulkanError> {
+        let _layer = self.inner.call();
         self.inner.usable()?;
         let bytes = len
             .checked_mul(dtype.size_bytes())
@@ -1150,6 +1229,7 @@ impl VulkanRuntime {
 
     /// Copies `host` into `buf`; dtypes and lengths must match.
     pub fn upload(&self, buf: &DeviceBuffer, host: &HostBuffer) -> Result<(), VulkanError> {
+        let _layer = self.inner.call();
         self.check_own(buf)?;
         self.inner.usable()?;
         if host.dtype() != buf.dtype || host.len() != buf.len {
@@ -1186,6 +1266,7 @@ impl VulkanRuntime {
 
     /// A host copy of `buf`.
     pub fn download(&self, buf: &DeviceBuffer) -> Result<HostBuffer, VulkanError> {
+        let _layer = self.inner.call();
         self.check_own(buf)?;
         // Mapped memory of a lost device holds whatever the fault left: never read back as results.
         self.inner.usable()?;
@@ -1221,6 +1302,7 @@ impl VulkanRuntime {
 
     /// Checks the kernel's requirements against the device and creates its pipeline.
     pub fn load(&self, kernel: &SpirvKernel) -> Result<Pipeline, VulkanError> {
+        let _layer = self.inner.call();
         self.inner.usable()?;
         let info = &self.inner.info;
         let required_subgroup = info.check_kernel(kernel)?;
@@ -1487,6 +1569,7 @@ impl VulkanRuntime {
     /// Runs `pipeline` on `grid` programs with `buffers` (one per binding, in binding order) and
     /// `scalars` (`(parameter index, value)` for every scalar parameter); returns when it is done.
     pub fn launch(&self, pipeline: &Pipeline, grid: [u32; 3], buffers: &[&DeviceBuffer], scalars: &[(u32, Scalar)]) -> Result<(), VulkanError> {
+        let _layer = self.inner.call();
         let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
         let job = Dispatch { pipeline, workgroups, push: &push, buffers };
         self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::None))
@@ -1503,6 +1586,7 @@ impl VulkanRuntime {
         warmup: usize,
         runs: usize,
     ) -> Result<Vec<f64>, VulkanError> {
+        let _layer = self.inner.call();
         self.time_flushed(pipeline, grid, buffers, scalars, warmup, runs, &[])
     }
 
@@ -1521,6 +1605,7 @@ impl VulkanRuntime {
         runs: usize,
         flush: &[&DeviceBuffer],
     ) -> Result<Vec<f64>, VulkanError> {
+        let _layer = self.inner.call();
         for f in flush {
             self.check_own(f)?;
         }
@@ -1563,6 +1648,7 @@ impl VulkanRuntime {
         buffers: &[&DeviceBuffer],
         scalars: &[(u32, Scalar)],
     ) -> Result<u64, VulkanError> {
+        let _layer = self.inner.call();
         if self.statistics == vk::QueryPool::null() {
             return Err(VulkanError::Device { device: self.device_name(), what: "it has no pipeline statistics queries".into() });
         }

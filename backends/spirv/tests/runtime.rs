@@ -292,3 +292,30 @@ fn runtime_types_are_send_and_sync() {
     });
     assert_clean(&rt);
 }
+
+/// Runtimes opened, used and dropped on several threads at once, under the validation layer
+/// when it is on: Debian 12's layer races on its own state when a device is created or
+/// destroyed while another is in use, which the runtime must keep from happening (a crash here
+/// is rare, not certain, without that).
+#[test]
+fn runtimes_opened_and_dropped_on_many_threads() {
+    let work = |seed: u64| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for _ in 0..6 {
+            let rt = runtime();
+            let k = add_kernel(&rt.target(), DType::F32);
+            let n = rng.gen_range(1..300);
+            let a: Vec<f32> = (0..n).map(|_| rng.gen_range(-4.0..4.0)).collect();
+            let b: Vec<f32> = (0..n).map(|_| rng.gen_range(-4.0..4.0)).collect();
+            let out = run_elementwise(&rt, &k, T, &[HostBuffer::from_slice(&a), HostBuffer::from_slice(&b)], &[DType::F32]);
+            let got = out[0].to_f64();
+            for i in 0..n {
+                assert_eq!(got[i], (a[i] + b[i]) as f64, "element {i} of {n}");
+            }
+        }
+    };
+    let threads: Vec<_> = (0..4).map(|t| std::thread::spawn(move || work(t))).collect();
+    for t in threads {
+        t.join().expect("a thread of the test panicked");
+    }
+}

@@ -296,3 +296,53 @@ fn a_bad_output_fails_before_the_run() {
     assert_eq!(names, [std::ffi::OsString::from("old.json")]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `bench --no-tune` times the default configuration and, where the tuning cache holds another
+/// one for the problem and device, that one too, marked with its cache file; `--untuned` times
+/// the default only.
+#[test]
+fn untuned_bench_also_times_the_tuned_configuration() {
+    let (dir, path) = results_file("tilekit-bench-cli-cache");
+    let cache = dir.join("cache");
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_tilekit")).args(args).env("TILEKIT_CACHE_DIR", &cache).output().expect("the tilekit binary runs");
+        assert_eq!(o.status.code(), Some(0), "tilekit {args:?}\n{}\n{}", text(&o.stdout), text(&o.stderr));
+        (text(&o.stdout), text(&o.stderr))
+    };
+    let quick = ["--min-runs", "1", "--min-time-ms", "0", "--warmup", "0"];
+    let mut tune = vec!["tune", "vector_add", "--shape", "1001", "--device", "interp", "--json"];
+    tune.extend(quick);
+    let tuned: serde_json::Value = serde_json::from_str(&run(&tune).0).unwrap();
+    // Whichever configuration won on this machine, the cache is made to hold one that is not
+    // the default, so the test does not depend on timings.
+    let kernel = tilekit::kernels::find("vector_add").unwrap();
+    let default = kernel.configs()[0].to_string();
+    let other = kernel.configs().iter().map(|c| c.to_string()).find(|c| *c != default).unwrap();
+    let file = tuned["cache_file"].as_str().unwrap().to_string();
+    let mut entry: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    entry["config"] = serde_json::Value::String(other.clone());
+    std::fs::write(&file, entry.to_string()).unwrap();
+
+    let mut bench = vec!["bench", "--problem", "vector_add:1000", "--device", "interp", "--no-tune", "--no-baselines", "-o", path.as_str()];
+    bench.extend(quick);
+    let (_, progress) = run(&bench);
+    assert!(progress.contains("also the tuned configuration") && progress.contains(&file), "{progress}");
+    let res = Results::read(&path).unwrap();
+    let timed: Vec<(String, bool, Option<String>)> = res
+        .entries
+        .iter()
+        .filter(|e| e.kernel == "vector_add" && e.status == Status::Ok)
+        .map(|e| (e.config.clone(), e.default_config, e.tuned_from.clone()))
+        .collect();
+    assert_eq!(timed, [(default.clone(), true, None), (other, false, Some(file))]);
+
+    let second = dir.join("untuned.json").to_str().unwrap().to_string();
+    let at = bench.iter().position(|a| *a == path.as_str()).unwrap();
+    bench[at] = second.as_str();
+    bench.push("--untuned");
+    run(&bench);
+    let res = Results::read(&second).unwrap();
+    let timed: Vec<&str> = res.entries.iter().filter(|e| e.kernel == "vector_add").map(|e| e.config.as_str()).collect();
+    assert_eq!(timed, [default.as_str()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,6 +61,7 @@ fn entry(platform: &str, implementation: &str, config: &str, default_config: boo
         samples_s: samples,
         derived: None,
         static_resources: None,
+        tuned_from: None,
     }
 }
 

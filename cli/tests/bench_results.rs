@@ -90,6 +90,7 @@ fn entry(run: &str, platform: &str, implementation: &str, config: &str, samples:
         summary: summarize(samples),
         derived: None,
         static_resources: None,
+        tuned_from: None,
     }
 }
 

@@ -249,6 +249,30 @@ fn cached(kernel: &dyn Kernel, problem: &Problem, cache: &TuneCache, key: &TuneK
     }
 }
 
+/// Why a candidate is not worth timing on a device, from what its backend reports statically.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    /// It cannot run there (the lowering or the backend refused it: shared memory over the
+    /// device's limit, too many threads per program, ...).
+    Cannot(String),
+    /// A launch keeps values in local memory (ptxas's spill stores): pruned while any other
+    /// candidate does not spill, timed when all do.
+    Spills(String),
+}
+
+/// The refusal of a candidate whose launches compiled to `resources` (one per launch; empty
+/// where the device reports none), or whose compilation failed.
+pub fn static_refusal(resources: &Result<Vec<crate::device::KernelResources>, DeviceError>) -> Option<Refusal> {
+    match resources {
+        Err(e) => Some(Refusal::Cannot(format!("does not compile for the device: {e}"))),
+        Ok(res) => res.iter().enumerate().find_map(|(i, r)| {
+            r.spill_bytes
+                .filter(|&b| b > 0)
+                .map(|b| Refusal::Spills(format!("launch {i} spills {b} bytes per thread to local memory (the assembler's report)")))
+        }),
+    }
+}
+
 /// Whether the model picked a candidate for timing, with its estimate.
 #[derive(Clone, Debug, PartialEq)]
 enum Pick {
@@ -355,6 +379,20 @@ pub fn tune(
     let case = Case::new(kernel, problem, options.seed);
     let flush_bytes = if matches!(device, Device::Interpreter | Device::Emulator(_)) { 0 } else { options.flush_bytes };
     let plans: Vec<Result<crate::kernels::Plan, KernelError>> = configs.iter().map(|c| kernel.plan(problem, c)).collect();
+    // What the backend says before anything runs: a candidate that does not compile for the
+    // device is pruned, and one that spills registers is while any other does not.
+    let refusals: Vec<Option<Refusal>> =
+        configs.iter().zip(&plans).map(|(c, p)| p.as_ref().ok().and_then(|plan| static_refusal(&device.resources(plan, c)))).collect();
+    let clean = plans.iter().zip(&refusals).any(|(p, r)| p.is_ok() && r.is_none());
+    let plans: Vec<Result<crate::kernels::Plan, KernelError>> = plans
+        .into_iter()
+        .zip(refusals)
+        .map(|(plan, refusal)| match refusal {
+            Some(Refusal::Cannot(why)) => Err(KernelError::Unfit(why)),
+            Some(Refusal::Spills(why)) if clean => Err(KernelError::Unfit(why)),
+            _ => plan,
+        })
+        .collect();
     let chosen = match options.strategy {
         Strategy::Exhaustive => vec![Pick::Time; configs.len()],
         Strategy::Model => model_choice(kernel, problem, device, &configs, &plans),
@@ -419,6 +457,21 @@ pub fn tune(
 mod tests {
     use super::*;
     use tilekit_core::DType;
+
+    #[test]
+    fn static_reports_prune_what_cannot_run_and_what_spills() {
+        use crate::device::KernelResources;
+        let spills = |b: Option<u32>| KernelResources { registers: Some(255), spill_bytes: b, ..KernelResources::default() };
+        assert_eq!(static_refusal(&Ok(Vec::new())), None);
+        assert_eq!(static_refusal(&Ok(vec![spills(None), spills(Some(0))])), None);
+        match static_refusal(&Ok(vec![spills(Some(0)), spills(Some(96))])) {
+            Some(Refusal::Spills(why)) => assert!(why.contains("launch 1 spills 96 bytes"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let refused =
+            Err(DeviceError::Unavailable { name: "cuda:0".into(), why: "needs 49,152 bytes of shared memory".into(), available: "interp".into() });
+        assert!(matches!(static_refusal(&refused), Some(Refusal::Cannot(why)) if why.contains("shared memory")));
+    }
 
     #[test]
     fn buckets_round_dimensions_up_to_powers_of_two() {

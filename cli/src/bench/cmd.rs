@@ -48,6 +48,11 @@ pub struct BenchArgs {
     /// e.g. `--config BLOCK=8192,num_warps=16 --config num_warps=32,occupancy=2`.
     #[arg(long = "config", value_name = "KEY=VALUE,...", conflicts_with = "no_tune")]
     pub configs: Vec<String>,
+    /// With --no-tune, time only each default configuration, also where the tuning cache
+    /// (`tilekit tune`) holds a tuned one for the problem and device (which is otherwise timed
+    /// beside it, marked `tuned_from` in the results).
+    #[arg(long, requires = "no_tune")]
+    pub untuned: bool,
     /// Skip the baselines: hand-written WGSL on wgpu devices, cuBLAS on CUDA devices.
     #[arg(long)]
     pub no_baselines: bool,
@@ -255,6 +260,7 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         seed: args.seed,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         amdgcn,
+        tuning_cache: if args.no_tune && args.configs.is_empty() && !args.untuned { tilekit::tune::TuneCache::user() } else { None },
     };
     let mut write_error = None;
     let mut save = |r: &Results| {

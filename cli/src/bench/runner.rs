@@ -58,6 +58,9 @@ pub struct BenchOptions {
     /// Compile-only AMDGCN architectures (`gfx942`): every case compiled, static resources
     /// recorded, nothing run.
     pub amdgcn: Vec<String>,
+    /// Without `tune` or `configs`: the tuning cache whose configuration for a case and device,
+    /// where it holds one other than the default, is timed too (`None`: the default only).
+    pub tuning_cache: Option<tilekit::tune::TuneCache>,
 }
 
 /// Where a device sits in the report, from its Vulkan properties where it has them.
@@ -260,6 +263,7 @@ pub(super) fn blank(
         summary: None,
         derived: None,
         static_resources: None,
+        tuned_from: None,
     }
 }
 
@@ -673,7 +677,12 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                 // Memory-bound kernels run no faster than the device copies their bytes.
                 let floor_s =
                     results.platforms[di].ceilings.copy_gbps.filter(|_| cost.flops <= 16 * cost.bytes).map(|gbps| cost.bytes as f64 / (gbps * 1e9));
-                for c in &configs {
+                let tuned = tuned_extra(kernel.as_ref(), problem, device, &configs, o);
+                if let Some((c, path)) = &tuned {
+                    progress.line(&format!("{:<28} {} {problem}: also the tuned configuration {c} ({})", device.name(), case.kernel, path.display()));
+                }
+                for c in configs.iter().chain(tuned.as_ref().map(|(c, _)| c)) {
+                    let from_cache = tuned.as_ref().filter(|(t, _)| t == c).map(|(_, p)| p.display().to_string());
                     let fallback = |m: String| {
                         let mut e = blank(
                             &run_id,
@@ -688,11 +697,13 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                         );
                         e.status = Status::Error;
                         e.message = Some(m);
+                        e.tuned_from = from_cache.clone();
                         e
                     };
-                    entries.push(guarded(fallback, || {
-                        measure(kernel.as_ref(), problem, c, *c == default_config, device, prepared, o, &run_id, floor_s)
-                    }));
+                    let mut entry =
+                        guarded(fallback, || measure(kernel.as_ref(), problem, c, *c == default_config, device, prepared, o, &run_id, floor_s));
+                    entry.tuned_from = from_cache;
+                    entries.push(entry);
                 }
                 #[cfg(any(feature = "ptx", feature = "ptx-static"))]
                 if o.baselines {
@@ -736,6 +747,24 @@ fn configs_to_time(kernel: &dyn Kernel, problem: &Problem, o: &BenchOptions) -> 
         return Ok(vec![crate::kernels::default_config_for(kernel, problem)]);
     }
     Ok(kernel.configs().into_iter().take(o.suite.max_configs.unwrap_or(usize::MAX).max(1)).collect())
+}
+
+/// The configuration the tuning cache holds for `problem` on `device` and its file, where the
+/// run times only the untuned default (`configs`) and the cache holds something else.
+fn tuned_extra(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    device: &Device,
+    configs: &[Config],
+    o: &BenchOptions,
+) -> Option<(Config, std::path::PathBuf)> {
+    if o.tune || !o.configs.is_empty() {
+        return None;
+    }
+    match tilekit::tune::tuned_config(kernel, problem, device, Some(o.tuning_cache.as_ref()?)) {
+        (config, tilekit::tune::Source::Cached(path)) if !configs.contains(&config) => Some((config, path)),
+        _ => None,
+    }
 }
 
 /// Compile-only targets (AMDGCN code objects): each case's configurations compiled for each

@@ -282,6 +282,11 @@ pub struct Entry {
     pub summary: Option<Summary>,
     pub derived: Option<Derived>,
     pub static_resources: Option<StaticResources>,
+    /// The tuning-cache file this configuration came from: `tilekit bench` without `--tune`
+    /// times the default configuration and, where the cache holds another one for the
+    /// problem and device (`tilekit tune`), that one too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_from: Option<String>,
 }
 
 impl Entry {

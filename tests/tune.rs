@@ -266,3 +266,27 @@ fn the_model_strategy_times_a_few() {
     assert_eq!((entry.strategy, entry.timed, entry.candidates), (tune::Strategy::Model, tuned.timed(), tuned.candidates.len()));
     let _ = std::fs::remove_dir_all(cache.dir());
 }
+
+/// The cost model sizes a Vulkan GPU by the multiprocessors and warps its driver reports
+/// (VK_NV_shader_sm_builtins); lavapipe reports none, so its figures are set here.
+#[cfg(feature = "vulkan")]
+#[test]
+fn the_model_takes_multiprocessors_from_the_vulkan_driver() {
+    let Some(mut info) = tilekit_spirv::VulkanRuntime::devices().ok().and_then(|d| d.into_iter().next()) else {
+        assert!(
+            std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1"),
+            "no Vulkan device: install mesa-vulkan-drivers (lavapipe) or set TILEKIT_SKIP_GPU_TESTS=1"
+        );
+        eprintln!("SKIPPED: the_model_takes_multiprocessors_from_the_vulkan_driver (TILEKIT_SKIP_GPU_TESTS=1)");
+        return;
+    };
+    if info.name.contains("llvmpipe") {
+        assert_eq!((info.multiprocessors, info.warps_per_multiprocessor), (None, None), "lavapipe has no VK_NV_shader_sm_builtins");
+    }
+    info.multiprocessors = Some(46);
+    info.warps_per_multiprocessor = Some(48);
+    let m = tune::model::Machine::from_vulkan(&info, 32);
+    assert_eq!((m.multiprocessors, m.threads_per_multiprocessor, m.warp), (46, 48 * 32, 32));
+    info.warps_per_multiprocessor = None;
+    assert_eq!(tune::model::Machine::from_vulkan(&info, 32).multiprocessors, 46);
+}

@@ -92,6 +92,23 @@ impl Machine {
                 return Machine::generic(info.multiprocessors, warp, 1e12);
             }
         }
+        // A Vulkan driver that reports its multiprocessors (NVIDIA's VK_NV_shader_sm_builtins)
+        // sizes the waves; the H200 keeps its own figures below.
+        #[cfg(feature = "vulkan")]
+        {
+            let vulkan_name = match device {
+                crate::Device::Vulkan { name, .. } => Some(name),
+                #[cfg(feature = "wgpu")]
+                crate::Device::Wgpu { name, .. } => Some(name),
+                _ => None,
+            };
+            if let Some(vulkan_name) = vulkan_name.filter(|_| !name.contains("H200")) {
+                let info = tilekit_spirv::VulkanRuntime::devices().ok().and_then(|d| d.into_iter().find(|i| &i.name == vulkan_name));
+                if let Some(info) = info.filter(|i| i.multiprocessors.is_some()) {
+                    return Machine::from_vulkan(&info, warp);
+                }
+            }
+        }
         let cpu = matches!(device, crate::Device::Interpreter | crate::Device::Emulator(_)) || name.contains("llvmpipe");
         // No matrix peak unmeasured: the FMA rate ranks the library's dot kernels better than
         // cuBLAS's peak, which they are far from (tests/tune.rs).
@@ -100,6 +117,18 @@ impl Machine {
             machine
         } else {
             Machine { warp, ..machine }
+        }
+    }
+}
+
+#[cfg(feature = "vulkan")]
+impl Machine {
+    /// A GPU whose Vulkan driver gives its multiprocessors and the warps each holds.
+    pub fn from_vulkan(info: &tilekit_spirv::VulkanDeviceInfo, warp: u32) -> Machine {
+        let generic = Machine::generic(info.multiprocessors.unwrap_or(64), warp, 1e12);
+        match info.warps_per_multiprocessor {
+            Some(w) => Machine { threads_per_multiprocessor: w * warp.max(1), ..generic },
+            None => generic,
         }
     }
 }

@@ -138,6 +138,10 @@ pub struct VulkanDeviceInfo {
     /// VK_KHR_pipeline_executable_properties: the driver reports what it compiled each pipeline
     /// to (registers, shared memory, instruction counts: whatever statistics it names).
     pub executable_statistics: bool,
+    /// Multiprocessors (NVIDIA's SMs, from VK_NV_shader_sm_builtins) and warps each holds,
+    /// where the driver says; the cost model's waves of programs count them.
+    pub multiprocessors: Option<u32>,
+    pub warps_per_multiprocessor: Option<u32>,
 }
 
 impl VulkanDeviceInfo {
@@ -544,7 +548,12 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
         let mut size_control = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
         let mut float_controls = vk::PhysicalDeviceFloatControlsProperties::default();
+        let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+        let has_sm = has_ext(ash::nv::shader_sm_builtins::NAME);
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        if has_sm {
+            p2 = p2.push_next(&mut sm);
+        }
         if v12 {
             p2 = p2.push_next(&mut driver).push_next(&mut float_controls);
         }
@@ -603,6 +612,8 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             _ => "other",
         };
         let info = VulkanDeviceInfo {
+            multiprocessors: (has_sm && sm.shader_sm_count > 0).then_some(sm.shader_sm_count),
+            warps_per_multiprocessor: (has_sm && sm.shader_warps_per_sm > 0).then_some(sm.shader_warps_per_sm),
             index,
             name: c_string(props.device_name_as_c_str()),
             vendor_id: props.vendor_id,

@@ -55,8 +55,25 @@ pub enum InterpError {
     GridTooLarge { grid: [u32; 3], total: u64 },
 }
 
+/// How the interpreter computes floats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterpOptions {
+    /// Model a device that flushes subnormals (no `shaderDenormPreserveFloat32`): arithmetic,
+    /// comparisons, conversions, reductions' combines and `dot` read a subnormal operand as a
+    /// zero of its sign and flush a subnormal result; moves (loads, stores, `select`,
+    /// broadcasts, reshapes) and `neg` / `abs` keep the bits. What a device does is a choice
+    /// per instruction within these two models, so a result is explained by flushing where it
+    /// matches this one (the fuzzer's rule).
+    pub flush_subnormals: bool,
+}
+
 /// Runs `program` once per point of `grid` with `args`.
 pub fn run(program: &Program, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), InterpError> {
+    run_with(program, grid, args, InterpOptions::default())
+}
+
+/// [`run`] with `options`.
+pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: InterpOptions) -> Result<(), InterpError> {
     verify(program).map_err(|source| InterpError::Verify { program: program.name.clone(), source })?;
     check_args(program, args)?;
     let total = grid.iter().map(|&g| g as u64).product::<u64>();
@@ -65,7 +82,7 @@ pub fn run(program: &Program, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), In
     }
     (0..total).into_par_iter().try_for_each(|lin| {
         let pid = [(lin % grid[0] as u64) as u32, ((lin / grid[0] as u64) % grid[1] as u64) as u32, (lin / (grid[0] as u64 * grid[1] as u64)) as u32];
-        let mut inst = Instance { program, args, grid, pid, env: vec![None; program.values.len()] };
+        let mut inst = Instance { program, args, grid, pid, env: vec![None; program.values.len()], ftz: options.flush_subnormals };
         inst.block(&program.body, &[]).map(|_| ())
     })
 }
@@ -214,11 +231,22 @@ struct Instance<'a> {
     grid: [u32; 3],
     pid: [u32; 3],
     env: Vec<Option<Data>>,
+    /// [`InterpOptions::flush_subnormals`].
+    ftz: bool,
 }
 
 type R<T> = Result<T, InterpError>;
 
 impl<'a> Instance<'a> {
+    /// `x` as a flushing device reads or writes it (see [`InterpOptions`]).
+    fn fz(&self, dtype: DType, x: f32) -> f32 {
+        if self.ftz {
+            flush_subnormal(dtype, x)
+        } else {
+            x
+        }
+    }
+
     fn get(&self, v: Value) -> &Data {
         // Defined before use: the verifier checked dominance.
         self.env[v.index()].as_ref().expect("verified programs define values before use")
@@ -293,13 +321,16 @@ impl<'a> Instance<'a> {
                 };
                 match (self.get(*lhs), self.get(*rhs)) {
                     (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| cmp(x.cmp(y)) as i64).collect()),
-                    (Data::Float(a), Data::Float(b)) => Data::Int(
-                        a.iter()
-                            .zip(b)
-                            // Unordered (NaN) compares false except for `ne`.
-                            .map(|(x, y)| x.partial_cmp(y).map_or(p == CmpPred::Ne, cmp) as i64)
-                            .collect(),
-                    ),
+                    (Data::Float(a), Data::Float(b)) => {
+                        let dtype = self.ty(*lhs).dtype;
+                        Data::Int(
+                            a.iter()
+                                .zip(b)
+                                // Unordered (NaN) compares false except for `ne`.
+                                .map(|(&x, &y)| self.fz(dtype, x).partial_cmp(&self.fz(dtype, y)).map_or(p == CmpPred::Ne, cmp) as i64)
+                                .collect(),
+                        )
+                    }
                     _ => unreachable!("verified: operands share a dtype"),
                 }
             }
@@ -318,9 +349,26 @@ impl<'a> Instance<'a> {
             Op::Fma { a, b, c } => {
                 let dtype = self.ty(res(0)).dtype;
                 let (a, b, c) = (self.get(*a).floats(), self.get(*b).floats(), self.get(*c).floats());
-                Data::Float((0..a.len()).map(|i| round_to(dtype, a[i].mul_add(b[i], c[i]))).collect())
+                let f = |x: f32| self.fz(dtype, x);
+                Data::Float((0..a.len()).map(|i| f(round_to(dtype, f(a[i]).mul_add(f(b[i]), f(c[i]))))).collect())
             }
-            Op::Cast { x } => cast(self.get(*x), self.ty(*x).dtype, self.ty(res(0)).dtype),
+            Op::Cast { x } => {
+                let (from, to) = (self.ty(*x).dtype, self.ty(res(0)).dtype);
+                match (self.ftz, self.get(*x)) {
+                    (true, Data::Float(v)) => {
+                        let read = Data::Float(v.iter().map(|&a| self.fz(from, a)).collect());
+                        match cast(&read, from, to) {
+                            Data::Float(r) => Data::Float(r.into_iter().map(|a| self.fz(to, a)).collect()),
+                            ints => ints,
+                        }
+                    }
+                    (true, ints) => match cast(ints, from, to) {
+                        Data::Float(r) => Data::Float(r.into_iter().map(|a| self.fz(to, a)).collect()),
+                        other => other,
+                    },
+                    (false, x) => cast(x, from, to),
+                }
+            }
             Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other, res(0))?,
             Op::Store { buffer, offsets, value, mask } => {
                 self.store(inst, *buffer, *offsets, *value, *mask)?;
@@ -390,7 +438,9 @@ impl<'a> Instance<'a> {
         let _ = inst;
         Ok(match self.get(x) {
             Data::Int(v) => Data::Int(v.iter().map(|&a| unary_int(op, dtype, a)).collect()),
-            Data::Float(v) => Data::Float(v.iter().map(|&a| unary_float(op, dtype, a)).collect()),
+            // neg and abs only touch the sign bit: no device needs to flush for them.
+            Data::Float(v) if matches!(op, UnaryOp::Neg | UnaryOp::Abs) => Data::Float(v.iter().map(|&a| unary_float(op, dtype, a)).collect()),
+            Data::Float(v) => Data::Float(v.iter().map(|&a| self.fz(dtype, unary_float(op, dtype, self.fz(dtype, a)))).collect()),
         })
     }
 
@@ -413,7 +463,9 @@ impl<'a> Instance<'a> {
                 }
                 Data::Int(out)
             }
-            (Data::Float(a), Data::Float(b)) => Data::Float(a.iter().zip(b).map(|(&x, &y)| binary_float(op, dtype, x, y)).collect()),
+            (Data::Float(a), Data::Float(b)) => {
+                Data::Float(a.iter().zip(b).map(|(&x, &y)| self.fz(dtype, binary_float(op, dtype, self.fz(dtype, x), self.fz(dtype, y)))).collect())
+            }
             _ => unreachable!("verified: operands share a dtype"),
         })
     }
@@ -539,10 +591,10 @@ impl<'a> Instance<'a> {
             (Combine::Prod, Elem::I(x), Elem::I(y)) => Elem::I(wrap_to(dtype, x.wrapping_mul(y))),
             (Combine::Max, Elem::I(x), Elem::I(y)) => Elem::I(x.max(y)),
             (Combine::Min, Elem::I(x), Elem::I(y)) => Elem::I(x.min(y)),
-            (Combine::Sum, Elem::F(x), Elem::F(y)) => Elem::F(round_to(dtype, x + y)),
-            (Combine::Prod, Elem::F(x), Elem::F(y)) => Elem::F(round_to(dtype, x * y)),
-            (Combine::Max, Elem::F(x), Elem::F(y)) => Elem::F(x.max(y)),
-            (Combine::Min, Elem::F(x), Elem::F(y)) => Elem::F(x.min(y)),
+            (Combine::Sum, Elem::F(x), Elem::F(y)) => Elem::F(self.fz(dtype, round_to(dtype, self.fz(dtype, x) + self.fz(dtype, y)))),
+            (Combine::Prod, Elem::F(x), Elem::F(y)) => Elem::F(self.fz(dtype, round_to(dtype, self.fz(dtype, x) * self.fz(dtype, y)))),
+            (Combine::Max, Elem::F(x), Elem::F(y)) => Elem::F(self.fz(dtype, x).max(self.fz(dtype, y))),
+            (Combine::Min, Elem::F(x), Elem::F(y)) => Elem::F(self.fz(dtype, x).min(self.fz(dtype, y))),
             (Combine::Custom(block), a, b) => {
                 let out = self.block(block, &[a.data(), b.data()])?;
                 match out.first() {
@@ -664,6 +716,7 @@ impl<'a> Instance<'a> {
     }
 
     fn dot(&self, a: Value, b: Value, acc: Value, res: Value) -> Data {
+        let (a_v, b_v) = (a, b);
         let (m, k) = (self.ty(a).shape[0], self.ty(a).shape[1]);
         let n = self.ty(b).shape[1];
         let dtype = self.ty(res).dtype;
@@ -671,14 +724,15 @@ impl<'a> Instance<'a> {
             (Data::Float(a), Data::Float(b), Data::Float(c)) => {
                 // Products of f16/bf16 are exact in f32; accumulation is in f32 and the result
                 // is rounded once to the accumulator's dtype.
-                let mut out = c.clone();
+                let (ad, bd) = (self.ty(a_v).dtype, self.ty(b_v).dtype);
+                let mut out: Vec<f32> = c.iter().map(|&x| self.fz(dtype, x)).collect();
                 for i in 0..m {
                     let row = &mut out[i * n..(i + 1) * n];
                     for kk in 0..k {
-                        let av = a[i * k + kk];
+                        let av = self.fz(ad, a[i * k + kk]);
                         let brow = &b[kk * n..(kk + 1) * n];
                         for (o, &bv) in row.iter_mut().zip(brow) {
-                            *o = av.mul_add(bv, *o);
+                            *o = self.fz(DType::F32, av.mul_add(self.fz(bd, bv), *o));
                         }
                     }
                 }
@@ -754,6 +808,17 @@ fn cast(x: &Data, from: DType, to: DType) -> Data {
         (Data::Int(v), true) => Data::Float(v.iter().map(|&a| int_to_float(to, a)).collect()),
         (Data::Float(v), false) => Data::Int(v.iter().map(|&a| float_to_int(to, a)).collect()),
         (Data::Int(v), false) => Data::Int(v.iter().map(|&a| int_to_int(to, a)).collect()),
+    }
+}
+
+/// `x` with a subnormal of `dtype` (f16's range for f16, f32's otherwise) replaced by a zero
+/// of its sign.
+pub fn flush_subnormal(dtype: DType, x: f32) -> f32 {
+    let min_normal = if dtype == DType::F16 { 6.103_515_6e-5 } else { f32::MIN_POSITIVE };
+    if x != 0.0 && x.abs() < min_normal {
+        0.0f32.copysign(x)
+    } else {
+        x
     }
 }
 

@@ -3,7 +3,7 @@
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tilekit_core::interp::{run, Arg, InterpError};
+use tilekit_core::interp::{run, run_with, Arg, InterpError, InterpOptions};
 use tilekit_core::{Access, Builder, DType, HostBuffer, Scalar};
 
 fn rng() -> StdRng {
@@ -465,5 +465,47 @@ fn math_functions_match_f64_within_f32_rounding() {
             let g = got[j * 64 + l];
             assert!((g - want).abs() <= 4e-7 * want.abs().max(1.0), "{name}({}) = {g}, want {want}", data[l]);
         }
+    }
+}
+
+/// The flushing model (`InterpOptions::flush_subnormals`): arithmetic and comparisons read f32
+/// and f16 subnormals as zeros of their sign and flush subnormal results; moves (`select`,
+/// stores) and `neg` keep the bits. Off, every subnormal is kept.
+#[test]
+fn the_flushing_model_flushes_arithmetic_not_moves() {
+    for dtype in [DType::F32, DType::F16] {
+        let tiny = if dtype == DType::F16 { 2f64.powi(-24) } else { 2f64.powi(-149) };
+        let k = Builder::new("ftz");
+        let x = k.input("x", dtype);
+        let out = k.output("out", dtype);
+        let i = k.arange(0, 4);
+        let v = k.load(x, i);
+        let zero = k.full(&[4], 0.0, dtype);
+        // [x < 0 ? 1 : x] moves x; x + 0 and x * 1 compute with it; -x only flips its sign.
+        let moved = k.select(zero.lt(v), k.full(&[4], 1.0, dtype), v);
+        let sum = v + 0.0;
+        let product = (v * 2.0) * 0.5;
+        let store = |base: i64, t| k.store(out, i + base, t);
+        store(0, moved);
+        store(4, sum);
+        store(8, product);
+        store(12, -v);
+        let p = k.finish().unwrap();
+        let xs = HostBuffer::from_f64(dtype, &[tiny, -tiny, 1.5, -0.0]);
+        let run_once = |flush: bool| {
+            let o = HostBuffer::zeros(dtype, 16);
+            run_with(&p, [1, 1, 1], &[Arg::Buffer(&xs), Arg::Buffer(&o)], InterpOptions { flush_subnormals: flush }).unwrap();
+            o.to_f64()
+        };
+        let kept = run_once(false);
+        assert_eq!(&kept[0..4], &[1.0, -tiny, 1.0, -0.0], "{dtype}: 0 < tiny holds without flushing");
+        assert_eq!(&kept[4..12], &[tiny, -tiny, 1.5, 0.0, tiny, -tiny, 1.5, -0.0], "{dtype}");
+        let flushed = run_once(true);
+        // 0 < tiny compares a zero: the select moves tiny itself, bits unchanged.
+        assert_eq!(&flushed[0..4], &[tiny, -tiny, 1.0, -0.0], "{dtype}");
+        let signs: Vec<bool> = flushed[4..12].iter().map(|x| x.is_sign_negative()).collect();
+        assert_eq!(&flushed[4..12], &[0.0, 0.0, 1.5, 0.0, 0.0, 0.0, 1.5, 0.0], "{dtype}");
+        assert_eq!(signs, [false, false, false, false, false, true, false, true], "{dtype}: -tiny * 2 * 0.5 is -0, -tiny + 0 is +0");
+        assert_eq!(&flushed[12..16], &[-tiny, tiny, -1.5, 0.0], "{dtype}: neg keeps the bits");
     }
 }

@@ -406,4 +406,24 @@ mod tests {
         assert!(!explained_by_flush(&case, &want, &[&flushed_inputs], &model, &at));
         assert!(explained_by_flush(&case, &want, &[&flushed_inputs, &model], &model, &at));
     }
+
+    /// The first differing element of four results the H200's Vulkan driver gave that no rule
+    /// explained (bench/results/fuzz-2026-12-04, calls 8 and 9: seed, program, buffer, element,
+    /// the driver's value): the flushing model computes each of them, the reference does not.
+    #[test]
+    fn the_flushing_model_computes_what_the_h200_vulkan_driver_gave() {
+        let recorded =
+            [(8u64, 588u64, "y12", 59usize, 0.0), (8, 1545, "a9", 222, 0.0), (8, 4987, "y6", 0, f64::NAN), (9, 1643, "y7", 21, 2f64.powi(-149))];
+        for (seed, index, buffer, element, got) in recorded {
+            let case = crate::fuzz::gen::generate(seed, index).unwrap();
+            let inputs = crate::fuzz::inputs::fill(&case);
+            let want = crate::fuzz::run::reference(&case, &inputs).unwrap();
+            let model = crate::fuzz::run::flushing_reference(&case, &inputs).unwrap();
+            let b = case.buffers.iter().position(|b| b.name == buffer).unwrap();
+            let dtype = case.buffers[b].dtype;
+            let (w, m) = (bits_to_f64(dtype, want[b].load_bits(element)), bits_to_f64(dtype, model[b].load_bits(element)));
+            let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+            assert!(!same(w, got) && same(m, got), "seed {seed} program {index} {buffer}[{element}]: reference {w}, model {m}, driver {got}");
+        }
+    }
 }

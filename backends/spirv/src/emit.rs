@@ -1817,6 +1817,19 @@ impl SpirvEmitter {
         })
     }
 
+    /// f32 `a * b + c`, rounded once. Where `c` is a constant zero the result is the rounded
+    /// product plus that zero, computed as such (`with_constant_zero`): lavapipe turns
+    /// `Fma(a, b, 0.0)` into the product, which is -0 where `a * b + 0.0` is +0.
+    fn fma_f32(&mut self, a: Word, b: Word, c: Word) -> Word {
+        let f = self.f32_ty();
+        if !self.zeros.contains_key(&c) {
+            return self.ext(Gl::Fma, f, &[a, b, c]);
+        }
+        let (a, b, c) = (self.value(a, DType::F32), self.value(b, DType::F32), self.value(c, DType::F32));
+        let product = self.binary(BinaryOp::Mul, DType::F32, a, b);
+        self.binary(BinaryOp::Add, DType::F32, product, c).id
+    }
+
     /// `a op b` where `a` or `b` is a constant zero, computed without handing the driver an
     /// arithmetic instruction on that constant. Drivers simplify `x * 0`, `0 / x` and `x + 0`
     /// as if there were no NaNs, infinities or signed zeros whatever the module's float
@@ -2218,17 +2231,13 @@ impl Emitter for SpirvEmitter {
         self.expect(b, dtype, "fma b");
         self.expect(c, dtype, "fma c");
         let id = match dtype {
-            DType::F32 => {
-                let t = self.ty(dtype);
-                self.ext(Gl::Fma, t, &[a.id, b.id, c.id])
-            }
+            DType::F32 => self.fma_f32(a.id, b.id, c.id),
             // In f32, as the interpreter computes it: an f16 Fma may round (and overflow) after
             // the multiply (lavapipe's gives -inf for 65504 * -1.5 + 65504), and the product
             // of two f16 or bf16 values is exact in f32.
             DType::F16 | DType::BF16 => {
                 let (af, bf, cf) = (self.widen_to_f32(dtype, a.id), self.widen_to_f32(dtype, b.id), self.widen_to_f32(dtype, c.id));
-                let f = self.f32_ty();
-                let r = self.ext(Gl::Fma, f, &[af, bf, cf]);
+                let r = self.fma_f32(af, bf, cf);
                 self.round_from_f32(dtype, r)
             }
             d if d.is_int() && d != DType::I1 => {

@@ -4,8 +4,9 @@
 # loader packages in .gl/. Results go to $OUT (default ./gpu-out). Modes: tests, bench (the
 # benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
 # `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz), h200 (every kernel through
-# Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA), pending (the
-# measurements open issues wait for, below), exec (a command).
+# Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA), pending and
+# pending-tests / -bench / -tune / -fuzz (the measurements open issues wait for, below), exec (a
+# command).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -32,20 +33,25 @@ case "${1:-all}" in
     # diagnosis: `bash scripts/gpu-run.sh exec 'cmd'`.
     shift; export bin; bash -c "$*"
     ;;
-  pending)
-    # What the open issues still need measured, in one call, each part bounded and written as it
-    # finishes. 1: the library's tests that gain from CUDA (accuracy bounds, launch API, builder
-    # ops, tuner, semantics) on every device there.
+  pending|pending-tests)
+    # What the open issues still need measured; `pending` runs every part (more than one call's
+    # ten minutes when all run long), `pending-<part>` one of them. Each step is bounded and
+    # written as it finishes. Tests: the library's tests that gain from CUDA (accuracy bounds,
+    # launch API, builder ops, tuner, semantics) on every device there.
     for t in accuracy launch_api builder_ops tune semantics; do
       echo "== $t"; timeout 150 "$bin/$t" --test-threads 4 2>&1 | grep -v XDG_RUNTIME | tail -30; echo "rc=$?"
     done > "$OUT/pending-tests.txt" 2>&1
     grep -E "^== |test result|^rc=|SKIPPED" "$OUT/pending-tests.txt"
-    # 2: the `examples` suite (user-written kernels) against the copy, through CUDA and Vulkan.
+    ;;&
+  pending|pending-bench)
+    # Issue 20: the `examples` suite (user-written kernels) against the copy, CUDA and Vulkan.
     timeout 240 "$bin/tilekit" bench --suite examples --device cuda --device vulkan -o "$OUT/bench-h200-examples.json" 2>&1 \
       | grep --line-buffered -v XDG_RUNTIME | tail -40 > "$OUT/bench-examples.log"
     tail -3 "$OUT/bench-examples.log"
-    # 3: the tuner, exhaustive against the cost model, on problems of the committed results,
-    # through CUDA and Vulkan; each answer as JSON (a cache of the call's own).
+    ;;&
+  pending|pending-tune)
+    # Issue 17: the tuner, exhaustive against the cost model, on problems of the committed
+    # results, through CUDA and Vulkan; each answer as JSON (a cache of the call's own).
     for d in cuda vulkan; do
       for p in "softmax --shape 4096x12800 --dtype f16" "layernorm --shape 4096x8192 --dtype f16" \
                "matmul --shape 4096x4096x4096 --dtype f16" "rmsnorm --shape 4096x8192 --dtype f16" "vector_add --shape 2^26"; do
@@ -58,6 +64,15 @@ case "${1:-all}" in
       done
     done > "$OUT/pending-tune.txt" 2>&1
     grep -c "rc=0" "$OUT/pending-tune.txt"
+    ;;&
+  pending|pending-fuzz)
+    # Issue 19: seed 8 again (its last unexplained Vulkan programs, 588, 1545, 3377 and 4987,
+    # under the flushing model's rule) and a fresh seed, through Vulkan, wgpu and CUDA.
+    for seed in 8 11; do
+      timeout 200 "$bin/tilekit" fuzz --seed "$seed" --count 5000 --devices vulkan,wgpu,cuda --jobs 14 --time-limit 180 \
+        --out "$OUT/fuzz-seed$seed.json" --save-failures "$OUT/fuzz-failures" 2>&1 | grep -v XDG_RUNTIME | tail -20 > "$OUT/fuzz-seed$seed.log"
+      tail -4 "$OUT/fuzz-seed$seed.log"
+    done
     ;;
   tests|all)
     # grid_fold: grids past the workgroup limit, folded (wgpu caps every axis at 65535).

@@ -181,8 +181,9 @@ fn tiny(n: i32) -> f64 {
 ///   kept, `exp` as `ex2.approx` of x log2 e (2 + 1.16|x| ulp, the bound Vulkan allows with room
 ///   to spare), `sqrt.rn` and `div.rn` correctly rounded.
 /// - AMDGCN: LLVM 19's AMDGPU expansions without fast-math flags (OpenCL's full-profile bounds,
-///   which they are written to meet), tilekit's own `sin`/`cos` (as SPIR-V), and the IR library
-///   in backends/amdgcn/src/math.ll for `tanh`, `erf` and `rsqrt`.
+///   which they are written to meet), tilekit's own `sin`/`cos`, `tanh` and `erf` (the
+///   sequences SPIR-V runs, `crate::gpu::math`), and the IR library in backends/amdgcn/src/math.ll
+///   for `rsqrt`.
 pub fn bound(op: MathOp, backend: MathBackend, _dtype: DType) -> Bound {
     use MathBackend as B;
     use MathOp as M;
@@ -217,10 +218,10 @@ pub fn bound(op: MathOp, backend: MathBackend, _dtype: DType) -> Bound {
             M::Sqrt | M::Div => b(op, backend, 0.5, 0.0, 0.0),
             M::Rsqrt => b(op, backend, 1.0, 0.0, 0.0),
             M::Sin | M::Cos => own_sin_cos(op, backend),
-            // The same formulas as SPIR-V's, with an exp within 3 ulp.
-            M::Tanh => b(op, backend, 6.0, 0.0, 0.0),
-            // Numerical Recipes' erfc: fractional error below 1.2e-7 (about 2^-23).
-            M::Erf => b(op, backend, 4.0, 0.0, tiny(23)),
+            // The sequences SPIR-V runs (`crate::gpu::math::tanh`, `erf`), with an exp within
+            // 3 ulp and a correctly rounded division: within SPIR-V's bounds.
+            M::Tanh => b(op, backend, 8.0, 0.0, 0.0),
+            M::Erf => b(op, backend, 4.0, 0.0, tiny(24)),
         },
     }
 }

@@ -151,10 +151,15 @@ impl Hooks for AmdgpuHooks {
         true
     }
 
+    fn own_tanh_erf(&self) -> bool {
+        // No device library is linked: tanh and erf are the sequences SPIR-V uses too.
+        true
+    }
+
     fn math(&self, f: MathFn) -> &'static str {
         // exp, exp2, log and log2 are correctly handled (denormals, range) by the AMDGPU
-        // lowering of the intrinsics since LLVM 17; sin and cos are tilekit's own
-        // (`own_sin_cos`), the intrinsics only named for completeness.
+        // lowering of the intrinsics since LLVM 17; sin, cos, tanh and erf are tilekit's own
+        // (`own_sin_cos`, `own_tanh_erf`), their names here only for completeness.
         match f {
             MathFn::Exp => "llvm.exp.f32",
             MathFn::Exp2 => "llvm.exp2.f32",
@@ -163,8 +168,8 @@ impl Hooks for AmdgpuHooks {
             MathFn::Sin => "llvm.sin.f32",
             MathFn::Cos => "llvm.cos.f32",
             MathFn::Rsqrt => "tilekit_amdgcn_rsqrtf",
-            MathFn::Tanh => "tilekit_amdgcn_tanhf",
-            MathFn::Erf => "tilekit_amdgcn_erff",
+            MathFn::Tanh => "tanhf",
+            MathFn::Erf => "erff",
             MathFn::Fmod => "tilekit_amdgcn_fmodf",
         }
     }

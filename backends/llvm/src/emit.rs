@@ -862,6 +862,14 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             }
             UnaryOp::Sin => self.math_call(MathFn::Sin, &[x]),
             UnaryOp::Cos => self.math_call(MathFn::Cos, &[x]),
+            UnaryOp::Tanh | UnaryOp::Erf if self.hooks.own_tanh_erf() => {
+                let v = self.val(x, DType::F32);
+                if op == UnaryOp::Tanh {
+                    tilekit_core::gpu::math::tanh(self, v).op
+                } else {
+                    tilekit_core::gpu::math::erf(self, v).op
+                }
+            }
             UnaryOp::Tanh => self.math_call(MathFn::Tanh, &[x]),
             UnaryOp::Erf => self.math_call(MathFn::Erf, &[x]),
         }

@@ -140,6 +140,12 @@ pub trait Hooks {
     fn own_sin_cos(&self) -> bool {
         false
     }
+    /// Whether `tanh` and `erf` are tilekit's own sequences ([`tilekit_core::gpu::math::tanh`],
+    /// [`tilekit_core::gpu::math::erf`], which SPIR-V uses too) rather than [`Hooks::math`]'s:
+    /// for targets without a math library of their own.
+    fn own_tanh_erf(&self) -> bool {
+        false
+    }
 
     /// How many iterations of a `dot`'s k loop one trip may run after unrolling (1: not
     /// unrolled), written as loop metadata; `None` leaves it to LLVM's unroller.

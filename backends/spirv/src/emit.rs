@@ -43,10 +43,9 @@
 //! - `fma` is GLSL.std.450 `Fma`; Vulkan only promises the precision of a multiply then an add.
 //! - `OpFDiv` carries Vulkan's precision (2.5 ulp; lavapipe is exact). `OpFRem` is allowed to be
 //!   `x - y * trunc(x / y)`, exact only while the quotient is small; `x % inf` is fixed up to `x`.
-//! - `erf` is musl's `erff` (four ranges, selected without branches); `tanh` an odd polynomial
-//!   near 0 and `1 - 2 / (e^2|x| + 1)` above (GLSL.std.450 `Tanh` cancels near 0); `sin` and
-//!   `cos` are [`tilekit_core::gpu::math::sin_cos`] (GLSL's are 2^-11 absolute on [-pi, pi]
-//!   only); `rsqrt` is `InverseSqrt`. The bounds are in [`tilekit_core::precision`].
+//! - `erf`, `tanh`, `sin` and `cos` are tilekit's own sequences, shared with AMDGCN
+//!   ([`tilekit_core::gpu::math`]): GLSL.std.450 has no `Erf`, its `Tanh` cancels near 0 and its
+//!   `Sin`/`Cos` are 2^-11 absolute on [-pi, pi] only; `rsqrt` is `InverseSqrt`. The bounds are in [`tilekit_core::precision`].
 //!
 //! Atomics are relaxed (like GLSL's `atomicAdd`), at device scope. f32 atomics other than a
 //! native add (`SPV_EXT_shader_atomic_float_add`) run as compare-and-swap loops on the bits; for
@@ -1512,182 +1511,6 @@ impl SpirvEmitter {
         }
     }
 
-    fn horner(&mut self, x: Word, coeffs: &[Word]) -> Word {
-        let mut acc = *coeffs.last().expect("non-empty polynomial");
-        for &c in coeffs.iter().rev().skip(1) {
-            let m = self.f_op(Op::FMul, x, acc);
-            acc = self.f_op(Op::FAdd, c, m);
-        }
-        acc
-    }
-
-    /// tanh within a few ulp everywhere. GLSL's `Tanh` is only as precise as its defining
-    /// formula `(e^x - e^-x) / (e^x + e^-x)`, which cancels near 0: lavapipe's `tanh(1e-4)` is off
-    /// by 1.7e-4 relative. Below 0.625 an odd polynomial (within 0.8 ulp; the AMDGPU math
-    /// library's), above `1 - 2 / (e^2|x| + 1)` with x's sign, where no cancellation occurs.
-    #[allow(clippy::excessive_precision)]
-    fn tanh_f32(&mut self, x: Word) -> Word {
-        let f = self.f32_ty();
-        let a = self.ext(Gl::FAbs, f, &[x]);
-        let z = self.f_op(Op::FMul, x, x);
-        let coeffs: Vec<Word> = [-0.3333328068256378f32, 0.13331441581249237, -0.05373971536755562, 0.0206390880048275, -0.0057049887254834175]
-            .map(|v| self.c_f32(v))
-            .to_vec();
-        let t = self.horner(z, &coeffs);
-        let xz = self.f_op(Op::FMul, x, z);
-        let m = self.f_op(Op::FMul, xz, t);
-        let poly = self.f_op(Op::FAdd, x, m);
-        // -0 + +0 is +0: a zero is returned as it came.
-        let zero = self.c_f32(0.0);
-        let is_zero = self.b_op(Op::FOrdEqual, x, zero);
-        let small = self.sel(f, is_zero, x, poly);
-        let (one, two) = (self.c_f32(1.0), self.c_f32(2.0));
-        let a2 = self.f_op(Op::FMul, a, two);
-        let e = self.ext(Gl::Exp, f, &[a2]);
-        let e1 = self.f_op(Op::FAdd, e, one);
-        let q = self.f_op(Op::FDiv, two, e1);
-        let r = self.f_op(Op::FSub, one, q);
-        let nr = self.emit(Op::FNegate, f, &[r]);
-        let neg = self.b_op(Op::FOrdLessThan, x, zero);
-        let wide = self.sel(f, neg, nr, r);
-        let limit = self.c_f32(0.625);
-        let is_small = self.b_op(Op::FOrdLessThan, a, limit);
-        self.sel(f, is_small, small, wide)
-    }
-
-    /// musl's `erff`, with the four ranges computed side by side and selected.
-    #[allow(clippy::excessive_precision)]
-    fn erf_f32(&mut self, x: Word) -> Word {
-        let f = self.f32_ty();
-        let k = |e: &mut Self, v: f32| e.c_f32(v);
-        let a = self.ext(Gl::FAbs, f, &[x]);
-        // |x| < 0.84375
-        let z = self.f_op(Op::FMul, x, x);
-        let pp: Vec<Word> =
-            [1.2837916613e-01f32, -3.2504209876e-01, -2.8481749818e-02, -5.7702702470e-03, -2.3763017452e-05].iter().map(|&v| k(self, v)).collect();
-        let qq: Vec<Word> =
-            [1.0f32, 3.9791721106e-01, 6.5022252500e-02, 5.0813062117e-03, 1.3249473704e-04, -3.9602282413e-06].iter().map(|&v| k(self, v)).collect();
-        let r = self.horner(z, &pp);
-        let s = self.horner(z, &qq);
-        let y = self.f_op(Op::FDiv, r, s);
-        let xy = self.f_op(Op::FMul, x, y);
-        let small = self.f_op(Op::FAdd, x, xy);
-        // 0.84375 <= |x| < 1.25
-        let one = k(self, 1.0);
-        let s1 = self.f_op(Op::FSub, a, one);
-        let pa: Vec<Word> =
-            [-2.3621185683e-03f32, 4.1485610604e-01, -3.7220788002e-01, 3.1834661961e-01, -1.1089469492e-01, 3.5478305072e-02, -2.1663755178e-03]
-                .iter()
-                .map(|&v| k(self, v))
-                .collect();
-        let qa: Vec<Word> = [1.0f32, 1.0642088205e-01, 5.4039794207e-01, 7.1828655899e-02, 1.2617121637e-01, 1.3637083583e-02, 1.1984500103e-02]
-            .iter()
-            .map(|&v| k(self, v))
-            .collect();
-        let p = self.horner(s1, &pa);
-        let q = self.horner(s1, &qa);
-        let pq = self.f_op(Op::FDiv, p, q);
-        let one_m_erx = k(self, 1.0 - 8.4506291151e-01);
-        let erfc1 = self.f_op(Op::FSub, one_m_erx, pq);
-        let mid = self.f_op(Op::FSub, one, erfc1);
-        // 1.25 <= |x| < 6: erfc from two rational approximations, split at 1/0.35.
-        let aa = self.f_op(Op::FMul, a, a);
-        let s2 = self.f_op(Op::FDiv, one, aa);
-        let ra = [
-            -9.8649440333e-03f32,
-            -6.9385856390e-01,
-            -1.0558626175e+01,
-            -6.2375331879e+01,
-            -1.6239666748e+02,
-            -1.8460508728e+02,
-            -8.1287437439e+01,
-            -9.8143291473e+00,
-        ];
-        let rb = [
-            -9.8649431020e-03f32,
-            -7.9928326607e-01,
-            -1.7757955551e+01,
-            -1.6063638306e+02,
-            -6.3756646729e+02,
-            -1.0250950928e+03,
-            -4.8351919556e+02,
-            0.0,
-        ];
-        let sa = [
-            1.0f32,
-            1.9651271820e+01,
-            1.3765776062e+02,
-            4.3456588745e+02,
-            6.4538726807e+02,
-            4.2900814819e+02,
-            1.0863500214e+02,
-            6.5702495575e+00,
-            -6.0424413532e-02,
-        ];
-        let sb = [
-            1.0f32,
-            3.0338060379e+01,
-            3.2579251099e+02,
-            1.5367296143e+03,
-            3.1998581543e+03,
-            2.5530502930e+03,
-            4.7452853394e+02,
-            -2.2440952301e+01,
-            0.0,
-        ];
-        let split = k(self, f32::from_bits(0x4036db6d));
-        let near = self.b_op(Op::FOrdLessThan, a, split);
-        let pick = |e: &mut Self, xs: &[f32], ys: &[f32]| -> Vec<Word> {
-            xs.iter()
-                .zip(ys)
-                .map(|(&u, &v)| {
-                    let cu = e.c_f32(u);
-                    let cv = e.c_f32(v);
-                    e.sel(f, near, cu, cv)
-                })
-                .collect()
-        };
-        let rc = pick(self, &ra, &rb);
-        let sc = pick(self, &sa, &sb);
-        let rr = self.horner(s2, &rc);
-        let ss = self.horner(s2, &sc);
-        let u = self.u32_ty();
-        let abits = self.bitcast(u, a);
-        let zbits = self.u_opk(Op::BitwiseAnd, abits, 0xffff_e000);
-        let zz = self.bitcast(f, zbits);
-        let zsq = self.f_op(Op::FMul, zz, zz);
-        let nzsq = self.emit(Op::FNegate, f, &[zsq]);
-        let c0565 = k(self, 0.5625);
-        let e1arg = self.f_op(Op::FSub, nzsq, c0565);
-        let e1 = self.ext(Gl::Exp, f, &[e1arg]);
-        let zma = self.f_op(Op::FSub, zz, a);
-        let zpa = self.f_op(Op::FAdd, zz, a);
-        let prod = self.f_op(Op::FMul, zma, zpa);
-        let rs = self.f_op(Op::FDiv, rr, ss);
-        let e2arg = self.f_op(Op::FAdd, prod, rs);
-        let e2 = self.ext(Gl::Exp, f, &[e2arg]);
-        let ee = self.f_op(Op::FMul, e1, e2);
-        let erfc2 = self.f_op(Op::FDiv, ee, a);
-        let tail = self.f_op(Op::FSub, one, erfc2);
-        // Select by |x|, then restore the sign; NaN passes through.
-        let c125 = k(self, 1.25);
-        let c6 = k(self, 6.0);
-        let lt125 = self.b_op(Op::FOrdLessThan, a, c125);
-        let lt6 = self.b_op(Op::FOrdLessThan, a, c6);
-        let y = self.sel(f, lt6, tail, one);
-        let y = self.sel(f, lt125, mid, y);
-        let neg = self.emit(Op::FNegate, f, &[y]);
-        let zero = k(self, 0.0);
-        let is_neg = self.b_op(Op::FOrdLessThan, x, zero);
-        let y = self.sel(f, is_neg, neg, y);
-        let c084 = k(self, 0.84375);
-        let lt084 = self.b_op(Op::FOrdLessThan, a, c084);
-        let y = self.sel(f, lt084, small, y);
-        let bt = self.bool_ty();
-        let nan = self.emit(Op::IsNan, bt, &[x]);
-        self.sel(f, nan, x, y)
-    }
-
     /// `log` / `log2` of f32 with subnormal inputs scaled into the normal range first
     /// (`log(x) = log(x 2^24) - 24 ln 2`): lavapipe's logarithm of a subnormal was neither the
     /// flushed result nor within Vulkan's 3 ulp. A device that flushes subnormal inputs still
@@ -1727,8 +1550,16 @@ impl SpirvEmitter {
                 let v = self.value(x, DType::F32);
                 tilekit_core::gpu::math::sin_cos(self, v, op == UnaryOp::Cos).id
             }
-            UnaryOp::Tanh => self.tanh_f32(x),
-            UnaryOp::Erf => self.erf_f32(x),
+            // GLSL's `Tanh` cancels near 0 and there is no `Erf`: tilekit's own, shared with
+            // AMDGCN.
+            UnaryOp::Tanh => {
+                let v = self.value(x, DType::F32);
+                tilekit_core::gpu::math::tanh(self, v).id
+            }
+            UnaryOp::Erf => {
+                let v = self.value(x, DType::F32);
+                tilekit_core::gpu::math::erf(self, v).id
+            }
             UnaryOp::Floor => self.ext(Gl::Floor, f, &[x]),
             UnaryOp::Ceil => self.ext(Gl::Ceil, f, &[x]),
             UnaryOp::Round => self.ext(Gl::RoundEven, f, &[x]),

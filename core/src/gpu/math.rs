@@ -106,6 +106,201 @@ pub fn sin_cos<E: Emitter + ?Sized>(e: &mut E, x: E::V, cos: bool) -> E::V {
     }
 }
 
+/// `tanh(x)` of an f32 `x`. GLSL's `Tanh` is only as precise as its defining formula
+/// `(e^x - e^-x) / (e^x + e^-x)`, which cancels near 0 (lavapipe's `tanh(1e-4)` is off by
+/// 1.7e-4 relative). Below 0.625 an odd polynomial (Cephes', within 0.8 ulp); above
+/// `1 - 2 / (e^2|x| + 1)` with x's sign, where nothing cancels, saturating to 1 once the
+/// exponential overflows. Zeros come back as they came; NaN gives NaN.
+#[allow(clippy::excessive_precision)]
+pub fn tanh<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let f = DType::F32;
+    let a = e.unary(UnaryOp::Abs, f, x);
+    let z = f32op(e, BinaryOp::Mul, x, x);
+    let t = horner(
+        e,
+        z,
+        &[-0.333_332_806_825_637_8, 0.133_314_415_812_492_37, -0.053_739_715_367_555_62, 0.020_639_088_004_827_5, -0.005_704_988_725_483_417_5],
+    );
+    let xz = f32op(e, BinaryOp::Mul, x, z);
+    let m = f32op(e, BinaryOp::Mul, xz, t);
+    let poly = f32op(e, BinaryOp::Add, x, m);
+    // -0 + +0 is +0: a zero is returned as it came.
+    let zero = f32c(e, 0.0);
+    let is_zero = e.cmp(CmpPred::Eq, f, x, zero);
+    let small = e.select(f, is_zero, x, poly);
+    let (one, two) = (f32c(e, 1.0), f32c(e, 2.0));
+    let a2 = f32op(e, BinaryOp::Mul, a, two);
+    let ex = e.unary(UnaryOp::Exp, f, a2);
+    let e1 = f32op(e, BinaryOp::Add, ex, one);
+    let q = f32op(e, BinaryOp::Div, two, e1);
+    let r = f32op(e, BinaryOp::Sub, one, q);
+    let nr = e.unary(UnaryOp::Neg, f, r);
+    let neg = e.cmp(CmpPred::Lt, f, x, zero);
+    let wide = e.select(f, neg, nr, r);
+    let limit = f32c(e, 0.625);
+    let is_small = e.cmp(CmpPred::Lt, f, a, limit);
+    let y = e.select(f, is_small, small, wide);
+    let nan = e.cmp(CmpPred::Ne, f, x, x);
+    e.select(f, nan, x, y)
+}
+
+/// `erf(x)` of an f32 `x`: musl's `erff`, its four ranges computed side by side and selected
+/// (no branch a warp would diverge on). Within 4 ulp plus 2^-24 absolute with an `exp` and a
+/// division within 3 ulp ([`crate::precision`]); odd, saturating to +-1 beyond 6; NaN gives NaN.
+#[allow(clippy::excessive_precision)]
+pub fn erf<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let f = DType::F32;
+    let a = e.unary(UnaryOp::Abs, f, x);
+    let one = f32c(e, 1.0);
+    // |x| < 0.84375: x + x R(x^2) / S(x^2).
+    let z = f32op(e, BinaryOp::Mul, x, x);
+    let r = horner(e, z, &[1.283_791_661_3e-01, -3.250_420_987_6e-01, -2.848_174_981_8e-02, -5.770_270_247_0e-03, -2.376_301_745_2e-05]);
+    let s = horner(e, z, &[1.0, 3.979_172_110_6e-01, 6.502_225_250_0e-02, 5.081_306_211_7e-03, 1.324_947_370_4e-04, -3.960_228_241_3e-06]);
+    let y = f32op(e, BinaryOp::Div, r, s);
+    let xy = f32op(e, BinaryOp::Mul, x, y);
+    let small = f32op(e, BinaryOp::Add, x, xy);
+    // 0.84375 <= |x| < 1.25: erx + P(|x| - 1) / Q(|x| - 1).
+    let s1 = f32op(e, BinaryOp::Sub, a, one);
+    let p = horner(
+        e,
+        s1,
+        &[
+            -2.362_118_568_3e-03,
+            4.148_561_060_4e-01,
+            -3.722_078_800_2e-01,
+            3.183_466_196_1e-01,
+            -1.108_946_949_2e-01,
+            3.547_830_507_2e-02,
+            -2.166_375_517_8e-03,
+        ],
+    );
+    let q = horner(
+        e,
+        s1,
+        &[1.0, 1.064_208_820_5e-01, 5.403_979_420_7e-01, 7.182_865_589_9e-02, 1.261_712_163_7e-01, 1.363_708_358_3e-02, 1.198_450_010_3e-02],
+    );
+    let pq = f32op(e, BinaryOp::Div, p, q);
+    let one_m_erx = f32c(e, 1.0 - 8.450_629_115_1e-01);
+    let erfc1 = f32op(e, BinaryOp::Sub, one_m_erx, pq);
+    let mid = f32op(e, BinaryOp::Sub, one, erfc1);
+    // 1.25 <= |x| < 6: 1 - erfc, erfc = exp(-z^2 - 0.5625) exp((z - |x|)(z + |x|) + R/S) / |x|
+    // with z = |x| cut to 11 significant bits (so z^2 is exact), R/S of 1/x^2 from one of two
+    // rational fits split at 1/0.35.
+    let aa = f32op(e, BinaryOp::Mul, a, a);
+    let s2 = f32op(e, BinaryOp::Div, one, aa);
+    const RA: [f32; 8] = [
+        -9.864_944_033_3e-03,
+        -6.938_585_639_0e-01,
+        -1.055_862_617_5e+01,
+        -6.237_533_187_9e+01,
+        -1.623_966_674_8e+02,
+        -1.846_050_872_8e+02,
+        -8.128_743_743_9e+01,
+        -9.814_329_147_3e+00,
+    ];
+    const RB: [f32; 8] = [
+        -9.864_943_102_0e-03,
+        -7.992_832_660_7e-01,
+        -1.775_795_555_1e+01,
+        -1.606_363_830_6e+02,
+        -6.375_664_672_9e+02,
+        -1.025_095_092_8e+03,
+        -4.835_191_955_6e+02,
+        0.0,
+    ];
+    const SA: [f32; 9] = [
+        1.0,
+        1.965_127_182_0e+01,
+        1.376_577_606_2e+02,
+        4.345_658_874_5e+02,
+        6.453_872_680_7e+02,
+        4.290_081_481_9e+02,
+        1.086_350_021_4e+02,
+        6.570_249_557_5e+00,
+        -6.042_441_353_2e-02,
+    ];
+    const SB: [f32; 9] = [
+        1.0,
+        3.033_806_037_9e+01,
+        3.257_925_109_9e+02,
+        1.536_729_614_3e+03,
+        3.199_858_154_3e+03,
+        2.553_050_293_0e+03,
+        4.745_285_339_4e+02,
+        -2.244_095_230_1e+01,
+        0.0,
+    ];
+    let split = f32c(e, f32::from_bits(0x4036_db6d));
+    let near = e.cmp(CmpPred::Lt, f, a, split);
+    let pick = |e: &mut E, xs: &[f32], ys: &[f32]| -> Vec<E::V> {
+        xs.iter()
+            .zip(ys)
+            .map(|(&u, &v)| {
+                let (cu, cv) = (f32c(e, u), f32c(e, v));
+                e.select(f, near, cu, cv)
+            })
+            .collect()
+    };
+    let rc = pick(e, &RA, &RB);
+    let sc = pick(e, &SA, &SB);
+    let rr = horner_v(e, s2, &rc);
+    let ss = horner_v(e, s2, &sc);
+    // musl clears the low 12 bits of |x|'s f32 encoding; on [1, 8) that is |x| rounded down to
+    // a multiple of 2^-10, 2^-9 or 2^-8 by binade, which scaling by powers of two (exact) and
+    // `floor` compute.
+    let (two, four) = (f32c(e, 2.0), f32c(e, 4.0));
+    let (s1024, s512, s256) = (f32c(e, 1024.0), f32c(e, 512.0), f32c(e, 256.0));
+    let below2 = e.cmp(CmpPred::Lt, f, a, two);
+    let below4 = e.cmp(CmpPred::Lt, f, a, four);
+    let scale = e.select(f, below4, s512, s256);
+    let scale = e.select(f, below2, s1024, scale);
+    let (i1024, i512, i256) = (f32c(e, 1.0 / 1024.0), f32c(e, 1.0 / 512.0), f32c(e, 1.0 / 256.0));
+    let inv = e.select(f, below4, i512, i256);
+    let inv = e.select(f, below2, i1024, inv);
+    let scaled = f32op(e, BinaryOp::Mul, a, scale);
+    let cut = e.unary(UnaryOp::Floor, f, scaled);
+    let zz = f32op(e, BinaryOp::Mul, cut, inv);
+    let zsq = f32op(e, BinaryOp::Mul, zz, zz);
+    let nzsq = e.unary(UnaryOp::Neg, f, zsq);
+    let c0565 = f32c(e, 0.5625);
+    let e1arg = f32op(e, BinaryOp::Sub, nzsq, c0565);
+    let e1 = e.unary(UnaryOp::Exp, f, e1arg);
+    let zma = f32op(e, BinaryOp::Sub, zz, a);
+    let zpa = f32op(e, BinaryOp::Add, zz, a);
+    let prod = f32op(e, BinaryOp::Mul, zma, zpa);
+    let rs = f32op(e, BinaryOp::Div, rr, ss);
+    let e2arg = f32op(e, BinaryOp::Add, prod, rs);
+    let e2 = e.unary(UnaryOp::Exp, f, e2arg);
+    let ee = f32op(e, BinaryOp::Mul, e1, e2);
+    let erfc2 = f32op(e, BinaryOp::Div, ee, a);
+    let tail = f32op(e, BinaryOp::Sub, one, erfc2);
+    // Select by |x|, then restore the sign; NaN passes through.
+    let (c125, c6) = (f32c(e, 1.25), f32c(e, 6.0));
+    let lt125 = e.cmp(CmpPred::Lt, f, a, c125);
+    let lt6 = e.cmp(CmpPred::Lt, f, a, c6);
+    let y = e.select(f, lt6, tail, one);
+    let y = e.select(f, lt125, mid, y);
+    let neg = e.unary(UnaryOp::Neg, f, y);
+    let zero = f32c(e, 0.0);
+    let is_neg = e.cmp(CmpPred::Lt, f, x, zero);
+    let y = e.select(f, is_neg, neg, y);
+    let c084 = f32c(e, 0.84375);
+    let lt084 = e.cmp(CmpPred::Lt, f, a, c084);
+    let y = e.select(f, lt084, small, y);
+    let nan = e.cmp(CmpPred::Ne, f, x, x);
+    e.select(f, nan, x, y)
+}
+
+/// [`horner`] with coefficients that are values.
+fn horner_v<E: Emitter + ?Sized>(e: &mut E, z: E::V, c: &[E::V]) -> E::V {
+    let mut acc = c[c.len() - 1];
+    for &k in c.iter().rev().skip(1) {
+        let m = f32op(e, BinaryOp::Mul, z, acc);
+        acc = f32op(e, BinaryOp::Add, k, m);
+    }
+    acc
+}
+
 #[cfg(test)]
 #[path = "math_tests.rs"]
 mod tests;

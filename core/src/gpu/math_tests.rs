@@ -1,7 +1,7 @@
 //! The sequences of [`super`] evaluated on the host in IEEE f32, as a device that keeps
 //! subnormals computes them (AMDGCN, and SPIR-V drivers with DenormPreserve), against f64.
 
-use super::sin_cos;
+use super::{erf, sin_cos, tanh};
 use crate::dtype::{DType, Scalar};
 use crate::gpu::Emitter;
 use crate::interp::{binary_float, binary_int, float_to_int, unary_float};
@@ -208,5 +208,63 @@ fn sin_cos_within_the_bound() {
     for x in [1e10f32, -3e38, 3.4e38, 1e6] {
         let (s, c) = (eval(x, false), eval(x, true));
         assert!((-1.0..=1.0).contains(&s) && (-1.0..=1.0).contains(&c), "{x:e}: {s} {c}");
+    }
+}
+
+/// One of [`super`]'s sequences on the host.
+type Sequence = fn(&mut Eval, V) -> V;
+
+fn eval_with(f: Sequence, x: f32) -> f32 {
+    match f(&mut Eval, V::F(x)) {
+        V::F(y) => y,
+        other => unreachable!("{other:?}"),
+    }
+}
+
+/// `tanh` and `erf` on random operands of every magnitude (near 0, around the range switches,
+/// saturated, subnormal): every result within the SPIR-V bound (the same sequences; the host's
+/// `exp` and division are more accurate than a device's, which the bound allows for), and the
+/// largest errors printed (`cargo test -p tilekit-core --release tanh_and_erf -- --nocapture`).
+#[test]
+fn tanh_and_erf_within_the_bound() {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let exact_tanh: fn(f64) -> f64 = f64::tanh;
+    let exact_erf: fn(f64) -> f64 = libm::erf;
+    let cases = [(MathOp::Tanh, tanh as Sequence, exact_tanh), (MathOp::Erf, erf as Sequence, exact_erf)];
+    for (op, f, exact_of) in cases {
+        let b = bound(op, MathBackend::Spirv, DType::F32);
+        let (mut max_ulp, mut of_bound) = (0f64, 0f64);
+        for i in 0..1_000_000u32 {
+            let u = next();
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            let x = sign
+                * match i % 5 {
+                    0 => u * 8.0,
+                    1 => 0.5 + u * 1.0,
+                    2 => 2f64.powf(-149.0 + u * 149.0),
+                    3 => 1.2 + u * 0.2,
+                    _ => 2f64.powf(u * 7.0),
+                };
+            let x = x as f32;
+            let exact = exact_of(x as f64);
+            let got = eval_with(f, x) as f64;
+            assert!(b.allows(DType::F32, x as f64, 0.0, exact, got), "{}({x:e}) = {exact:e}, got {got:e}", op.name());
+            let e = (got - exact).abs();
+            max_ulp = max_ulp.max(e / ulp_f32(exact));
+            of_bound = of_bound.max(e / b.tolerance(DType::F32, x as f64, exact));
+        }
+        println!("{}: max {max_ulp:.2} ulp, {of_bound:.2} of the bound", op.name());
+        for z in [0.0f32, -0.0] {
+            assert_eq!(eval_with(f, z).to_bits(), z.to_bits(), "{}({z})", op.name());
+        }
+        assert!(eval_with(f, f32::NAN).is_nan());
+        assert_eq!((eval_with(f, f32::INFINITY), eval_with(f, f32::NEG_INFINITY)), (1.0, -1.0), "{}", op.name());
+        assert_eq!((eval_with(f, 1e30), eval_with(f, -10.0)), (1.0, -1.0), "{}", op.name());
     }
 }

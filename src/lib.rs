@@ -24,6 +24,11 @@ pub use tilekit_core::{
     Tile, Transfers, Type,
 };
 
+/// The wgpu features a caller's device must have been opened with for tilekit to run on it
+/// ([`Device::from_wgpu`]): SPIR-V passthrough and immediates (push constants).
+#[cfg(feature = "wgpu")]
+pub const WGPU_FEATURES: wgpu::Features = tilekit_spirv::wgpu_rt::REQUIRED_FEATURES;
+
 /// The README's examples, run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

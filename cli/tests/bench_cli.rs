@@ -346,3 +346,42 @@ fn untuned_bench_also_times_the_tuned_configuration() {
     assert_eq!(timed, [default.as_str()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Each entry records what the lowering chose on the platform's target: matmul's `dot` on
+/// mma.sync for sm_80, on the FMA loop for lavapipe; nothing for the interpreter.
+#[test]
+fn entries_record_the_dot_instruction_of_their_target() {
+    let (dir, path) = results_file("tilekit-bench-cli-lowering");
+    let o = tilekit(&[
+        "bench",
+        "--problem",
+        "matmul:64x64x64:f16",
+        "--device",
+        "emulator:sm_80",
+        "--device",
+        "emulator:lavapipe",
+        "--device",
+        "interp",
+        "--no-tune",
+        "--no-baselines",
+        "--min-runs",
+        "1",
+        "--min-time-ms",
+        "0",
+        "--warmup",
+        "0",
+        "-o",
+        path.as_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let res = Results::read(&path).unwrap();
+    let dots = |platform: &str| -> Vec<String> {
+        let e = res.entries.iter().find(|e| e.kernel == "matmul" && e.platform.contains(platform)).unwrap_or_else(|| panic!("no {platform} entry"));
+        assert_eq!(e.status, Status::Ok, "{platform}: {:?}", e.message);
+        e.lowering.iter().flat_map(|l| l.dots.clone()).collect()
+    };
+    assert_eq!(dots("sm_80"), ["mma.sync m16n8k16"]);
+    assert_eq!(dots("llvmpipe"), ["fma"]);
+    assert!(dots("interp").is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

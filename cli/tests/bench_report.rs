@@ -62,6 +62,7 @@ fn entry(platform: &str, implementation: &str, config: &str, default_config: boo
         derived: None,
         static_resources: None,
         tuned_from: None,
+        lowering: Vec::new(),
     }
 }
 

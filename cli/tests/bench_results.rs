@@ -91,6 +91,7 @@ fn entry(run: &str, platform: &str, implementation: &str, config: &str, samples:
         derived: None,
         static_resources: None,
         tuned_from: None,
+        lowering: Vec::new(),
     }
 }
 

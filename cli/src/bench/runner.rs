@@ -264,7 +264,26 @@ pub(super) fn blank(
         derived: None,
         static_resources: None,
         tuned_from: None,
+        lowering: Vec::new(),
     }
+}
+
+/// What the lowering chose for each launch of `plan` on `device`'s target; empty for the
+/// interpreter (no target) and where a launch does not lower (the run reports why).
+fn lowering(device: &Device, plan: &Plan, config: &Config) -> Vec<super::schema::Lowering> {
+    let Some(target) = device.target() else { return Vec::new() };
+    let options = tilekit_core::gpu::lower::LowerOptions::for_config(config);
+    plan.launches
+        .iter()
+        // Specialised on the launch's scalars, as the runtimes compile it.
+        .map_while(|l| tilekit_core::gpu::decisions(&l.program, target, &crate::device::launch_options(&options, l)).ok())
+        .map(|d| super::schema::Lowering {
+            dots: d.dots,
+            pipelined_loads: d.pipelined_loads as u64,
+            shared_bytes: d.shared_bytes,
+            threads: d.threads,
+        })
+        .collect()
 }
 
 /// The protocol's timing of one checked plan: a first batch, then more runs when it did not
@@ -353,6 +372,7 @@ fn measure(
         }
     };
     e.kernel_hash = Some(kernel_hash(&plan));
+    e.lowering = lowering(device, &plan, config);
     match compile_time(device, &plan, config) {
         Ok(t) => e.compile_s = t,
         Err(err) => {

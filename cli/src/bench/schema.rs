@@ -237,6 +237,18 @@ pub struct Derived {
     pub efficiency_best: Option<f64>,
 }
 
+/// What the lowering chose for one launch on the platform's target (`tilekit::gpu::decisions`):
+/// whether each `dot` ran on a matrix instruction or the FMA loop, and what `num_stages` did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lowering {
+    /// Per `dot`, in program order: `mma.sync m16n8k16` or `fma`.
+    pub dots: Vec<String>,
+    pub pipelined_loads: u64,
+    pub shared_bytes: u64,
+    pub threads: u32,
+}
+
 /// Static resources of a compiled kernel (from the compiler, not from a run).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -287,6 +299,9 @@ pub struct Entry {
     /// problem and device (`tilekit tune`), that one too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned_from: Option<String>,
+    /// One per launch of the plan, on GPU platforms (and the emulator, for its target).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lowering: Vec<Lowering>,
 }
 
 impl Entry {

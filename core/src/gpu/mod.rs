@@ -20,6 +20,35 @@ pub use target::{Isa, MatrixInstr, MatrixKind, SubgroupOps, Target};
 use crate::ir::Program;
 use crate::text::{print_with, PrintOptions};
 
+/// What the lowering chose for a program on a target, for reports and results files: the
+/// instruction every `dot` runs on (a matrix instruction or the FMA loop), the loads pipelined
+/// into shared memory by `num_stages`, and the threads and shared memory a program takes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decisions {
+    /// One entry per `dot` in program order: `mma.sync m16n8k16` or `fma`.
+    pub dots: Vec<String>,
+    pub pipelined_loads: usize,
+    pub shared_bytes: u64,
+    pub threads: u32,
+}
+
+/// [`Decisions`] of lowering `program` for `target` with `options`.
+pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptions) -> Result<Decisions, lower::LowerError> {
+    let lowered = simt::compile(program, target, options)?;
+    let info = &lowered.info;
+    let mut dots = Vec::new();
+    program.walk(&mut |inst| {
+        if let crate::ir::Op::Dot { .. } = inst.op {
+            let home = inst.results.first().and_then(|v| info.homes.get(v.index())).and_then(Option::as_ref);
+            dots.push(match home {
+                Some(layout::Layout::Mma(_)) => format!("mma.sync m{}n{}k{}", layout::Mma::M, layout::Mma::N, layout::Mma::K),
+                _ => "fma".to_string(),
+            });
+        }
+    });
+    Ok(Decisions { dots, pipelined_loads: info.pipelined_loads, shared_bytes: info.shared_bytes, threads: info.threads })
+}
+
 /// The GPU IR as text: the tile program with the layout the lowering gave every data value
 /// (recipes, materialized per use, and scalars are marked as such), headed by the launch shape
 /// and resources. This is what `tilekit ir --gpu` prints.

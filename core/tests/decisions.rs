@@ -1,0 +1,44 @@
+//! `gpu::decisions`: what the lowering chose for a program on a target, as reports and results
+//! files record it.
+
+use tilekit_core::gpu::lower::LowerOptions;
+use tilekit_core::gpu::{decisions, Target};
+use tilekit_core::{Builder, DType, Program};
+
+/// A 64 x 64 x 64 f16 matmul with f32 accumulation in a k loop of 32.
+fn matmul() -> Program {
+    let k = Builder::new("mm");
+    let a = k.input("a", DType::F16);
+    let b = k.input("b", DType::F16);
+    let c = k.output("c", DType::F32);
+    let rows = k.arange(0, 64).expand_dims(1);
+    let cols = k.arange(0, 64).expand_dims(0);
+    let kk = k.arange(0, 32);
+    let mut acc = k.full(&[64, 64], 0.0, DType::F32);
+    for step in 0..2 {
+        let ta = k.load(a, rows * 64 + (kk.expand_dims(0) + step * 32));
+        let tb = k.load(b, (kk.expand_dims(1) + step * 32) * 64 + cols);
+        acc = ta.dot(tb, acc);
+    }
+    k.store(c, rows * 64 + cols, acc);
+    k.finish().unwrap()
+}
+
+#[test]
+fn dots_name_their_instruction_per_target() {
+    let p = matmul();
+    let options = LowerOptions::new(4);
+    let mma = decisions(&p, &Target::cuda_sm80(), &options).unwrap();
+    assert_eq!(mma.dots, ["mma.sync m16n8k16", "mma.sync m16n8k16"]);
+    assert_eq!(mma.threads, 128);
+    let fma = decisions(&p, &Target::lavapipe(), &options).unwrap();
+    assert_eq!(fma.dots, ["fma", "fma"]);
+    assert_eq!(fma.threads, 32);
+    assert_eq!(fma.pipelined_loads, 0);
+    // A program without dot has none to name.
+    let k = Builder::new("copy");
+    let (x, y) = (k.input("x", DType::F32), k.output("y", DType::F32));
+    let i = k.arange(0, 128);
+    k.store(y, i, k.load(x, i));
+    assert!(decisions(&k.finish().unwrap(), &Target::cuda_sm80(), &options).unwrap().dots.is_empty());
+}

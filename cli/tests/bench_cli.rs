@@ -383,5 +383,15 @@ fn entries_record_the_dot_instruction_of_their_target() {
     assert_eq!(dots("sm_80"), ["mma.sync m16n8k16"]);
     assert_eq!(dots("llvmpipe"), ["fma"]);
     assert!(dots("interp").is_empty());
+    // The report says it per platform.
+    let report = dir.join("report");
+    let o = tilekit(&["report", path.as_str(), "-o", report.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    let section = md.split("## How `dot` ran").nth(1).unwrap_or_else(|| panic!("no dot section:\n{md}"));
+    let rows: Vec<&str> = section.lines().filter(|l| l.contains("| matmul |")).collect();
+    assert_eq!(rows.len(), 2, "{section}");
+    assert!(rows.iter().any(|r| r.contains("sm_80") && r.contains("mma.sync m16n8k16")), "{section}");
+    assert!(rows.iter().any(|r| r.contains("llvmpipe") && r.contains("| fma |")), "{section}");
     let _ = std::fs::remove_dir_all(&dir);
 }

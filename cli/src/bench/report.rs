@@ -352,6 +352,7 @@ pub fn render(r: &Results, o: &ReportOptions) -> Result<Rendered, ReportError> {
     kernels_section(&v, &mut blocks, &mut charts)?;
     roofline_section(&v, &mut blocks, &mut charts)?;
     tuning_section(&v, &mut blocks);
+    dot_section(&v, &mut blocks);
     compiled_section(&v, &mut blocks);
     untimed_section(&v, &mut blocks);
 
@@ -732,6 +733,39 @@ fn tuning_section(v: &View, blocks: &mut Vec<Block>) {
         ["platform", "kernel", "problem", "same config", "model-tuned", "exhaustive", "model / best", "model timed"].map(String::from).to_vec(),
         rows,
     ));
+}
+
+/// How each timed problem with a `dot` ran at its fastest configuration: on a matrix
+/// instruction or the FMA loop, and what `num_stages` pipelined (the results' `lowering`, absent
+/// from files written before it was recorded).
+fn dot_section(v: &View, blocks: &mut Vec<Block>) {
+    let mut fastest: BTreeMap<(String, String, String), &Entry> = BTreeMap::new();
+    for e in v.r.entries.iter().filter(|e| e.implementation == "tilekit" && e.lowering.iter().any(|l| !l.dots.is_empty())) {
+        let Some(m) = e.median() else { continue };
+        let key = (e.platform.clone(), e.kernel.clone(), e.problem_text.clone());
+        if fastest.get(&key).and_then(|f| f.median()).map_or(true, |f| m < f) {
+            fastest.insert(key, e);
+        }
+    }
+    if fastest.is_empty() {
+        return;
+    }
+    let rows = fastest
+        .into_iter()
+        .map(|((platform, kernel, problem), e)| {
+            let mut dots: Vec<String> = e.lowering.iter().flat_map(|l| l.dots.iter().cloned()).collect();
+            dots.dedup();
+            let pipelined: u64 = e.lowering.iter().map(|l| l.pipelined_loads).sum();
+            vec![platform, kernel, problem, e.config.clone(), dots.join(", "), pipelined.to_string()]
+        })
+        .collect();
+    blocks.push(Block::Heading(2, "How `dot` ran".into()));
+    blocks.push(Block::Para(
+        "At each problem's fastest configuration: the instruction every `dot` was lowered to on the platform's target (a matrix \
+         instruction, or the FMA loop where the target has none tilekit emits), and the loads `num_stages` kept in flight."
+            .into(),
+    ));
+    blocks.push(Block::Table(["platform", "kernel", "problem", "fastest config", "dot", "loads pipelined"].map(String::from).to_vec(), rows));
 }
 
 fn compiled_section(v: &View, blocks: &mut Vec<Block>) {

@@ -16,7 +16,7 @@ use tilekit_core::Config;
 pub use cache::{hash_hex, CacheEntry, CacheError, Lookup, Strategy, TuneCache, TuneKey};
 
 use crate::check::Case;
-use crate::device::{Device, DeviceError, RunOptions, TimingOptions};
+use crate::device::{Device, DeviceError, KernelResources, RunOptions, TimingOptions};
 use crate::kernels::{default_config_for, Kernel, KernelError, Problem};
 
 /// The tuner times the model's first fifth of the candidates and every other candidate whose
@@ -262,7 +262,7 @@ pub enum Refusal {
 
 /// The refusal of a candidate whose launches compiled to `resources` (one per launch; empty
 /// where the device reports none), or whose compilation failed.
-pub fn static_refusal(resources: &Result<Vec<crate::device::KernelResources>, DeviceError>) -> Option<Refusal> {
+pub fn static_refusal(resources: &Result<Vec<KernelResources>, DeviceError>) -> Option<Refusal> {
     match resources {
         Err(e) => Some(Refusal::Cannot(format!("does not compile for the device: {e}"))),
         Ok(res) => res.iter().enumerate().find_map(|(i, r)| {
@@ -301,20 +301,19 @@ fn model_choice(
     device: &Device,
     configs: &[Config],
     plans: &[Result<crate::kernels::Plan, KernelError>],
+    resources: &[Vec<KernelResources>],
 ) -> Vec<Pick> {
     let machine = model::Machine::for_device(device);
     let cost = kernel.cost(problem);
     let estimates: Vec<Result<model::Estimate, String>> = configs
         .iter()
         .zip(plans)
-        .map(|(config, plan)| match plan {
+        .zip(resources)
+        .map(|((config, plan), resources)| match plan {
             Err(e) => Err(e.to_string()),
-            Ok(plan) => {
-                // Static resources where the backend reports them without running (registers
-                // from ptxas, shared memory from the lowering); the model guesses otherwise.
-                let resources = device.resources(plan, config).unwrap_or_default();
-                model::estimate(&machine, plan, config, cost, &resources)
-            }
+            // Static resources where the backend reports them without running (registers from
+            // ptxas, shared memory from the lowering); the model guesses otherwise.
+            Ok(plan) => model::estimate(&machine, plan, config, cost, resources),
         })
         .collect();
     let mut picks: Vec<Pick> = estimates.iter().map(|e| Pick::Skip(e.as_ref().map(|e| e.seconds).map_err(Clone::clone))).collect();
@@ -381,8 +380,10 @@ pub fn tune(
     let plans: Vec<Result<crate::kernels::Plan, KernelError>> = configs.iter().map(|c| kernel.plan(problem, c)).collect();
     // What the backend says before anything runs: a candidate that does not compile for the
     // device is pruned, and one that spills registers is while any other does not.
-    let refusals: Vec<Option<Refusal>> =
-        configs.iter().zip(&plans).map(|(c, p)| p.as_ref().ok().and_then(|plan| static_refusal(&device.resources(plan, c)))).collect();
+    let reports: Vec<Result<Vec<KernelResources>, DeviceError>> =
+        configs.iter().zip(&plans).map(|(c, p)| p.as_ref().map_or(Ok(Vec::new()), |plan| device.resources(plan, c))).collect();
+    let refusals: Vec<Option<Refusal>> = plans.iter().zip(&reports).map(|(p, r)| p.as_ref().ok().and_then(|_| static_refusal(r))).collect();
+    let resources: Vec<Vec<KernelResources>> = reports.into_iter().map(Result::unwrap_or_default).collect();
     let clean = plans.iter().zip(&refusals).any(|(p, r)| p.is_ok() && r.is_none());
     let plans: Vec<Result<crate::kernels::Plan, KernelError>> = plans
         .into_iter()
@@ -395,7 +396,7 @@ pub fn tune(
         .collect();
     let chosen = match options.strategy {
         Strategy::Exhaustive => vec![Pick::Time; configs.len()],
-        Strategy::Model => model_choice(kernel, problem, device, &configs, &plans),
+        Strategy::Model => model_choice(kernel, problem, device, &configs, &plans, &resources),
     };
     let mut candidates = Vec::with_capacity(configs.len());
     for (index, ((config, plan), pick)) in configs.into_iter().zip(plans).zip(chosen).enumerate() {

@@ -37,13 +37,8 @@ fn f32op<E: Emitter + ?Sized>(e: &mut E, op: BinaryOp, a: E::V, b: E::V) -> E::V
 
 /// `c[0] + z (c[1] + z (...))`.
 fn horner<E: Emitter + ?Sized>(e: &mut E, z: E::V, c: &[f32]) -> E::V {
-    let mut acc = f32c(e, c[c.len() - 1]);
-    for &k in c.iter().rev().skip(1) {
-        let m = f32op(e, BinaryOp::Mul, z, acc);
-        let k = f32c(e, k);
-        acc = f32op(e, BinaryOp::Add, k, m);
-    }
-    acc
+    let c: Vec<E::V> = c.iter().map(|&k| f32c(e, k)).collect();
+    horner_v(e, z, &c)
 }
 
 /// `sin(x)` (or, with `cos`, `cos(x)`) of an f32 `x`: Cody-Waite reduction by pi/2 to
@@ -291,7 +286,7 @@ pub fn erf<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
     e.select(f, nan, x, y)
 }
 
-/// [`horner`] with coefficients that are values.
+/// [`horner`] with coefficients that are values (selected per range, for `erf`).
 fn horner_v<E: Emitter + ?Sized>(e: &mut E, z: E::V, c: &[E::V]) -> E::V {
     let mut acc = c[c.len() - 1];
     for &k in c.iter().rev().skip(1) {

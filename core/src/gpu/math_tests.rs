@@ -158,6 +158,16 @@ impl Emitter for Eval {
     }
 }
 
+/// Uniform doubles in [0, 1) from xorshift64 seeded with `state`.
+fn uniform(mut state: u64) -> impl FnMut() -> f64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 fn eval(x: f32, cos: bool) -> f32 {
     match sin_cos(&mut Eval, V::F(x), cos) {
         V::F(y) => y,
@@ -170,13 +180,7 @@ fn eval(x: f32, cos: bool) -> f32 {
 /// largest errors printed (`cargo test -p tilekit-core --release sin_cos -- --nocapture`).
 #[test]
 fn sin_cos_within_the_bound() {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = uniform(0x9E37_79B9_7F4A_7C15);
     for cos in [false, true] {
         let op = if cos { MathOp::Cos } else { MathOp::Sin };
         let b = bound(op, MathBackend::Amdgcn, DType::F32);
@@ -227,13 +231,7 @@ fn eval_with(f: Sequence, x: f32) -> f32 {
 /// largest errors printed (`cargo test -p tilekit-core --release tanh_and_erf -- --nocapture`).
 #[test]
 fn tanh_and_erf_within_the_bound() {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut next = uniform(0x2545_F491_4F6C_DD1D);
     let exact_tanh: fn(f64) -> f64 = f64::tanh;
     let exact_erf: fn(f64) -> f64 = libm::erf;
     let cases = [(MathOp::Tanh, tanh as Sequence, exact_tanh), (MathOp::Erf, erf as Sequence, exact_erf)];

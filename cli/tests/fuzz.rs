@@ -84,3 +84,21 @@ fn bad_input_is_an_error_not_a_panic() {
         assert!(!err.to_string().is_empty());
     }
 }
+
+/// The summary file is complete at the end of a campaign: `finished`, nothing in flight, the
+/// counts adding up to the programs run.
+#[test]
+fn summary_file_says_it_is_finished() {
+    let dir = std::env::temp_dir().join(format!("tilekit-fuzz-summary-{}", std::process::id()));
+    let path = dir.join("summary.json");
+    let (code, out) = tilekit(&["fuzz", "--seed", "4", "--count", "30", "--devices", "emulator", "--out", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(s["finished"], true);
+    assert_eq!(s["in_flight"].as_array().map(Vec::len), Some(0));
+    assert_eq!(s["programs_run"], 30);
+    for d in s["devices"].as_array().unwrap() {
+        assert_eq!(d["agreed"], 30, "{d}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

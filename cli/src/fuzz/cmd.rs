@@ -40,6 +40,8 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 1, value_name = "J")]
     pub jobs: usize,
     /// Write a JSON summary here (atomically): the command line, commit, machine and counts.
+    /// While the campaign runs, a partial summary (`finished: false`) is rewritten every minute,
+    /// so a campaign stopped by hand keeps what it counted.
     #[arg(long, value_name = "SUMMARY.json")]
     pub out: Option<PathBuf>,
     /// Shrink each unexplained mismatch and save it here as a text-form filetest.
@@ -139,6 +141,11 @@ pub struct Summary {
     pub programs_per_second: f64,
     /// Whether --time-limit stopped the campaign before `requested` programs.
     pub stopped_by_time_limit: bool,
+    /// False in the partial summaries written while the campaign runs.
+    pub finished: bool,
+    /// Programs started and not yet reported when this summary was written (a partial summary
+    /// only: these may be the ones that never finish).
+    pub in_flight: Vec<u64>,
     pub devices: Vec<DeviceSummary>,
     /// Device groups asked for with no device here, and why.
     pub skipped: Vec<(String, String)>,
@@ -151,18 +158,36 @@ pub struct Summary {
 }
 
 impl Summary {
+    fn set_time(&mut self, seconds: f64) {
+        self.seconds = seconds;
+        self.programs_per_second = self.programs_run as f64 / seconds.max(1e-9);
+    }
+
     pub fn unexplained(&self) -> u64 {
         self.devices.iter().map(|d| d.unexplained).sum::<u64>() + self.generator_errors.len() as u64 + self.reference_errors.len() as u64
     }
 }
 
 enum Report {
+    Started(u64),
     Done(u64, Vec<Outcome>, Vec<String>),
     GenError(u64, String),
     RefError(u64, String),
 }
 
 const MAX_LISTED: usize = 50;
+
+/// How often a campaign with `--out` rewrites its partial summary.
+const PARTIAL_EVERY: Duration = Duration::from_secs(60);
+
+/// Writes a summary atomically (a reader sees the previous one or this one, never a torn file).
+fn write_summary(path: &Path, summary: &Summary) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(summary)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::Fuzz(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    crate::bench::cmd::write_atomically(path, &(text + "\n")).map_err(|e| CliError::Fuzz(format!("cannot write {}: {e}", path.display())))
+}
 
 /// Runs `tilekit fuzz`.
 pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
@@ -206,16 +231,31 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
         devices.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
     )?;
     // The revision is taken before the run: a checkout may move on while a campaign runs.
-    let commit = crate::bench::runner::commit();
     let started = Instant::now();
+    let mut summary = Summary {
+        command: std::env::args().collect(),
+        commit: crate::bench::runner::commit(),
+        machine: crate::bench::runner::machine_label(),
+        seed: args.seed,
+        start: args.start,
+        requested: args.count,
+        programs_run: 0,
+        seconds: 0.0,
+        programs_per_second: 0.0,
+        stopped_by_time_limit: false,
+        finished: false,
+        in_flight: Vec::new(),
+        devices: devices.iter().map(|d| DeviceSummary { device: d.name(), ..Default::default() }).collect(),
+        skipped,
+        generator_errors: Vec::new(),
+        reference_errors: Vec::new(),
+        saved: Vec::new(),
+    };
     let next = AtomicU64::new(args.start);
     let stopped = AtomicBool::new(false);
-    let mut summaries: Vec<DeviceSummary> = devices.iter().map(|d| DeviceSummary { device: d.name(), ..Default::default() }).collect();
-    let mut generator_errors = Vec::new();
-    let mut reference_errors = Vec::new();
-    let mut saved = Vec::new();
-    let mut run_count = 0u64;
+    let mut in_flight = std::collections::BTreeSet::new();
     let mut last_progress = Instant::now();
+    let mut last_written = Instant::now();
     std::thread::scope(|s| -> Result<(), CliError> {
         let (tx, rx) = mpsc::channel::<Report>();
         for _ in 0..args.jobs {
@@ -230,17 +270,27 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
                 if i >= end {
                     return;
                 }
-                if tx.send(one(args, i, devices)).is_err() {
+                if tx.send(Report::Started(i)).is_err() || tx.send(one(args, i, devices)).is_err() {
                     return;
                 }
             });
         }
         drop(tx);
-        for report in rx {
+        loop {
+            let report = match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(r) => Some(r),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
             match report {
-                Report::Done(i, outcomes, files) => {
-                    run_count += 1;
-                    for (sum, o) in summaries.iter_mut().zip(outcomes) {
+                None => {}
+                Some(Report::Started(i)) => {
+                    in_flight.insert(i);
+                }
+                Some(Report::Done(i, outcomes, files)) => {
+                    in_flight.remove(&i);
+                    summary.programs_run += 1;
+                    for (sum, o) in summary.devices.iter_mut().zip(outcomes) {
                         match o {
                             Outcome::Agreed => sum.agreed += 1,
                             Outcome::Explained(k) => *sum.explained.entry(k.to_string()).or_default() += 1,
@@ -257,55 +307,46 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
                     }
                     for f in files {
                         writeln!(out, "saved {f}")?;
-                        saved.push(f);
+                        summary.saved.push(f);
                     }
                 }
-                Report::GenError(i, e) => {
-                    run_count += 1;
+                Some(Report::GenError(i, e)) => {
+                    in_flight.remove(&i);
+                    summary.programs_run += 1;
                     writeln!(out, "GENERATOR ERROR seed {} index {i}: {e}", args.seed)?;
-                    generator_errors.push((i, e));
+                    summary.generator_errors.push((i, e));
                 }
-                Report::RefError(i, e) => {
-                    run_count += 1;
+                Some(Report::RefError(i, e)) => {
+                    in_flight.remove(&i);
+                    summary.programs_run += 1;
                     writeln!(out, "REFERENCE ERROR seed {} index {i}: {e}", args.seed)?;
-                    reference_errors.push((i, e));
+                    summary.reference_errors.push((i, e));
                 }
             }
             if last_progress.elapsed() > Duration::from_secs(10) {
                 last_progress = Instant::now();
                 let secs = started.elapsed().as_secs_f64();
-                let bad: u64 = summaries.iter().map(|d| d.unexplained).sum();
-                writeln!(out, "  {run_count}/{} programs, {:.1}/s, {bad} unexplained", args.count, run_count as f64 / secs)?;
+                let bad: u64 = summary.devices.iter().map(|d| d.unexplained).sum();
+                writeln!(out, "  {}/{} programs, {:.1}/s, {bad} unexplained", summary.programs_run, args.count, summary.programs_run as f64 / secs)?;
                 out.flush()?;
+            }
+            if let Some(path) = args.out.as_deref().filter(|_| last_written.elapsed() > PARTIAL_EVERY) {
+                last_written = Instant::now();
+                summary.in_flight = in_flight.iter().copied().collect();
+                summary.stopped_by_time_limit = stopped.load(Ordering::Relaxed);
+                summary.set_time(started.elapsed().as_secs_f64());
+                write_summary(path, &summary)?;
             }
         }
         Ok(())
     })?;
-    let seconds = started.elapsed().as_secs_f64();
-    let summary = Summary {
-        command: std::env::args().collect(),
-        commit,
-        machine: crate::bench::runner::machine_label(),
-        seed: args.seed,
-        start: args.start,
-        requested: args.count,
-        programs_run: run_count,
-        seconds,
-        programs_per_second: run_count as f64 / seconds.max(1e-9),
-        stopped_by_time_limit: stopped.load(Ordering::Relaxed) && run_count < args.count,
-        devices: summaries,
-        skipped,
-        generator_errors,
-        reference_errors,
-        saved,
-    };
+    summary.finished = true;
+    summary.in_flight.clear();
+    summary.stopped_by_time_limit = stopped.load(Ordering::Relaxed) && summary.programs_run < args.count;
+    summary.set_time(started.elapsed().as_secs_f64());
     print_summary(&summary, out)?;
     if let Some(path) = &args.out {
-        let text = serde_json::to_string_pretty(&summary)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| CliError::Fuzz(format!("cannot create {}: {e}", dir.display())))?;
-        }
-        crate::bench::cmd::write_atomically(path, &(text + "\n")).map_err(|e| CliError::Fuzz(format!("cannot write {}: {e}", path.display())))?;
+        write_summary(path, &summary)?;
         writeln!(out, "wrote {}", path.display())?;
     }
     Ok(if summary.unexplained() > 0 { crate::cli::EXIT_FAIL } else { 0 })

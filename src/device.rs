@@ -46,9 +46,11 @@ pub enum Device {
     /// A Vulkan device through the raw Vulkan runtime (ash).
     #[cfg(feature = "vulkan")]
     Vulkan { index: usize, name: String, target: Target },
-    /// A Vulkan adapter through wgpu.
+    /// A Vulkan adapter through wgpu: SPIR-V passed through to the driver, or, with `naga`, a
+    /// naga module that wgpu writes for its backend itself (`wgpu-naga:NAME`, the path of
+    /// every wgpu backend; its target is [`tilekit_naga::target_for`] the device's).
     #[cfg(feature = "wgpu")]
-    Wgpu { name: String, target: Target },
+    Wgpu { name: String, target: Target, naga: bool },
     /// A CUDA device (PTX through the driver's JIT).
     #[cfg(any(feature = "ptx", feature = "ptx-static"))]
     Cuda { ordinal: usize, name: String, target: Target },
@@ -75,6 +77,8 @@ pub enum DeviceError {
     BadPlan { launch: usize, arg: usize, buffer: usize, count: usize },
     #[error(transparent)]
     Compile(#[from] CompileError),
+    #[error(transparent)]
+    Naga(#[from] tilekit_naga::CompileError),
     #[cfg(feature = "vulkan")]
     #[error("{device}: {source}")]
     Vulkan { device: String, source: VulkanError },
@@ -126,11 +130,33 @@ pub fn target_preset(name: &str) -> Result<Target, DeviceError> {
 }
 
 impl Device {
-    /// Every device reachable now: the interpreter, the emulator, then each Vulkan device twice
-    /// (raw Vulkan and wgpu). A machine without a Vulkan loader simply has no GPU devices.
+    /// Every device reachable now: the interpreter, the emulator, then each Vulkan device three
+    /// times (raw Vulkan, wgpu with SPIR-V passed through, wgpu through naga). A machine without a Vulkan loader simply has no GPU devices.
     pub fn all() -> Vec<Device> {
         let mut out = vec![Device::Interpreter, Device::Emulator(Target::vulkan_baseline())];
         out.extend(Device::gpus());
+        out.extend(Device::naga_gpus());
+        out
+    }
+
+    /// The wgpu adapters again, through naga (`wgpu-naga:NAME`): wgpu writes the module for its
+    /// backend itself, as on Metal, DX12 and GL. Kept apart from [`Device::gpus`] because the
+    /// path refuses what naga cannot express (bf16, 8-bit integers, boolean buffers).
+    pub fn naga_gpus() -> Vec<Device> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        #[cfg(feature = "wgpu")]
+        {
+            let infos = VulkanRuntime::devices().unwrap_or_default();
+            for a in WgpuRuntime::adapters() {
+                if !a.missing.is_empty() {
+                    continue;
+                }
+                if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
+                    out.push(Device::Wgpu { name: a.info.name.clone(), target: tilekit_naga::target_for(&info.target()), naga: true });
+                }
+            }
+        }
         out
     }
 
@@ -156,9 +182,10 @@ impl Device {
                 continue;
             }
             if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
-                out.push(Device::Wgpu { name: a.info.name.clone(), target: info.target() });
+                out.push(Device::Wgpu { name: a.info.name.clone(), target: info.target(), naga: false });
             }
         }
+
         out
     }
 
@@ -198,7 +225,7 @@ impl Device {
         match kind {
             "cuda" => Some(Device::why_no_cuda()),
             "vulkan" => Some(Device::why_no_vulkan(name)),
-            "wgpu" => Some(Device::why_no_wgpu(name)),
+            "wgpu" | "wgpu-naga" => Some(Device::why_no_wgpu(name)),
             _ => None,
         }
     }
@@ -234,7 +261,7 @@ impl Device {
         } else {
             format!(
                 "no wgpu adapter name starts with `{}`; adapters: {}",
-                name.strip_prefix("wgpu:").unwrap_or(""),
+                name.split_once(':').map_or("", |(_, n)| n),
                 adapters.iter().map(|a| a.info.name.as_str()).collect::<Vec<_>>().join(", ")
             )
         }
@@ -266,7 +293,9 @@ impl Device {
             #[cfg(feature = "vulkan")]
             Device::Vulkan { name, .. } => format!("vulkan:{name}"),
             #[cfg(feature = "wgpu")]
-            Device::Wgpu { name, .. } => format!("wgpu:{name}"),
+            Device::Wgpu { name, naga: false, .. } => format!("wgpu:{name}"),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu { name, naga: true, .. } => format!("wgpu-naga:{name}"),
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { name, .. } => format!("cuda:{name}"),
         }

@@ -247,7 +247,7 @@ impl Device {
         adapter_info: wgpu::AdapterInfo,
         target: tilekit_core::gpu::Target,
     ) -> Result<Device, DeviceError> {
-        let d = Device::Wgpu { name: name.to_string(), target };
+        let d = Device::Wgpu { name: name.to_string(), target, naga: false };
         let rt =
             tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info).map_err(|source| DeviceError::Wgpu { device: d.name(), source })?;
         runtime::WgpuRuntime::adopt(d.clone(), rt);

@@ -556,6 +556,10 @@ impl Runtime for WgpuRuntime {
     }
     fn compile(&self, program: &Program, options: &LowerOptions) -> Result<Self::Kernel, DeviceError> {
         let target = self.device.target().expect("a wgpu device has a target");
+        if let Device::Wgpu { naga: true, .. } = self.device {
+            let k = tilekit_naga::compile(program, target, options)?.kernel;
+            return self.rt.load_naga(&k.interface(), &k.module).map_err(|e| self.err(e));
+        }
         self.rt.load(&tilekit_spirv::compile(program, target, options)?.kernel).map_err(|e| self.err(e))
     }
     fn launch(&self, kernel: &Self::Kernel, grid: [u32; 3], buffers: &[&Self::Buffer], scalars: &[(u32, Scalar)]) -> Result<(), DeviceError> {

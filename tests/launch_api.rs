@@ -252,7 +252,7 @@ fn one_buffer_for_two_parameters_is_refused() {
 #[test]
 fn launches_record_into_a_callers_wgpu_encoder() {
     let _turn = turn();
-    let Some(Device::Wgpu { name, target }) = devices().into_iter().find(|d| matches!(d, Device::Wgpu { .. })) else {
+    let Some(Device::Wgpu { name, target, .. }) = devices().into_iter().find(|d| matches!(d, Device::Wgpu { .. })) else {
         eprintln!("SKIPPED: launches_record_into_a_callers_wgpu_encoder (no wgpu adapter)");
         return;
     };

@@ -160,6 +160,16 @@ pub struct IrArgs {
     /// object's resources and occupancy estimate. Compiled, not run: there is no AMD runtime.
     #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv"])]
     pub amdgcn: bool,
+    /// Print the WGSL naga writes from the naga backend's module (for --target, seen through
+    /// what naga can express: no subgroup operations, no float controls).
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv", "amdgcn"])]
+    pub wgsl: bool,
+    /// Print the Metal Shading Language naga writes from the same module.
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv", "amdgcn", "wgsl"])]
+    pub msl: bool,
+    /// Print the HLSL naga writes from the same module.
+    #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv", "amdgcn", "wgsl", "msl"])]
+    pub hlsl: bool,
     /// The architecture for --ptx (sm_80, sm_90 (default) or sm_90a) or --amdgcn (gfx90a,
     /// gfx942 (default) or gfx1100).
     #[arg(long, value_name = "ARCH")]
@@ -696,8 +706,17 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if args.llvm && !args.ptx && !args.amdgcn {
         return Err(CliError::Usage("--llvm needs --ptx or --amdgcn (the backend whose LLVM IR to print)".into()));
     }
-    if args.target.is_some() && !args.gpu && !args.spirv {
-        return Err(CliError::Usage("--target needs --gpu or --spirv".into()));
+    let naga = if args.wgsl {
+        Some(tilekit_naga::Language::Wgsl)
+    } else if args.msl {
+        Some(tilekit_naga::Language::Msl)
+    } else if args.hlsl {
+        Some(tilekit_naga::Language::Hlsl)
+    } else {
+        None
+    };
+    if args.target.is_some() && !args.gpu && !args.spirv && naga.is_none() {
+        return Err(CliError::Usage("--target needs --gpu, --spirv, --wgsl, --msl or --hlsl".into()));
     }
     let kernel = find_kernel(&args.kernel)?;
     let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
@@ -726,7 +745,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .collect();
         // `;` starts a comment in the text form, so a single launch's output parses back as is;
         // PTX comments start with `//`, AMDGCN assembly's with `;`.
-        let c = if args.ptx && !args.llvm { "//" } else { ";" };
+        let c = if (args.ptx && !args.llvm) || naga.is_some() { "//" } else { ";" };
         let _ = writeln!(text, "{c} {} {} [{}]", kernel.name(), problem, config);
         let _ = writeln!(
             text,
@@ -741,6 +760,18 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
         } else if args.amdgcn {
             text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
+        } else if let Some(language) = naga {
+            if target.isa != tilekit_core::gpu::target::Isa::SpirV {
+                return Err(CliError::Usage(format!("--{} needs a Vulkan target; `{}` is not one", language.name().to_lowercase(), target.name)));
+            }
+            let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
+            let naga_target = tilekit_naga::target_for(&target);
+            let compiled = tilekit_naga::compile(&launch.program, &naga_target, &options)
+                .and_then(|c| c.kernel.text(language).map_err(tilekit_naga::CompileError::from))
+                .map_err(|e| {
+                    CliError::Usage(format!("kernel `{}` cannot be written as {} for {}: {e}", kernel.name(), language.name(), naga_target.name))
+                })?;
+            text.push_str(&compiled);
         } else if args.spirv {
             if target.isa != tilekit_core::gpu::target::Isa::SpirV {
                 return Err(CliError::Usage(format!("--spirv needs a Vulkan target; `{}` is not one", target.name)));

@@ -548,10 +548,25 @@ impl WgpuRuntime {
         waited
     }
 
-    /// Checks `kernel` against the device and builds its pipeline.
+    /// Checks `kernel` against the device and builds its pipeline from its SPIR-V, handed to
+    /// the driver unchanged.
     pub fn load(&self, kernel: &SpirvKernel) -> Result<WgpuKernel, WgpuError> {
         self.usable()?;
         self.check_kernel(kernel)?;
+        self.build(kernel, None)
+    }
+
+    /// Builds the pipeline of a naga module (tilekit-naga's) whose launch interface is
+    /// `interface` (its `words` are not read). wgpu validates the module against the device's
+    /// features and writes it for its backend itself, with its bounds-check policy: the path
+    /// every wgpu backend has, Metal, DX12 and GL included.
+    pub fn load_naga(&self, interface: &SpirvKernel, module: &wgpu::naga::Module) -> Result<WgpuKernel, WgpuError> {
+        self.usable()?;
+        self.check_interface(interface, None)?;
+        self.build(interface, Some(module))
+    }
+
+    fn build(&self, kernel: &SpirvKernel, naga: Option<&wgpu::naga::Module>) -> Result<WgpuKernel, WgpuError> {
         let name = kernel.name.clone();
         let device = &self.device;
         let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
@@ -572,20 +587,26 @@ impl WgpuRuntime {
             device,
             || format!("building the pipeline of kernel `{name}`"),
             || {
-                // SAFETY: passthrough SPIR-V is not validated by wgpu; the words come from
-                // tilekit's emitter (or a test), were checked for the SPIR-V magic number, and
-                // their interface matches the explicit layout built from the same kernel.
-                let module = unsafe {
-                    device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                let module = match naga {
+                    Some(m) => device.create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(&name),
-                        entry_points: vec![wgpu::PassthroughShaderEntryPoint {
-                            name: kernel.entry_point.clone().into(),
-                            workgroup_size: (kernel.threads, 1, 1),
-                        }]
-                        .into(),
-                        spirv: Some(kernel.words.as_slice().into()),
-                        ..Default::default()
-                    })
+                        source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(m.clone())),
+                    }),
+                    // SAFETY: passthrough SPIR-V is not validated by wgpu; the words come from
+                    // tilekit's emitter (or a test), were checked for the SPIR-V magic number,
+                    // and their interface matches the explicit layout built from the same kernel.
+                    None => unsafe {
+                        device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                            label: Some(&name),
+                            entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+                                name: kernel.entry_point.clone().into(),
+                                workgroup_size: (kernel.threads, 1, 1),
+                            }]
+                            .into(),
+                            spirv: Some(kernel.words.as_slice().into()),
+                            ..Default::default()
+                        })
+                    },
                 };
                 let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&name), entries: &entries });
                 let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -617,10 +638,17 @@ impl WgpuRuntime {
     }
 
     fn check_kernel(&self, k: &SpirvKernel) -> Result<(), WgpuError> {
-        let invalid = |message: String| WgpuError::InvalidKernel { kernel: k.name.clone(), message };
         if k.words.len() < 5 || k.words[0] != 0x0723_0203 {
-            return Err(invalid(format!("its {} words are not a SPIR-V module (no magic number 0x07230203)", k.words.len())));
+            let message = format!("its {} words are not a SPIR-V module (no magic number 0x07230203)", k.words.len());
+            return Err(WgpuError::InvalidKernel { kernel: k.name.clone(), message });
         }
+        self.check_interface(k, Some(k.words[1]))
+    }
+
+    /// Checks a kernel's interface and requirements against the device; `spirv_version` is the
+    /// module's for passthrough SPIR-V, `None` for a naga module.
+    fn check_interface(&self, k: &SpirvKernel, spirv_version: Option<u32>) -> Result<(), WgpuError> {
+        let invalid = |message: String| WgpuError::InvalidKernel { kernel: k.name.clone(), message };
         if k.entry_point.is_empty() {
             return Err(invalid("the entry point has no name".into()));
         }
@@ -685,8 +713,8 @@ impl WgpuRuntime {
         // may get any size in the device's range (Vulkan 1.3), and so may every module once
         // wgpu's SUBGROUP feature is on.
         if r.subgroup_size != 0 && (r.subgroup_shuffle || r.subgroup_arithmetic) {
-            let version = k.words[1];
-            let varies = c.subgroup_size_varies || version >= 0x0001_0600;
+            // wgpu writes a naga module in a SPIR-V version of its choosing: assume it varies.
+            let varies = c.subgroup_size_varies || spirv_version.map_or(true, |v| v >= 0x0001_0600);
             let fixed = if varies { (c.subgroup_min_size == c.subgroup_max_size).then_some(c.subgroup_min_size) } else { Some(c.subgroup_size) };
             if fixed != Some(r.subgroup_size) {
                 missing.push(format!(

@@ -153,6 +153,7 @@ fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
     if names.is_empty() {
         let mut d = vec![Device::Interpreter];
         d.extend(Device::gpus());
+        d.extend(Device::naga_gpus());
         return Ok(d);
     }
     let mut out: Vec<Device> = Vec::new();

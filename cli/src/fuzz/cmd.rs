@@ -17,7 +17,7 @@ use crate::cli::CliError;
 use crate::device::Device;
 
 /// The device groups `--devices` takes.
-pub const GROUPS: &str = "interp-vs-emulator (or emulator), vulkan, wgpu, cuda, all";
+pub const GROUPS: &str = "interp-vs-emulator (or emulator), vulkan, wgpu, wgpu-naga, cuda, all";
 
 #[derive(Args, Debug)]
 pub struct FuzzArgs {
@@ -31,7 +31,8 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 0, value_name = "I")]
     pub start: u64,
     /// Devices compared with the interpreter, comma separated: interp-vs-emulator (the emulator
-    /// with warps of 32 and 8), vulkan and wgpu (every Vulkan device through each runtime), cuda
+    /// with warps of 32 and 8), vulkan and wgpu (every Vulkan device through each runtime),
+    /// wgpu-naga (the wgpu adapters through naga modules; what naga cannot express is refused), cuda
     /// (a build with the `ptx` feature), all. A group with no device here is skipped with the
     /// reason.
     #[arg(long, default_value = "interp-vs-emulator", value_delimiter = ',', value_name = "GROUP,...")]
@@ -80,7 +81,7 @@ pub fn resolve_devices(groups: &[String]) -> Result<(Vec<FuzzDevice>, Skipped), 
     let mut names: Vec<&str> = Vec::new();
     for g in groups {
         match g.trim() {
-            "all" => names.extend(["emulator", "vulkan", "wgpu", "cuda"]),
+            "all" => names.extend(["emulator", "vulkan", "wgpu", "wgpu-naga", "cuda"]),
             "" => return Err(CliError::Fuzz(format!("an empty device group in --devices; groups: {GROUPS}"))),
             other => names.push(other),
         }
@@ -92,8 +93,8 @@ pub fn resolve_devices(groups: &[String]) -> Result<(Vec<FuzzDevice>, Skipped), 
                     add(FuzzDevice::new(Device::Emulator(t)), &mut out);
                 }
             }
-            "vulkan" | "wgpu" | "cuda" => {
-                let all = gpus.get_or_insert_with(Device::gpus);
+            "vulkan" | "wgpu" | "wgpu-naga" | "cuda" => {
+                let all = gpus.get_or_insert_with(|| Device::gpus().into_iter().chain(Device::naga_gpus()).collect());
                 let found: Vec<Device> = all.iter().filter(|d| d.name().starts_with(&format!("{name}:"))).cloned().collect();
                 if found.is_empty() {
                     let why = match Device::find(name) {

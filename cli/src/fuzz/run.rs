@@ -161,8 +161,12 @@ pub fn flushing_reference(case: &Case, inputs: &[HostBuffer]) -> Result<Vec<Host
 
 /// Why a device error is a refusal, if it is one: the device cannot compile this program.
 fn refusal(e: &DeviceError) -> Option<&'static str> {
+    if let DeviceError::Naga(tilekit_naga::CompileError::Emit(tilekit_naga::NagaError::Unsupported { .. })) = e {
+        return Some("naga");
+    }
     let lower = match e {
         DeviceError::Compile(tilekit_spirv::CompileError::Lower { source, .. }) => Some(source),
+        DeviceError::Naga(tilekit_naga::CompileError::Lower { source, .. }) => Some(source),
         DeviceError::Simt { source: SimtError::Lower(l), .. } => Some(l),
         DeviceError::Options(l) => Some(l),
         _ => None,

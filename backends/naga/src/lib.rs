@@ -1,0 +1,181 @@
+//! tilekit-naga: GPU IR -> `naga::Module`, the shader IR every wgpu backend consumes.
+//!
+//! [`compile`] lowers a tile program with the shared lowering and builds a naga module through
+//! [`NagaEmitter`]; the module is validated by naga with the capabilities it uses. From it naga's
+//! own back ends write WGSL, MSL, HLSL and SPIR-V ([`NagaKernel::wgsl`] and the others), and a
+//! wgpu runtime creates its shader module straight from it, on whatever backend wgpu runs.
+//!
+//! The module's interface is the SPIR-V kernel's ([`NagaKernel::interface`]): storage buffers in
+//! bind group 0 and scalars as immediates, so one launch path serves both.
+//!
+//! A naga module cannot ask the driver for float controls or a subgroup size, and naga has no
+//! 8-bit or bf16 types: [`target_for`] turns a device's target into what this backend can honour
+//! (reductions through shared memory, f32 subnormals possibly flushed), and programs that need
+//! more are refused with [`NagaError::Unsupported`], naming the operation and what is missing.
+
+pub mod emit;
+
+pub use emit::{NagaEmitter, NagaError, NagaValue};
+
+use tilekit_core::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
+use tilekit_core::gpu::{SubgroupOps, Target};
+use tilekit_core::Program;
+use tilekit_spirv::{Binding, PushConstant, Requirements, SpirvKernel};
+
+/// A naga module with one compute entry point, `main`, and its interface.
+#[derive(Clone, Debug)]
+pub struct NagaKernel {
+    pub name: String,
+    pub module: naga::Module,
+    /// naga's validation result, which its back ends need.
+    pub info: naga::valid::ModuleInfo,
+    /// The capabilities the module was validated with (what the device must offer).
+    pub capabilities: naga::valid::Capabilities,
+    pub threads: u32,
+    pub bindings: Vec<Binding>,
+    pub push_constants: Vec<PushConstant>,
+    pub push_constant_size: u32,
+    pub grid_fold: Option<u32>,
+    pub requirements: Requirements,
+}
+
+/// A program compiled through naga and what the lowering decided for it.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub kernel: NagaKernel,
+    pub info: LowerInfo,
+}
+
+/// Why a program did not compile through naga.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompileError {
+    #[error("lowering `{program}` for {target}: {source}")]
+    Lower { program: String, target: String, source: LowerError },
+    #[error(transparent)]
+    Emit(#[from] NagaError),
+}
+
+/// Which text a naga back end writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    Wgsl,
+    Msl,
+    Hlsl,
+}
+
+impl Language {
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Wgsl => "WGSL",
+            Language::Msl => "MSL",
+            Language::Hlsl => "HLSL",
+        }
+    }
+}
+
+/// The target the naga backend compiles for on a device whose own target is `device`: no
+/// subgroup operations (reductions go through shared memory, which every wgpu backend has), no
+/// float controls (f32 subnormals may be flushed, f16 conversions round as the driver rounds),
+/// no bf16, 16-bit integers or matrix instructions. Booleans stay (in registers; a boolean
+/// buffer is refused by the emitter).
+pub fn target_for(device: &Target) -> Target {
+    Target {
+        name: format!("{}+naga", device.name),
+        subgroup_ops: SubgroupOps { shuffle: false, arithmetic: false },
+        bf16: false,
+        i16: false,
+        i8: true,
+        ieee_preserve: false,
+        f16_rte: false,
+        f32_denorm_preserve: false,
+        matrix: Vec::new(),
+        ..device.clone()
+    }
+}
+
+/// Lowers `program` for `target` (see [`target_for`]) and builds its naga module.
+pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Compiled, CompileError> {
+    let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
+    let mut e = NagaEmitter::new(program, target, threads, options.fold_grid)?;
+    let info = lower(program, target, options, &mut e).map_err(|source| CompileError::Lower {
+        program: program.name.clone(),
+        target: target.name.clone(),
+        source,
+    })?;
+    let kernel = e.finish()?;
+    Ok(Compiled { kernel, info })
+}
+
+impl NagaKernel {
+    /// The launch interface as a [`SpirvKernel`] with no words: runtimes pack scalars, check
+    /// buffers and dispatch grids for both kinds of module with the same code.
+    pub fn interface(&self) -> SpirvKernel {
+        SpirvKernel {
+            name: self.name.clone(),
+            words: Vec::new(),
+            entry_point: "main".into(),
+            threads: self.threads,
+            bindings: self.bindings.clone(),
+            push_constants: self.push_constants.clone(),
+            push_constant_size: self.push_constant_size,
+            grid_fold: self.grid_fold,
+            requirements: self.requirements.clone(),
+        }
+    }
+
+    fn write_error(&self, language: &str, e: impl std::fmt::Display) -> NagaError {
+        NagaError::Unsupported { kernel: self.name.clone(), what: format!("writing {language}"), why: e.to_string() }
+    }
+
+    /// The module as WGSL (naga's writer; immediates appear as naga's `var<immediate>`).
+    pub fn wgsl(&self) -> Result<String, NagaError> {
+        naga::back::wgsl::write_string(&self.module, &self.info, naga::back::wgsl::WriterFlags::empty()).map_err(|e| self.write_error("WGSL", e))
+    }
+
+    /// The module as Metal Shading Language 2.4 (buffers bound by naga's default mapping).
+    pub fn msl(&self) -> Result<String, NagaError> {
+        let options = naga::back::msl::Options { lang_version: (2, 4), fake_missing_bindings: true, ..Default::default() };
+        naga::back::msl::write_string(&self.module, &self.info, &options, &naga::back::msl::PipelineOptions::default())
+            .map(|(text, _)| text)
+            .map_err(|e| self.write_error("MSL", e))
+    }
+
+    /// The module as HLSL for shader model 6.0, the scalars as root constants in register b0
+    /// of space 1 (wgpu's DX12 backend picks its own slots when it compiles the module).
+    pub fn hlsl(&self) -> Result<String, NagaError> {
+        let immediates = naga::back::hlsl::BindTarget {
+            space: 1,
+            register: 0,
+            binding_array_size: None,
+            dynamic_storage_buffer_offsets_index: None,
+            restrict_indexing: false,
+        };
+        let options = naga::back::hlsl::Options {
+            shader_model: naga::back::hlsl::ShaderModel::V6_0,
+            immediates_target: Some(immediates),
+            ..Default::default()
+        };
+        let pipeline = naga::back::hlsl::PipelineOptions { entry_point: None };
+        let mut text = String::new();
+        naga::back::hlsl::Writer::new(&mut text, &options, &pipeline)
+            .write(&self.module, &self.info, None)
+            .map_err(|e| self.write_error("HLSL", e))?;
+        Ok(text)
+    }
+
+    /// The module in `language`.
+    pub fn text(&self, language: Language) -> Result<String, NagaError> {
+        match language {
+            Language::Wgsl => self.wgsl(),
+            Language::Msl => self.msl(),
+            Language::Hlsl => self.hlsl(),
+        }
+    }
+
+    /// The module as SPIR-V words through naga's SPIR-V writer (what wgpu's Vulkan backend
+    /// hands the driver, less wgpu's own bounds-check policy), for spirv-val.
+    pub fn spirv(&self) -> Result<Vec<u32>, NagaError> {
+        let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+        naga::back::spv::write_vec(&self.module, &self.info, &options, None).map_err(|e| self.write_error("SPIR-V", e))
+    }
+}

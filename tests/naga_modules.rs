@@ -1,0 +1,137 @@
+//! The naga backend's modules: every library kernel, dtype and configuration either becomes a
+//! module naga validates, whose WGSL naga's own front end reads back, whose MSL and HLSL naga
+//! writes and whose SPIR-V (naga's writer) passes spirv-val, or is refused by name for what naga
+//! cannot express. The WGSL of three kernels matches its golden file
+//! (`tests/golden/naga/*.wgsl`); `TILEKIT_BLESS=1` rewrites them.
+
+use std::path::PathBuf;
+
+#[path = "common/spirv_val.rs"]
+mod spirv_val;
+use spirv_val::spirv_val;
+use tilekit::device::launch_options;
+use tilekit::gpu::lower::LowerOptions;
+use tilekit::gpu::Target;
+use tilekit::kernels::{self, Problem};
+use tilekit::{Config, DType};
+use tilekit_naga::{compile, target_for, CompileError, Language, NagaError};
+
+/// Whether a refusal names what naga lacks for this program: bf16, or the i8 of a quantised
+/// output.
+fn expected_refusal(e: &CompileError, dtype: DType) -> bool {
+    match e {
+        CompileError::Emit(NagaError::Unsupported { why, .. }) => (dtype == DType::BF16 && why.contains("bf16")) || why.contains("8-bit"),
+        _ => false,
+    }
+}
+
+#[test]
+fn every_library_kernel_is_a_valid_module_or_refused_by_name() {
+    let (mut modules, mut refused) = (0, 0);
+    for device in [Target::lavapipe(), Target::h200_vulkan()] {
+        let target = target_for(&device);
+        for k in kernels::all() {
+            for &dtype in k.dtypes() {
+                let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
+                for config in k.configs().iter().take(2) {
+                    let Ok(plan) = k.plan(&problem, config) else { continue };
+                    let base = LowerOptions::for_config(config);
+                    let variants = |l| {
+                        let spec = launch_options(&base, l);
+                        [(l, base), (l, spec), (l, spec.with_fold_grid(true))]
+                    };
+                    for (launch, options) in plan.launches.iter().flat_map(variants) {
+                        let what = format!("{} {problem} [{config}] on {}{}", k.name(), target.name, if options.fold_grid { ", folded" } else { "" });
+                        let c = match compile(&launch.program, &target, &options) {
+                            Ok(c) => c,
+                            Err(e) if expected_refusal(&e, dtype) => {
+                                refused += 1;
+                                continue;
+                            }
+                            Err(e) => {
+                                let s = e.to_string();
+                                assert!(s.contains("shared memory") || s.contains("registers"), "{what}: {e}");
+                                continue;
+                            }
+                        };
+                        let wgsl = c.kernel.wgsl().unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let back =
+                            naga::front::wgsl::parse_str(&wgsl).unwrap_or_else(|e| panic!("{what}: naga cannot read its WGSL back: {e}\n{wgsl}"));
+                        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), c.kernel.capabilities)
+                            .validate(&back)
+                            .unwrap_or_else(|e| panic!("{what}: the WGSL read back does not validate: {e:?}"));
+                        c.kernel.msl().unwrap_or_else(|e| panic!("{what}: {e}"));
+                        c.kernel.hlsl().unwrap_or_else(|e| panic!("{what}: {e}"));
+                        spirv_val(&c.kernel.spirv().unwrap_or_else(|e| panic!("{what}: {e}")), &what);
+                        modules += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(modules > 100, "only {modules} modules were checked");
+    assert!(refused > 0, "no bf16 or i8 program was refused");
+}
+
+/// A program naga cannot express is an error naming the operation and the missing type.
+#[test]
+fn bf16_and_boolean_buffers_are_refused_by_name() {
+    let target = target_for(&Target::lavapipe());
+    for (text, names) in [
+        (
+            "program b(x: buffer<bf16, read>, y: buffer<f32, write>) grid 1 {\n  %0 = arange 0, 8 : [8]xi32\n  %1 = load x[%0] : [8]xbf16\n  %2 = cast %1 : [8]xf32\n  store y[%0], %2\n}",
+            ["`load`", "bf16"],
+        ),
+        (
+            "program c(x: buffer<f32, read>, y: buffer<i1, write>) grid 1 {\n  %0 = arange 0, 8 : [8]xi32\n  %1 = load x[%0] : [8]xf32\n  %2 = cast %1 : [8]xi1\n  store y[%0], %2\n}",
+            ["`y`", "8-bit"],
+        ),
+    ] {
+        let program = tilekit_core::text::parse(text).unwrap();
+        let e = compile(&program, &target, &LowerOptions::new(1)).expect_err(text).to_string();
+        for n in names {
+            assert!(e.contains(n), "`{n}` not in: {e}");
+        }
+    }
+}
+
+fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
+    let k = kernels::find(kernel).unwrap();
+    let config: Config = config.parse().unwrap();
+    let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
+    let c = compile(&plan.launches[0].program, &target_for(&Target::lavapipe()), &options).unwrap();
+    let text = c.kernel.text(Language::Wgsl).unwrap();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/naga").join(format!("{name}.wgsl"));
+    if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
+    if want != text {
+        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
+        panic!(
+            "{name}: the WGSL differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
+            path.display(),
+            line + 1,
+            want.lines().nth(line).unwrap_or("<end>"),
+            text.lines().nth(line).unwrap_or("<end>")
+        );
+    }
+}
+
+#[test]
+fn golden_vector_add() {
+    golden("vector_add", "vector_add", &[4096], DType::F32, "BLOCK=256,num_warps=4");
+}
+
+#[test]
+fn golden_softmax() {
+    golden("softmax", "softmax", &[7, 128], DType::F32, "num_warps=4");
+}
+
+#[test]
+fn golden_matmul_small() {
+    golden("matmul_16x16x16", "matmul", &[32, 32, 32], DType::F32, "BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,GROUP_M=1,num_warps=1,num_stages=1");
+}

@@ -14,7 +14,9 @@
 #![cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
@@ -185,22 +187,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     for arch in [Arch::Gfx942, Arch::Gfx1100] {
         let (p, options) = program(kernel, shape, dtype, config);
         let text = tilekit_amdgcn::assembly(&p, &arch.target(), &options, arch).unwrap();
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.{arch}.s"));
-        if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
-            std::fs::write(&path, &text).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
-        if want != text {
-            let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
-            panic!(
-                "{name} on {arch}: the assembly differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
-                path.display(),
-                line + 1,
-                want.lines().nth(line).unwrap_or("<end>"),
-                text.lines().nth(line).unwrap_or("<end>")
-            );
-        }
+        check_golden(&format!("{name}.{arch}.s"), &text, &format!("{name} on {arch}: the assembly"));
     }
 }
 

@@ -4,7 +4,9 @@
 //! cannot express. The WGSL of three kernels matches its golden file
 //! (`tests/golden/naga/*.wgsl`); `TILEKIT_BLESS=1` rewrites them.
 
-use std::path::PathBuf;
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 #[path = "common/spirv_val.rs"]
 mod spirv_val;
@@ -102,23 +104,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
     let c = compile(&plan.launches[0].program, &target_for(&Target::lavapipe()), &options).unwrap();
     let text = c.kernel.text(Language::Wgsl).unwrap();
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/naga").join(format!("{name}.wgsl"));
-    if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
-    if want != text {
-        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
-        panic!(
-            "{name}: the WGSL differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line).unwrap_or("<end>"),
-            text.lines().nth(line).unwrap_or("<end>")
-        );
-    }
+    check_golden(&format!("naga/{name}.wgsl"), &text, &format!("{name}: the WGSL"));
 }
 
 #[test]

@@ -9,7 +9,9 @@
 #![cfg(any(feature = "ptx", feature = "ptx-static"))]
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
@@ -91,22 +93,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let mut c = compiled(kernel, shape, dtype, config);
     c.kernel.assemble().unwrap();
     let text = c.kernel.ptx;
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.ptx"));
-    if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
-    if want != text {
-        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
-        panic!(
-            "{name}: the PTX differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line).unwrap_or("<end>"),
-            text.lines().nth(line).unwrap_or("<end>")
-        );
-    }
+    check_golden(&format!("{name}.ptx"), &text, &format!("{name}: the PTX"));
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! golden file (`tests/golden/*.spvasm`, rspirv's format). `TILEKIT_BLESS=1` rewrites the golden
 //! files.
 
-use std::path::PathBuf;
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 #[path = "common/spirv_val.rs"]
 mod spirv_val;
@@ -68,22 +70,7 @@ fn golden_with(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: 
     let c = compile(&plan.launches[0].program, &Target::lavapipe(), &options).unwrap();
     spirv_val(&c.kernel.words, name);
     let text = disassemble_with_rspirv(&c.kernel.words);
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.spvasm"));
-    if std::env::var("TILEKIT_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (TILEKIT_BLESS=1 writes it)", path.display()));
-    if want != text {
-        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(text.lines().count()));
-        panic!(
-            "{name}: the SPIR-V differs from {} at line {} (TILEKIT_BLESS=1 rewrites it)\nwant: {}\ngot:  {}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line).unwrap_or("<end>"),
-            text.lines().nth(line).unwrap_or("<end>")
-        );
-    }
+    check_golden(&format!("{name}.spvasm"), &text, &format!("{name}: the SPIR-V"));
 }
 
 #[test]

@@ -61,6 +61,7 @@ use tilekit::check::check;
 use tilekit::kernels;
 use tilekit::Device;
 
+#[allow(dead_code)]
 pub fn check_kernel(name: &str, device: &Device) {
     let kernel = kernels::find(name).unwrap_or_else(|| panic!("no kernel `{name}`"));
     let configs = kernel.configs();
@@ -89,6 +90,7 @@ pub fn check_kernel(name: &str, device: &Device) {
 /// Every configuration of the kernel's list that plans each problem, on one device; a
 /// configuration that does not fit a problem (`KernelError::Unfit`) is skipped, but each problem
 /// must run under at least two.
+#[allow(dead_code)]
 pub fn check_every_config(name: &str, problems: &[kernels::Problem], device: &Device) {
     let kernel = kernels::find(name).unwrap_or_else(|| panic!("no kernel `{name}`"));
     let mut failures = Vec::new();
@@ -116,6 +118,7 @@ pub fn check_every_config(name: &str, problems: &[kernels::Problem], device: &De
 
 /// LayerNorm rows of exactly 8192 columns, where the whole-row configurations run without masks
 /// and the occupancy configuration applies (16-bit), and an f32 row of 8192 beside them.
+#[allow(dead_code)]
 pub fn whole_row_layernorms() -> Vec<kernels::Problem> {
     use tilekit::DType;
     vec![

@@ -1394,6 +1394,19 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         self.val(r, to)
     }
 
+    fn bitcast(&mut self, from: DType, to: DType, x: LlvmValue) -> LlvmValue {
+        self.expect(x, from, "bitcast operand");
+        let r = match (from, to) {
+            (DType::F32, DType::I32 | DType::U32) => self.inst(format!("bitcast float {} to i32", x.op)),
+            (DType::I32 | DType::U32, DType::F32) => self.inst(format!("bitcast i32 {} to float", x.op)),
+            _ => {
+                self.fail_contract(format!("a bitcast from {from} to {to}"));
+                x.op
+            }
+        };
+        self.val(r, to)
+    }
+
     fn load_global(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType) -> LlvmValue {
         let Some(p) = self.element_ptr(buffer, dtype, index, index_dtype, true, false, "load_global") else {
             return self.val(Operand::Int(0), dtype);

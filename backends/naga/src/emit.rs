@@ -19,6 +19,7 @@ use naga::{
     UnaryOperator,
 };
 use tilekit_core::gpu::emit::Emitter;
+use tilekit_core::gpu::legalize;
 use tilekit_core::gpu::{MatrixInstr, Target};
 use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
 use tilekit_core::{DType, Program, Scalar};
@@ -518,27 +519,6 @@ impl NagaEmitter {
         self.un(UnaryOperator::LogicalNot, x)
     }
 
-    /// Whether the f32 `x` is a NaN, from its bits: WGSL has no isnan, and `x != x` is what
-    /// fast-math compilers (Metal's by default) fold to false.
-    fn is_nan(&mut self, x: Handle<Expression>) -> Handle<Expression> {
-        let m = self.magnitude_bits(x);
-        let inf = self.lit_u32(0x7F80_0000);
-        self.bin(BO::Greater, m, inf)
-    }
-
-    /// Whether the f32 `x` is infinite, from its bits.
-    fn is_inf(&mut self, x: Handle<Expression>) -> Handle<Expression> {
-        let m = self.magnitude_bits(x);
-        let inf = self.lit_u32(0x7F80_0000);
-        self.bin(BO::Equal, m, inf)
-    }
-
-    fn magnitude_bits(&mut self, x: Handle<Expression>) -> Handle<Expression> {
-        let b = self.bits(x);
-        let mask = self.lit_u32(0x7FFF_FFFF);
-        self.bin(BO::And, b, mask)
-    }
-
     /// Same bits, another kind (same width).
     fn bitcast(&mut self, x: Handle<Expression>, kind: ScalarKind) -> Handle<Expression> {
         self.add(Expression::As { expr: x, kind, convert: None })
@@ -590,162 +570,51 @@ impl NagaEmitter {
         }
     }
 
-    /// f32 bits as u32.
-    fn bits(&mut self, x: Handle<Expression>) -> Handle<Expression> {
-        self.bitcast(x, ScalarKind::Uint)
-    }
-
-    /// An f32 zero (or, with `inf`, infinity) whose sign is sign(x) xor `negative`.
-    fn signed_special(&mut self, x: Handle<Expression>, negative: bool, inf: bool) -> Handle<Expression> {
-        let b = self.bits(x);
-        let mask = self.lit_u32(0x8000_0000);
-        let mut s = self.bin(BO::And, b, mask);
-        if negative {
-            s = self.bin(BO::ExclusiveOr, s, mask);
-        }
-        if inf {
-            let i = self.lit_u32(0x7F80_0000);
-            s = self.bin(BO::InclusiveOr, s, i);
-        }
-        self.bitcast(s, ScalarKind::Float)
-    }
-
-    /// f32 `a op b` where `a` or `b` is a constant zero, with the IEEE result selected
-    /// explicitly: drivers simplify `x * 0`, `0 / x` and `x + 0` as if there were no NaNs,
-    /// infinities or signed zeros.
-    fn with_constant_zero(&mut self, op: BinaryOp, a: Handle<Expression>, b: Handle<Expression>) -> Option<Handle<Expression>> {
-        let (za, zb) = (self.zeros.get(&a).copied(), self.zeros.get(&b).copied());
-        if za.is_none() && zb.is_none() {
-            return None;
-        }
-        let nan = self.lit_f32(f32::NAN);
-        let zero = self.lit_f32(0.0);
-        Some(match (op, za, zb) {
-            (BinaryOp::Mul, _, Some(neg)) | (BinaryOp::Mul, Some(neg), None) => {
-                let x = if zb.is_some() { a } else { b };
-                let n = self.is_nan(x);
-                let i = self.is_inf(x);
-                let bad = self.bin(BO::LogicalOr, n, i);
-                let z = self.signed_special(x, neg, false);
-                self.sel(bad, nan, z)
-            }
-            (BinaryOp::Div, Some(neg), None) | (BinaryOp::Div, None, Some(neg)) => {
-                let x = if za.is_some() { b } else { a };
-                let n = self.is_nan(x);
-                let z0 = self.bin(BO::Equal, x, zero);
-                let bad = self.bin(BO::LogicalOr, n, z0);
-                let r = self.signed_special(x, neg, za.is_none());
-                self.sel(bad, nan, r)
-            }
-            (BinaryOp::Div, Some(_), Some(_)) => nan,
-            // x + (-0) = x; x + (+0) = x except that a zero x gives +0.
-            (BinaryOp::Add, _, Some(neg)) | (BinaryOp::Add, Some(neg), None) => {
-                let x = if zb.is_some() { a } else { b };
-                if neg {
-                    x
-                } else {
-                    let z0 = self.bin(BO::Equal, x, zero);
-                    self.sel(z0, zero, x)
-                }
-            }
-            // x - (+0) = x; x - (-0) = x + (+0).
-            (BinaryOp::Sub, _, Some(neg)) => {
-                if neg {
-                    let z0 = self.bin(BO::Equal, a, zero);
-                    self.sel(z0, zero, a)
-                } else {
-                    a
-                }
-            }
-            // (+0) - x = -x except that a zero x gives +0; (-0) - x = -x.
-            (BinaryOp::Sub, Some(neg), None) => {
-                let m = self.un(UnaryOperator::Negate, b);
-                if neg {
-                    m
-                } else {
-                    let z0 = self.bin(BO::Equal, b, zero);
-                    self.sel(z0, zero, m)
-                }
-            }
-            _ => return None,
-        })
-    }
-
     /// f32 `a op b` for the float ops.
     fn binary_f32(&mut self, op: BinaryOp, a: Handle<Expression>, b: Handle<Expression>) -> Option<Handle<Expression>> {
         if let Some(r) = self.with_constant_zero(op, a, b) {
             return Some(r);
         }
+        let (av, bv) = (self.v(a, DType::F32), self.v(b, DType::F32));
         Some(match op {
             BinaryOp::Add => self.bin(BO::Add, a, b),
             BinaryOp::Sub => self.bin(BO::Subtract, a, b),
             BinaryOp::Mul => self.bin(BO::Multiply, a, b),
             BinaryOp::Div => self.bin(BO::Divide, a, b),
-            BinaryOp::Rem => self.fmod(a, b),
+            // naga's `%` is the driver's a - b * trunc(a / b).
+            BinaryOp::Rem => {
+                let raw = self.bin(BO::Modulo, a, b);
+                let raw = self.v(raw, DType::F32);
+                legalize::fmod(self, av, bv, raw).h
+            }
             // IEEE maxNum / minNum: a NaN operand gives the other one. naga's max and min leave
             // NaNs to the driver.
             BinaryOp::Max | BinaryOp::Min => {
                 let m = self.math(if op == BinaryOp::Max { MF::Max } else { MF::Min }, &[a, b]);
-                let nb = self.is_nan(b);
+                let nb = legalize::is_nan(self, bv).h;
                 let m = self.sel(nb, a, m);
-                let na = self.is_nan(a);
+                let na = legalize::is_nan(self, av).h;
                 self.sel(na, b, m)
             }
             _ => return None,
         })
     }
 
-    /// C's fmod on f32, from the driver's `x - y * trunc(x / y)` (naga's `%`) corrected as the
-    /// SPIR-V emitter corrects OpFRem: an inexact quotient can leave the remainder one |y| off,
-    /// the sign is x's (zeros included), `x % inf` is x and `x % 0`, `inf % y` are NaN.
-    fn fmod(&mut self, a: Handle<Expression>, b: Handle<Expression>) -> Handle<Expression> {
-        let r = self.bin(BO::Modulo, a, b);
-        let s = self.math(MF::Sign, &[a]);
-        let ay = self.math(MF::Abs, &[b]);
-        let t = self.bin(BO::Multiply, r, s);
-        let zero = self.lit_f32(0.0);
-        let below = self.bin(BO::Less, t, zero);
-        let up = self.bin(BO::Add, t, ay);
-        let t = self.sel(below, up, t);
-        let above = self.bin(BO::GreaterEqual, t, ay);
-        let down = self.bin(BO::Subtract, t, ay);
-        let t = self.sel(above, down, t);
-        let r = self.bin(BO::Multiply, t, s);
-        let xb = self.bits(a);
-        let mask = self.lit_u32(0x8000_0000);
-        let sign = self.bin(BO::And, xb, mask);
-        let none = self.lit_u32(0);
-        let negative = self.bin(BO::NotEqual, sign, none);
-        let magnitude = self.math(MF::Abs, &[r]);
-        let negated = self.un(UnaryOperator::Negate, magnitude);
-        let r = self.sel(negative, negated, magnitude);
-        let b_inf = self.is_inf(b);
-        let a_inf = self.is_inf(a);
-        let a_fin = self.not(a_inf);
-        let keep = self.bin(BO::LogicalAnd, b_inf, a_fin);
-        let r = self.sel(keep, a, r);
-        let b_zero = self.bin(BO::Equal, b, zero);
-        let nan_case = self.bin(BO::LogicalOr, b_zero, a_inf);
-        let nan = self.lit_f32(f32::NAN);
-        self.sel(nan_case, nan, r)
+    /// `log` / `log2`, subnormal inputs scaled first ([`legalize::log`]).
+    fn log_f32(&mut self, natural: bool, x: Handle<Expression>) -> Handle<Expression> {
+        let x = self.v(x, DType::F32);
+        legalize::log(self, natural, x, |me, xs| {
+            let r = me.math(if natural { MF::Log } else { MF::Log2 }, &[xs.h]);
+            me.v(r, DType::F32)
+        })
+        .h
     }
 
-    /// `log` / `log2` with subnormal inputs scaled into the normal range first (as the SPIR-V
-    /// emitter: lavapipe's logarithm of a subnormal is neither flushed nor within 3 ulp).
-    fn log_f32(&mut self, natural: bool, x: Handle<Expression>) -> Handle<Expression> {
-        let min_normal = self.lit_f32(f32::MIN_POSITIVE);
-        let zero = self.lit_f32(0.0);
-        let below = self.bin(BO::Less, x, min_normal);
-        let positive = self.bin(BO::Greater, x, zero);
-        let sub = self.bin(BO::LogicalAnd, below, positive);
-        let scale = self.lit_f32(16_777_216.0);
-        let one = self.lit_f32(1.0);
-        let factor = self.sel(sub, scale, one);
-        let xs = self.bin(BO::Multiply, x, factor);
-        let r = self.math(if natural { MF::Log } else { MF::Log2 }, &[xs]);
-        let shift = self.lit_f32(if natural { 24.0 * std::f32::consts::LN_2 } else { 24.0 });
-        let back = self.bin(BO::Subtract, r, shift);
-        self.sel(sub, back, r)
+    /// f32 `a op b` where `a` or `b` is a constant zero ([`legalize::with_constant_zero`]).
+    fn with_constant_zero(&mut self, op: BinaryOp, a: Handle<Expression>, b: Handle<Expression>) -> Option<Handle<Expression>> {
+        let (za, zb) = (self.zeros.get(&a).copied(), self.zeros.get(&b).copied());
+        let (av, bv) = (self.v(a, DType::F32), self.v(b, DType::F32));
+        legalize::with_constant_zero(self, op, av, bv, za, zb).map(|r| r.h)
     }
 
     fn unary_f32(&mut self, op: UnaryOp, x: Handle<Expression>) -> Handle<Expression> {
@@ -780,25 +649,12 @@ impl NagaEmitter {
 
     /// f32 -> integer dtype `to`: NaN -> 0, saturated, truncated toward zero.
     fn f32_to_int(&mut self, x: Handle<Expression>, to: DType) -> Handle<Expression> {
-        let n = self.is_nan(x);
-        let zero = self.lit_f32(0.0);
-        let x0 = self.sel(n, zero, x);
-        let (lo, hi) = to.int_range().unwrap_or((i32::MIN as i64, i32::MAX as i64));
-        let hi_up = hi as f32;
-        // The largest f32 not above `hi`; values from `hi_up` on saturate by a select below.
-        let hi_f = if hi_up as i128 > hi as i128 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
-        let lo_c = self.lit_f32(lo as f32);
-        let hi_c = self.lit_f32(hi_f);
-        let c = self.math(MF::Max, &[x0, lo_c]);
-        let c = self.math(MF::Min, &[c, hi_c]);
-        let mut r = self.convert(c, to);
-        if hi_f < hi_up {
-            let lim = self.lit_f32(hi_up);
-            let big = self.bin(BO::GreaterEqual, x0, lim);
-            let max = self.lit(to, Scalar::Int(hi));
-            r = self.sel(big, max, r);
-        }
-        r
+        let x = self.v(x, DType::F32);
+        legalize::f32_to_int(self, x, to, |me, c| {
+            let r = me.convert(c.h, to);
+            me.v(r, to)
+        })
+        .h
     }
 
     /// `x` of integer dtype `from` converted to integer dtype `to` (wrapping, sign- or
@@ -1245,6 +1101,18 @@ impl Emitter for NagaEmitter {
             self.f32_to_int(xf, to)
         } else {
             self.int_to_int(from, to, x)
+        };
+        self.v(h, to)
+    }
+
+    fn bitcast(&mut self, from: DType, to: DType, x: NagaValue) -> NagaValue {
+        self.expect(x, from, "bitcast operand");
+        let h = match (from, to) {
+            (DType::F32, DType::I32 | DType::U32) | (DType::I32 | DType::U32, DType::F32) => self.bitcast(x.h, kind_of(to)),
+            _ => {
+                self.fail_contract(format!("a bitcast from {from} to {to}"));
+                x.h
+            }
         };
         self.v(h, to)
     }

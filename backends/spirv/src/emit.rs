@@ -57,7 +57,7 @@ use half::{bf16, f16};
 use rspirv::binary::Assemble;
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, GlslStd450Op as Gl, Op, Word};
-use tilekit_core::gpu::{Emitter, Target};
+use tilekit_core::gpu::{legalize, Emitter, Target};
 use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
 use tilekit_core::{DType, Program, Scalar};
 
@@ -1237,38 +1237,23 @@ impl SpirvEmitter {
         }
     }
 
-    /// f32 -> integer dtype `to` (not `i1`): NaN -> 0, clamp, truncate toward zero.
+    /// f32 -> integer dtype `to` (not `i1`): NaN -> 0, clamp, truncate toward zero
+    /// ([`legalize::f32_to_int`] around the driver's conversion).
     fn f32_to_int(&mut self, x: Word, to: DType) -> Word {
-        let f = self.f32_ty();
-        let bt = self.bool_ty();
-        let nan = self.emit(Op::IsNan, bt, &[x]);
-        let zero = self.c_f32(0.0);
-        let x0 = self.sel(f, nan, zero, x);
-        let (lo, hi) = to.int_range().unwrap_or((i32::MIN as i64, i32::MAX as i64));
-        let lo_f = lo as f32;
-        let hi_up = hi as f32;
-        // The largest f32 not above `hi`; values from `hi_up` on saturate by a select below.
-        let hi_f = if hi_up as i128 > hi as i128 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
-        let lo_c = self.c_f32(lo_f);
-        let hi_c = self.c_f32(hi_f);
-        let c = self.ext(Gl::NMax, f, &[x0, lo_c]);
-        let c = self.ext(Gl::NMin, f, &[c, hi_c]);
-        let w = int_width(to);
-        let wide = if w == 64 { 64 } else { 32 };
-        let it = self.int_ty(wide);
-        let op = if is_signed(to) { Op::ConvertFToS } else { Op::ConvertFToU };
-        let mut r = self.emit(op, it, &[c]);
-        if hi_f < hi_up {
-            let lim = self.c_f32(hi_up);
-            let big = self.b_op(Op::FOrdGreaterThanEqual, x0, lim);
-            let max = if wide == 64 { self.c_int(DType::I64, hi) } else { self.c_u32(hi as u32) };
-            r = self.sel(it, big, max, r);
-        }
-        if w < 32 {
-            let t = self.conv_ty(to);
-            r = self.emit(Op::UConvert, t, &[r]);
-        }
-        r
+        let x = self.value(x, DType::F32);
+        let r = legalize::f32_to_int(self, x, to, |me, c| {
+            let w = int_width(to);
+            let wide = if w == 64 { 64 } else { 32 };
+            let it = me.int_ty(wide);
+            let op = if is_signed(to) { Op::ConvertFToS } else { Op::ConvertFToU };
+            let mut r = me.emit(op, it, &[c.id]);
+            if w < 32 {
+                let t = me.conv_ty(to);
+                r = me.emit(Op::UConvert, t, &[r]);
+            }
+            me.value(r, to)
+        });
+        r.id
     }
 
     fn unpack_push_slot(&mut self, d: DType, raw: Word) -> Word {
@@ -1511,26 +1496,15 @@ impl SpirvEmitter {
         }
     }
 
-    /// `log` / `log2` of f32 with subnormal inputs scaled into the normal range first
-    /// (`log(x) = log(x 2^24) - 24 ln 2`): lavapipe's logarithm of a subnormal was neither the
-    /// flushed result nor within Vulkan's 3 ulp. A device that flushes subnormal inputs still
-    /// sees zero and returns -inf.
+    /// `log` / `log2` of f32, subnormal inputs scaled first ([`legalize::log`]).
     fn log_f32(&mut self, natural: bool, x: Word) -> Word {
-        let f = self.f32_ty();
-        let bt = self.bool_ty();
-        let min_normal = self.c_f32(f32::MIN_POSITIVE);
-        let zero = self.c_f32(0.0);
-        let below = self.emit(Op::FOrdLessThan, bt, &[x, min_normal]);
-        let positive = self.emit(Op::FOrdGreaterThan, bt, &[x, zero]);
-        let sub = self.b_op(Op::LogicalAnd, below, positive);
-        let scale = self.c_f32(16_777_216.0);
-        let one = self.c_f32(1.0);
-        let factor = self.sel(f, sub, scale, one);
-        let xs = self.exact(Op::FMul, f, &[x, factor]);
-        let r = self.ext(if natural { Gl::Log } else { Gl::Log2 }, f, &[xs]);
-        let shift = self.c_f32(if natural { 24.0 * std::f32::consts::LN_2 } else { 24.0 });
-        let back = self.exact(Op::FSub, f, &[r, shift]);
-        self.sel(f, sub, back, r)
+        let x = self.value(x, DType::F32);
+        let r = legalize::log(self, natural, x, |me, xs| {
+            let f = me.f32_ty();
+            let r = me.ext(if natural { Gl::Log } else { Gl::Log2 }, f, &[xs.id]);
+            me.value(r, DType::F32)
+        });
+        r.id
     }
 
     fn unary_f32(&mut self, op: UnaryOp, x: Word) -> Word {
@@ -1586,61 +1560,12 @@ impl SpirvEmitter {
             BinaryOp::Sub => self.exact(Op::FSub, ty, &[a, b]),
             BinaryOp::Mul => self.exact(Op::FMul, ty, &[a, b]),
             BinaryOp::Div => self.exact(Op::FDiv, ty, &[a, b]),
+            // Only f32 reaches here (the lowering computes f16 remainders in f32). Vulkan
+            // computes OpFRem as x - y * trunc(x / y); `legalize::fmod` makes it C's fmod.
             BinaryOp::Rem => {
-                // Vulkan computes OpFRem as x - y * trunc(x / y), which makes x % inf a NaN;
-                // fmod gives x there.
-                let mut r = self.exact(Op::FRem, ty, &[a, b]);
-                let f = self.f32_ty();
-                if ty == f {
-                    // x / y is only accurate to a few ulp (NVIDIA's is approximate), so when
-                    // the quotient is an integer trunc() can land one off and the remainder a
-                    // whole |y| off: 150 % -75 gave 75. fmod's result has x's sign and is
-                    // smaller than |y| in magnitude; with t = r * sign(x), bring t into
-                    // [0, |y|) by one step either way. NaNs fail both compares and pass
-                    // through.
-                    let s = self.ext(Gl::FSign, f, &[a]);
-                    let ay = self.ext(Gl::FAbs, f, &[b]);
-                    let t = self.emit(Op::FMul, f, &[r, s]);
-                    let zero = self.c_f32(0.0);
-                    let bt = self.bool_ty();
-                    let below = self.emit(Op::FOrdLessThan, bt, &[t, zero]);
-                    let up = self.emit(Op::FAdd, f, &[t, ay]);
-                    let t = self.sel(f, below, up, t);
-                    let above = self.emit(Op::FOrdGreaterThanEqual, bt, &[t, ay]);
-                    let down = self.emit(Op::FSub, f, &[t, ay]);
-                    let t = self.sel(f, above, down, t);
-                    r = self.emit(Op::FMul, f, &[t, s]);
-                }
-                // fmod's result, zeros included, has x's sign; OpFRem leaves a zero's sign to
-                // the driver (NVIDIA's and lavapipe's give -2 % 1 = +0), and sign(x) cannot
-                // carry it either (sign(-0) may be +0). Take the magnitude and x's sign bit.
-                let bt = self.bool_ty();
-                let x_bits = if ty == f {
-                    let u = self.u32_ty();
-                    self.bitcast(u, a)
-                } else {
-                    self.f16_to_bits(a)
-                };
-                let sign_mask = if ty == f { 0x8000_0000 } else { 0x8000 };
-                let sign = self.u_opk(Op::BitwiseAnd, x_bits, sign_mask);
-                let no_sign = self.c_u32(0);
-                let negative = self.emit(Op::INotEqual, bt, &[sign, no_sign]);
-                let magnitude = self.ext(Gl::FAbs, ty, &[r]);
-                let negated = self.emit(Op::FNegate, ty, &[magnitude]);
-                let r = self.sel(ty, negative, negated, magnitude);
-                let b_inf = self.emit(Op::IsInf, bt, &[b]);
-                let a_inf = self.emit(Op::IsInf, bt, &[a]);
-                let a_fin = self.emit(Op::LogicalNot, bt, &[a_inf]);
-                let keep = self.b_op(Op::LogicalAnd, b_inf, a_fin);
-                let r = self.sel(ty, keep, a, r);
-                // fmod(x, 0) and fmod(inf, y) are NaN. Drivers lower OpFRem to
-                // x - y * trunc(x / y) and simplify that for a constant zero y to x (Mesa did,
-                // NoContraction or not), so the NaN cases are selected explicitly.
-                let zero = self.c_f32(0.0);
-                let b_zero = self.emit(Op::FOrdEqual, bt, &[b, zero]);
-                let nan_case = self.b_op(Op::LogicalOr, b_zero, a_inf);
-                let nan = self.c_f32(f32::NAN);
-                self.sel(ty, nan_case, nan, r)
+                let raw = self.exact(Op::FRem, ty, &[a, b]);
+                let (a, b, raw) = (self.value(a, DType::F32), self.value(b, DType::F32), self.value(raw, DType::F32));
+                legalize::fmod(self, a, b, raw).id
             }
             BinaryOp::Max => self.ext(Gl::NMax, ty, &[a, b]),
             BinaryOp::Min => self.ext(Gl::NMin, ty, &[a, b]),
@@ -1662,90 +1587,19 @@ impl SpirvEmitter {
     }
 
     /// `a op b` where `a` or `b` is a constant zero, computed without handing the driver an
-    /// arithmetic instruction on that constant. Drivers simplify `x * 0`, `0 / x` and `x + 0`
-    /// as if there were no NaNs, infinities or signed zeros whatever the module's float
-    /// controls say (lavapipe's code generator does it while it builds the instructions, so
-    /// `NoContraction` does not stop it): here the IEEE result is selected explicitly.
+    /// arithmetic instruction on that constant ([`legalize::with_constant_zero`]); f16 through
+    /// f32, which holds every value the rules select exactly.
     fn with_constant_zero(&mut self, op: BinaryOp, ty: Word, a: Word, b: Word) -> Option<Word> {
         let (za, zb) = (self.zeros.get(&a).copied(), self.zeros.get(&b).copied());
         if za.is_none() && zb.is_none() {
             return None;
         }
-        let bt = self.bool_ty();
         let wide = self.types.get(&TypeKey::Float(32)) == Some(&ty);
-        let (nan, zero) = if wide {
-            (self.constant_bits(ty, 0x7FC0_0000, false), self.constant_bits(ty, 0, false))
-        } else {
-            (self.c_f16(f16::NAN), self.c_f16(f16::ZERO))
-        };
-        // A zero (or, with `inf`, an infinity) whose sign is sign(x) xor `negative`, built from
-        // x's bits (as u32).
-        let signed = |me: &mut Self, x: Word, negative: bool, inf: bool| {
-            let (bits, mask, inf_bits) = if wide {
-                let u = me.u32_ty();
-                (me.bitcast(u, x), 0x8000_0000, 0x7F80_0000)
-            } else {
-                (me.f16_to_bits(x), 0x8000, 0x7C00)
-            };
-            let s = me.u_opk(Op::BitwiseAnd, bits, mask);
-            let s = if negative { me.u_opk(Op::BitwiseXor, s, mask) } else { s };
-            let s = if inf { me.u_opk(Op::BitwiseOr, s, inf_bits) } else { s };
-            if wide {
-                me.bitcast(ty, s)
-            } else {
-                me.f16_from_bits(s)
-            }
-        };
-        Some(match (op, za, zb) {
-            // x * 0: NaN for NaN or infinite x, else a zero with the product's sign.
-            (BinaryOp::Mul, _, Some(neg)) | (BinaryOp::Mul, Some(neg), None) => {
-                let x = if zb.is_some() { a } else { b };
-                let nan_x = self.emit(Op::IsNan, bt, &[x]);
-                let inf_x = self.emit(Op::IsInf, bt, &[x]);
-                let bad = self.b_op(Op::LogicalOr, nan_x, inf_x);
-                let z = signed(self, x, neg, false);
-                self.sel(ty, bad, nan, z)
-            }
-            // 0 / x: NaN for NaN or zero x, else a zero with the quotient's sign.
-            (BinaryOp::Div, Some(neg), None) => {
-                let nan_x = self.emit(Op::IsNan, bt, &[b]);
-                let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
-                let bad = self.b_op(Op::LogicalOr, nan_x, zero_x);
-                let z = signed(self, b, neg, false);
-                self.sel(ty, bad, nan, z)
-            }
-            // x / 0: NaN for NaN or zero x, else an infinity with the quotient's sign.
-            (BinaryOp::Div, None, Some(neg)) => {
-                let nan_x = self.emit(Op::IsNan, bt, &[a]);
-                let zero_x = self.emit(Op::FOrdEqual, bt, &[a, zero]);
-                let bad = self.b_op(Op::LogicalOr, nan_x, zero_x);
-                let r = signed(self, a, neg, true);
-                self.sel(ty, bad, nan, r)
-            }
-            // x + 0 and x - (-0): x, except that -0 + 0 is +0.
-            (BinaryOp::Add, _, Some(false)) | (BinaryOp::Sub, _, Some(true)) => {
-                let zero_x = self.emit(Op::FOrdEqual, bt, &[a, zero]);
-                self.sel(ty, zero_x, zero, a)
-            }
-            (BinaryOp::Add, Some(false), None) => {
-                let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
-                self.sel(ty, zero_x, zero, b)
-            }
-            // x + (-0) and x - 0: x itself.
-            (BinaryOp::Add, _, Some(true)) | (BinaryOp::Sub, _, Some(false)) => a,
-            (BinaryOp::Add, Some(true), None) => b,
-            // 0 - x: -x, except that 0 - 0 and 0 - (-0) are +0; -0 - x is -x.
-            (BinaryOp::Sub, Some(neg), None) => {
-                let minus = self.emit(Op::FNegate, ty, &[b]);
-                if neg {
-                    minus
-                } else {
-                    let zero_x = self.emit(Op::FOrdEqual, bt, &[b, zero]);
-                    self.sel(ty, zero_x, zero, minus)
-                }
-            }
-            _ => return None,
-        })
+        let d = if wide { DType::F32 } else { DType::F16 };
+        let (af, bf) = (self.widen_to_f32(d, a), self.widen_to_f32(d, b));
+        let (av, bv) = (self.value(af, DType::F32), self.value(bf, DType::F32));
+        let r = legalize::with_constant_zero(self, op, av, bv, za, zb)?;
+        Some(if wide { r.id } else { self.round_from_f32(DType::F16, r.id) })
     }
 
     /// A value of any dtype as 32 bits, and back: shuffles move 32-bit words only, which every
@@ -2144,6 +1998,25 @@ impl Emitter for SpirvEmitter {
                 }
             } else {
                 self.emit(Op::SConvert, t, &[x])
+            }
+        };
+        self.value(id, to)
+    }
+
+    fn bitcast(&mut self, from: DType, to: DType, x: SpirvValue) -> SpirvValue {
+        self.expect(x, from, "bitcast operand");
+        let id = match (from, to) {
+            (DType::F32, DType::I32 | DType::U32) => {
+                let u = self.u32_ty();
+                self.bitcast(u, x.id)
+            }
+            (DType::I32 | DType::U32, DType::F32) => {
+                let f = self.f32_ty();
+                self.bitcast(f, x.id)
+            }
+            _ => {
+                self.fail_contract(format!("a bitcast from {from} to {to}"));
+                x.id
             }
         };
         self.value(id, to)

@@ -53,6 +53,9 @@ pub trait Emitter {
     fn fma(&mut self, dtype: DType, a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// Conversion with [`crate::ir::Op::Cast`] semantics.
     fn cast(&mut self, from: DType, to: DType, x: Self::V) -> Self::V;
+    /// `x`'s bits as a value of `to`: f32 to or from i32 or u32, the pair the shared
+    /// legalizations ([`crate::gpu::legalize`]) read signs and NaNs through.
+    fn bitcast(&mut self, from: DType, to: DType, x: Self::V) -> Self::V;
 
     /// `buffer[index]`; `index_dtype` is i32, u32 or i64 and the index is in bounds.
     fn load_global(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType) -> Self::V;

@@ -3,6 +3,7 @@
 
 use super::{erf, sin_cos, tanh};
 use crate::dtype::{DType, Scalar};
+use crate::gpu::legalize;
 use crate::gpu::Emitter;
 use crate::interp::{binary_float, binary_int, float_to_int, unary_float};
 use crate::ir::{AtomicOp, BinaryOp, CmpPred, UnaryOp};
@@ -56,6 +57,7 @@ impl Emitter for Eval {
     fn unary(&mut self, op: UnaryOp, dtype: DType, x: V) -> V {
         match x {
             V::F(x) => V::F(unary_float(op, dtype, x)),
+            V::B(b) if op == UnaryOp::Not => V::B(!b),
             other => unreachable!("{other:?}"),
         }
     }
@@ -63,6 +65,11 @@ impl Emitter for Eval {
         match (a, b) {
             (V::F(a), V::F(b)) => V::F(binary_float(op, dtype, a, b)),
             (V::I(a), V::I(b)) => V::I(binary_int(op, dtype, a, b).expect("no division")),
+            (V::B(a), V::B(b)) => V::B(match op {
+                BinaryOp::And => a && b,
+                BinaryOp::Or => a || b,
+                other => unreachable!("{other:?} on booleans"),
+            }),
             other => unreachable!("{other:?}"),
         }
     }
@@ -102,6 +109,13 @@ impl Emitter for Eval {
     fn cast(&mut self, from: DType, to: DType, x: V) -> V {
         match (from, x) {
             (DType::F32, V::F(x)) => V::I(float_to_int(to, x)),
+            other => unreachable!("{other:?}"),
+        }
+    }
+    fn bitcast(&mut self, _from: DType, _to: DType, x: V) -> V {
+        match x {
+            V::F(x) => V::I(x.to_bits() as i64),
+            V::I(i) => V::F(f32::from_bits(i as u32)),
             other => unreachable!("{other:?}"),
         }
     }
@@ -264,5 +278,118 @@ fn tanh_and_erf_within_the_bound() {
         assert!(eval_with(f, f32::NAN).is_nan());
         assert_eq!((eval_with(f, f32::INFINITY), eval_with(f, f32::NEG_INFINITY)), (1.0, -1.0), "{}", op.name());
         assert_eq!((eval_with(f, 1e30), eval_with(f, -10.0)), (1.0, -1.0), "{}", op.name());
+    }
+}
+
+// ---- the shared legalizations (crate::gpu::legalize), on the same evaluator ----
+
+fn f(v: V) -> f32 {
+    match v {
+        V::F(x) => x,
+        other => panic!("not an f32: {other:?}"),
+    }
+}
+
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Values every rule meets: signed zeros, subnormals, infinities, NaN, and ordinary numbers.
+fn specials() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1e-45,
+        -1e-45,
+        1e-40,
+        f32::MIN_POSITIVE,
+        1.0,
+        -1.0,
+        1.5,
+        -75.0,
+        150.0,
+        3e38,
+        -3e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let mut next = uniform(0x1E6A);
+    v.extend((0..200).map(|_| ((next() - 0.5) * 2e4) as f32));
+    v
+}
+
+/// fmod from a driver's remainder is C's fmod (Rust's `%`): bit for bit from an exact one
+/// (lavapipe's, LLVM's frem) for every pair; from `a - b * trunc(a / b)`, whose product rounds,
+/// within two ulp of the larger operand and with fmod's sign, wherever the quotient is below
+/// 2^23 (beyond, the formula loses every bit and nothing can recover it).
+#[test]
+fn fmod_from_the_driver_remainder_is_c_fmod() {
+    for &a in &specials() {
+        for &b in &specials() {
+            let want = a % b;
+            let got = f(legalize::fmod(&mut Eval, V::F(a), V::F(b), V::F(want)));
+            assert!(same(got, want), "fmod({a:e}, {b:e}) from the exact remainder = {got:e}, want {want:e}");
+            if (a / b).abs() < 8_388_608.0 {
+                let raw = a - b * (a / b).trunc();
+                let got = f(legalize::fmod(&mut Eval, V::F(a), V::F(b), V::F(raw)));
+                let close = (got as f64 - want as f64).abs() <= 2.0 * ulp_f32(a.abs().max(b.abs()) as f64);
+                assert!(
+                    same(got, want) || (close && got.is_sign_negative() == want.is_sign_negative()),
+                    "fmod({a:e}, {b:e}) from {raw:e} = {got:e}, want {want:e}"
+                );
+            }
+        }
+    }
+}
+
+/// Arithmetic on a constant zero gives the IEEE result on either side and for both zeros.
+#[test]
+fn constant_zero_rules_are_ieee() {
+    for &x in &specials() {
+        for z in [0.0f32, -0.0] {
+            let neg = z.is_sign_negative();
+            for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+                let ieee = |a: f32, b: f32| binary_float(op, DType::F32, a, b);
+                if let Some(r) = legalize::with_constant_zero(&mut Eval, op, V::F(x), V::F(z), None, Some(neg)) {
+                    assert!(same(f(r), ieee(x, z)), "{x:e} {op:?} {z:e} = {:e}", f(r));
+                }
+                if let Some(r) = legalize::with_constant_zero(&mut Eval, op, V::F(z), V::F(x), Some(neg), None) {
+                    assert!(same(f(r), ieee(z, x)), "{z:e} {op:?} {x:e} = {:e}", f(r));
+                }
+            }
+        }
+    }
+}
+
+/// Float to integer: NaN to 0, saturation, truncation, as the interpreter's cast.
+#[test]
+fn float_to_int_saturates_as_the_cast() {
+    let mut xs = specials();
+    xs.extend([2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 4294967040.0, 4294967296.0, 127.9, 128.0, -128.9, 255.5, 9.2e18, -9.3e18]);
+    for to in [DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64] {
+        for &x in &xs {
+            // The driver's conversion, given a value in range: truncation.
+            let got = legalize::f32_to_int(&mut Eval, V::F(x), to, |_, c| V::I(f(c) as f64 as i64));
+            let got = match got {
+                V::I(i) => i,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(got, float_to_int(to, x), "{x:e} as {to}");
+        }
+    }
+}
+
+/// The logarithm of a subnormal, scaled into the normal range first, is as accurate as of a
+/// normal number (the driver's log here is the host's).
+#[test]
+fn log_of_subnormals_is_accurate() {
+    for bits in [1u32, 2, 3, 1000, 0x0040_0000, 0x007F_FFFF, 0x0080_0000, 0x3F80_0000] {
+        let x = f32::from_bits(bits);
+        for natural in [true, false] {
+            let got = f(legalize::log(&mut Eval, natural, V::F(x), |_, xs| V::F(if natural { f(xs).ln() } else { f(xs).log2() })));
+            let want = if natural { (x as f64).ln() } else { (x as f64).log2() };
+            assert!(((got as f64) - want).abs() <= 2.0 * ulp_f32(want), "log{} of {x:e}: {got:e}, want {want:e}", if natural { "" } else { "2" });
+        }
     }
 }

@@ -8,6 +8,7 @@ pub mod axis;
 pub mod emit;
 pub mod grid;
 pub mod layout;
+pub mod legalize;
 pub mod lower;
 pub mod math;
 pub mod simt;

@@ -87,6 +87,12 @@ enum SInst {
         to: DType,
         x: Reg,
     },
+    Bitcast {
+        dst: Reg,
+        from: DType,
+        to: DType,
+        x: Reg,
+    },
     Load {
         dst: Reg,
         buffer: u32,
@@ -264,6 +270,11 @@ impl Emitter for Recorder {
         let dst = self.reg();
         let _ = from;
         self.push(SInst::Cast { dst, to, x });
+        dst
+    }
+    fn bitcast(&mut self, from: DType, to: DType, x: Reg) -> Reg {
+        let dst = self.reg();
+        self.push(SInst::Bitcast { dst, from, to, x });
         dst
     }
     fn load_global(&mut self, buffer: u32, dtype: DType, index: Reg, _index_dtype: DType) -> Reg {
@@ -705,6 +716,7 @@ impl Machine<'_> {
                     (Elem::I(a), false) => Elem::I(int_to_int(*to, a)),
                 },
             ),
+            SInst::Bitcast { dst, from, to, x } => (*dst, bits_elem(*to, elem_bits(*from, self.get(*x, t)))),
             SInst::Load { dst, buffer, dtype, index } => {
                 let i = self.index(*buffer, *index, t, "load")?;
                 let bits = self.buffer(*buffer).load_bits(i);

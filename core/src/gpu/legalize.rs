@@ -1,0 +1,211 @@
+//! Float legalizations shared by the emitters whose drivers need them (SPIR-V and naga): built
+//! once from [`Emitter`] primitives, so every emitter computes the same IEEE result where a
+//! driver's own instruction would not.
+//!
+//! Each function works on f32; an emitter computes f16 through f32 (exact for what these
+//! functions select: zeros, infinities, NaNs and the operands themselves). NaN and infinity
+//! tests read the bits, which no compiler's fast-math assumptions fold away.
+
+use crate::dtype::{DType, Scalar};
+use crate::gpu::emit::Emitter;
+use crate::ir::{BinaryOp, CmpPred, UnaryOp};
+
+const SIGN: i64 = 0x8000_0000;
+const EXPONENT: i64 = 0x7F80_0000;
+
+fn f32_const<E: Emitter + ?Sized>(e: &mut E, v: f32) -> E::V {
+    e.constant(DType::F32, Scalar::Float(v as f64))
+}
+
+fn u32_const<E: Emitter + ?Sized>(e: &mut E, v: i64) -> E::V {
+    e.constant(DType::U32, Scalar::Int(v))
+}
+
+fn bits<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    e.bitcast(DType::F32, DType::U32, x)
+}
+
+fn magnitude_bits<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let b = bits(e, x);
+    let m = u32_const(e, SIGN - 1);
+    e.binary(BinaryOp::And, DType::U32, b, m)
+}
+
+/// Whether the f32 `x` is a NaN.
+pub fn is_nan<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let m = magnitude_bits(e, x);
+    let inf = u32_const(e, EXPONENT);
+    e.cmp(CmpPred::Gt, DType::U32, m, inf)
+}
+
+/// Whether the f32 `x` is infinite.
+pub fn is_inf<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let m = magnitude_bits(e, x);
+    let inf = u32_const(e, EXPONENT);
+    e.cmp(CmpPred::Eq, DType::U32, m, inf)
+}
+
+/// Whether the sign bit of the f32 `x` is set (true for -0 and negative NaNs too).
+pub fn sign_bit<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let b = bits(e, x);
+    let s = u32_const(e, SIGN);
+    let sign = e.binary(BinaryOp::And, DType::U32, b, s);
+    let zero = u32_const(e, 0);
+    e.cmp(CmpPred::Ne, DType::U32, sign, zero)
+}
+
+/// A zero (or, with `inf`, an infinity) whose sign is sign(x) xor `negative`.
+fn signed_special<E: Emitter + ?Sized>(e: &mut E, x: E::V, negative: bool, inf: bool) -> E::V {
+    let b = bits(e, x);
+    let mask = u32_const(e, SIGN);
+    let mut s = e.binary(BinaryOp::And, DType::U32, b, mask);
+    if negative {
+        s = e.binary(BinaryOp::Xor, DType::U32, s, mask);
+    }
+    if inf {
+        let i = u32_const(e, EXPONENT);
+        s = e.binary(BinaryOp::Or, DType::U32, s, i);
+    }
+    e.bitcast(DType::U32, DType::F32, s)
+}
+
+/// f32 `a op b` where `a` or `b` is a constant zero (`za`, `zb`: whether it is one, and its
+/// sign, true for -0), with the IEEE result selected explicitly; `None` when neither is or the
+/// rule does not apply to `op`. Drivers simplify `x * 0`, `0 / x` and `x + 0` as if there were
+/// no NaNs, infinities or signed zeros whatever a module's float controls say (lavapipe's code
+/// generator does it while it builds the instructions, so `NoContraction` does not stop it).
+/// The operations this emits on `a` and `b` involve no constant zero.
+pub fn with_constant_zero<E: Emitter + ?Sized>(e: &mut E, op: BinaryOp, a: E::V, b: E::V, za: Option<bool>, zb: Option<bool>) -> Option<E::V> {
+    if za.is_none() && zb.is_none() {
+        return None;
+    }
+    let zero = f32_const(e, 0.0);
+    Some(match (op, za, zb) {
+        // x * 0: NaN for NaN or infinite x, else a zero with the product's sign.
+        (BinaryOp::Mul, _, Some(neg)) | (BinaryOp::Mul, Some(neg), None) => {
+            let x = if zb.is_some() { a } else { b };
+            let n = is_nan(e, x);
+            let i = is_inf(e, x);
+            let bad = e.binary(BinaryOp::Or, DType::I1, n, i);
+            let z = signed_special(e, x, neg, false);
+            let nan = f32_const(e, f32::NAN);
+            e.select(DType::F32, bad, nan, z)
+        }
+        // 0 / 0 is NaN.
+        (BinaryOp::Div, Some(_), Some(_)) => f32_const(e, f32::NAN),
+        // 0 / x: NaN for NaN or zero x, else a zero with the quotient's sign; x / 0: NaN for
+        // NaN or zero x, else an infinity with the quotient's sign.
+        (BinaryOp::Div, Some(neg), None) | (BinaryOp::Div, None, Some(neg)) => {
+            let x = if za.is_some() { b } else { a };
+            let n = is_nan(e, x);
+            let z = e.cmp(CmpPred::Eq, DType::F32, x, zero);
+            let bad = e.binary(BinaryOp::Or, DType::I1, n, z);
+            let r = signed_special(e, x, neg, za.is_none());
+            let nan = f32_const(e, f32::NAN);
+            e.select(DType::F32, bad, nan, r)
+        }
+        // x + 0 and x - (-0): x, except that -0 + 0 is +0.
+        (BinaryOp::Add, _, Some(false)) | (BinaryOp::Sub, _, Some(true)) => {
+            let z = e.cmp(CmpPred::Eq, DType::F32, a, zero);
+            e.select(DType::F32, z, zero, a)
+        }
+        (BinaryOp::Add, Some(false), None) => {
+            let z = e.cmp(CmpPred::Eq, DType::F32, b, zero);
+            e.select(DType::F32, z, zero, b)
+        }
+        // x + (-0) and x - 0: x itself.
+        (BinaryOp::Add, _, Some(true)) | (BinaryOp::Sub, _, Some(false)) => a,
+        (BinaryOp::Add, Some(true), None) => b,
+        // 0 - x: -x, except that 0 - 0 and 0 - (-0) are +0; -0 - x is -x.
+        (BinaryOp::Sub, Some(neg), None) => {
+            let minus = e.unary(UnaryOp::Neg, DType::F32, b);
+            if neg {
+                minus
+            } else {
+                let z = e.cmp(CmpPred::Eq, DType::F32, b, zero);
+                e.select(DType::F32, z, zero, minus)
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// C's `fmod(a, b)` on f32 from `raw`, a driver's remainder computed as `a - b * trunc(a / b)`
+/// (SPIR-V's OpFRem, WGSL's `%`). The quotient is only accurate to a few ulp (NVIDIA's is
+/// approximate), so when it is an integer trunc() can land one off and the remainder a whole
+/// |b| off (150 % -75 gave 75): with t = r * sign(a), t is brought into [0, |b|) by one step
+/// either way. The result, zeros included, takes a's sign bit (drivers leave a zero's sign to
+/// themselves); `a % inf` is a, and `a % 0` and `inf % b` are NaN, selected explicitly because
+/// drivers simplify the remainder by a constant zero to `a`.
+pub fn fmod<E: Emitter + ?Sized>(e: &mut E, a: E::V, b: E::V, raw: E::V) -> E::V {
+    let zero = f32_const(e, 0.0);
+    let (one, minus_one) = (f32_const(e, 1.0), f32_const(e, -1.0));
+    let below_zero = e.cmp(CmpPred::Lt, DType::F32, a, zero);
+    let s = e.select(DType::F32, below_zero, minus_one, one);
+    let ay = e.unary(UnaryOp::Abs, DType::F32, b);
+    let t = e.binary(BinaryOp::Mul, DType::F32, raw, s);
+    let below = e.cmp(CmpPred::Lt, DType::F32, t, zero);
+    let up = e.binary(BinaryOp::Add, DType::F32, t, ay);
+    let t = e.select(DType::F32, below, up, t);
+    let above = e.cmp(CmpPred::Ge, DType::F32, t, ay);
+    let down = e.binary(BinaryOp::Sub, DType::F32, t, ay);
+    let t = e.select(DType::F32, above, down, t);
+    let r = e.binary(BinaryOp::Mul, DType::F32, t, s);
+    let negative = sign_bit(e, a);
+    let magnitude = e.unary(UnaryOp::Abs, DType::F32, r);
+    let negated = e.unary(UnaryOp::Neg, DType::F32, magnitude);
+    let r = e.select(DType::F32, negative, negated, magnitude);
+    let b_inf = is_inf(e, b);
+    let a_inf = is_inf(e, a);
+    let a_fin = e.unary(UnaryOp::Not, DType::I1, a_inf);
+    let keep = e.binary(BinaryOp::And, DType::I1, b_inf, a_fin);
+    let r = e.select(DType::F32, keep, a, r);
+    let b_zero = e.cmp(CmpPred::Eq, DType::F32, b, zero);
+    let nan_case = e.binary(BinaryOp::Or, DType::I1, b_zero, a_inf);
+    let nan = f32_const(e, f32::NAN);
+    e.select(DType::F32, nan_case, nan, r)
+}
+
+/// `log(x)` or `log2(x)` from the driver's `log` (`raw_log`, called once) with subnormal inputs
+/// scaled into the normal range first (`log(x) = log(x 2^24) - 24 ln 2`): lavapipe's logarithm
+/// of a subnormal was neither the flushed result nor within Vulkan's 3 ulp. A device that
+/// flushes subnormal inputs still sees zero and returns -inf.
+pub fn log<E: Emitter + ?Sized>(e: &mut E, natural: bool, x: E::V, raw_log: impl FnOnce(&mut E, E::V) -> E::V) -> E::V {
+    let min_normal = f32_const(e, f32::MIN_POSITIVE);
+    let zero = f32_const(e, 0.0);
+    let below = e.cmp(CmpPred::Lt, DType::F32, x, min_normal);
+    let positive = e.cmp(CmpPred::Gt, DType::F32, x, zero);
+    let sub = e.binary(BinaryOp::And, DType::I1, below, positive);
+    let (scale, one) = (f32_const(e, 16_777_216.0), f32_const(e, 1.0));
+    let factor = e.select(DType::F32, sub, scale, one);
+    let xs = e.binary(BinaryOp::Mul, DType::F32, x, factor);
+    let r = raw_log(e, xs);
+    let shift = f32_const(e, if natural { 24.0 * std::f32::consts::LN_2 } else { 24.0 });
+    let back = e.binary(BinaryOp::Sub, DType::F32, r, shift);
+    e.select(DType::F32, sub, back, r)
+}
+
+/// f32 `x` converted to integer dtype `to` (not `i1`) with the cast's semantics: NaN gives 0,
+/// out-of-range values saturate, the rest truncate toward zero. `convert` is the driver's
+/// truncating conversion, called once on a value in range.
+pub fn f32_to_int<E: Emitter + ?Sized>(e: &mut E, x: E::V, to: DType, convert: impl FnOnce(&mut E, E::V) -> E::V) -> E::V {
+    let nan = is_nan(e, x);
+    let zero = f32_const(e, 0.0);
+    let x0 = e.select(DType::F32, nan, zero, x);
+    let (lo, hi) = to.int_range().unwrap_or((i32::MIN as i64, i32::MAX as i64));
+    let hi_up = hi as f32;
+    // The largest f32 not above `hi`; values from `hi_up` on saturate by a select below.
+    let hi_f = if hi_up as i128 > hi as i128 { f32::from_bits(hi_up.to_bits() - 1) } else { hi_up };
+    let (lo_c, hi_c) = (f32_const(e, lo as f32), f32_const(e, hi_f));
+    let c = e.binary(BinaryOp::Max, DType::F32, x0, lo_c);
+    let c = e.binary(BinaryOp::Min, DType::F32, c, hi_c);
+    let r = convert(e, c);
+    if hi_f < hi_up {
+        let lim = f32_const(e, hi_up);
+        let big = e.cmp(CmpPred::Ge, DType::F32, x0, lim);
+        let max = e.constant(to, Scalar::Int(hi));
+        e.select(to, big, max, r)
+    } else {
+        r
+    }
+}

@@ -6,10 +6,13 @@
 //! [`tilekit_spirv::PushConstant`] says, and, for a kernel that folds its grid, the logical grid
 //! after them. A runtime launches it exactly as the SPIR-V kernel.
 //!
-//! What naga cannot express is refused by name ([`NagaError::Unsupported`]), never approximated:
-//! 8-bit integers and booleans in memory (naga has no 8-bit types), bf16, 16-bit integers, f32
-//! atomics other than `add`. Like the SPIR-V emitter, float operations on a constant zero are
-//! computed as IEEE says rather than handed to a driver that simplifies `x * 0` to `0`.
+//! naga has no 8-bit, 16-bit integer or bf16 types: registers hold i8 and i16 as i32 and u8 as
+//! u32, sign- or zero-extended and wrapped after every operation, and bf16 as its 16 bits in a
+//! u32 (arithmetic is in f32, as the lowering computes it). Buffers of those dtypes and of
+//! booleans are arrays of u32 words, two or four elements each; a buffer the program writes holds
+//! atomic words, so that threads storing neighbouring elements of one word do not overwrite each
+//! other. What naga cannot express is refused by name ([`NagaError::Unsupported`]), never
+//! approximated: atomics on such buffers, f32 atomics other than `add`, i64 to bf16.
 
 use std::collections::HashMap;
 
@@ -52,6 +55,8 @@ struct BufferSlot {
     dtype: DType,
     access: Access,
     atomic: bool,
+    /// Elements per u32 word, for a buffer of packed narrow elements.
+    packed: Option<u32>,
 }
 
 enum Frame {
@@ -80,6 +85,8 @@ pub struct NagaEmitter {
     shared: HashMap<DType, (Handle<GlobalVariable>, u32)>,
     /// Constant zeros of float dtypes, with their sign (true: -0).
     zeros: HashMap<Handle<Expression>, bool>,
+    /// bf16 constants (registers of bits) and their bits: widened, they stay constants.
+    bf16_consts: HashMap<Handle<Expression>, u16>,
     /// Integer constant zeros (their conversion to float stays a known zero).
     int_zeros: std::collections::HashSet<Handle<Expression>>,
     thread_index: Handle<Expression>,
@@ -96,33 +103,48 @@ pub struct NagaEmitter {
 
 const GRID_FOLD_BYTES: u32 = 12;
 
+/// The kind of a register of dtype `d`.
 fn kind_of(d: DType) -> ScalarKind {
-    match d {
-        DType::I1 => ScalarKind::Bool,
-        DType::F16 | DType::F32 | DType::BF16 => ScalarKind::Float,
-        DType::U32 | DType::U8 => ScalarKind::Uint,
-        _ => ScalarKind::Sint,
-    }
+    naga_scalar(d).kind
 }
 
+/// The naga type of a register of dtype `d`.
 fn naga_scalar(d: DType) -> naga::Scalar {
     match d {
         DType::I1 => naga::Scalar::BOOL,
         DType::F16 => naga::Scalar::F16,
         DType::F32 => naga::Scalar::F32,
-        DType::U32 => naga::Scalar::U32,
+        DType::U32 | DType::U8 | DType::BF16 => naga::Scalar::U32,
         DType::I64 => naga::Scalar::I64,
         _ => naga::Scalar::I32,
     }
 }
 
-/// Why naga cannot hold `d` (in registers or memory), if it cannot.
-fn unsupported_dtype(d: DType) -> Option<&'static str> {
+/// The dtype whose naga type holds a register of `d` (narrow integers in 32 bits).
+fn register_dtype(d: DType) -> DType {
     match d {
-        DType::I8 | DType::U8 => Some("naga has no 8-bit integer types"),
-        DType::I16 => Some("16-bit integers need naga's SHADER_INT16, which this backend does not use yet"),
-        DType::BF16 => Some("naga has no bf16, and its 16-bit integer emulation is not built for naga yet"),
+        DType::I8 | DType::I16 => DType::I32,
+        DType::U8 | DType::BF16 => DType::U32,
+        d => d,
+    }
+}
+
+/// Elements of `d` per u32 word of a buffer that packs them (8-bit and 16-bit dtypes other than
+/// f16, and booleans, stored as bytes).
+fn packed(d: DType) -> Option<u32> {
+    match d {
+        DType::I1 | DType::I8 | DType::U8 => Some(4),
+        DType::I16 | DType::BF16 => Some(2),
         _ => None,
+    }
+}
+
+/// The type of shared-memory elements of dtype `d`: its register type, booleans as u32.
+fn shared_scalar(d: DType) -> DType {
+    match d {
+        DType::I1 | DType::U8 | DType::BF16 => DType::U32,
+        DType::I8 | DType::I16 => DType::I32,
+        d => d,
     }
 }
 
@@ -137,19 +159,6 @@ impl NagaEmitter {
                 target: target.name.clone(),
                 what: format!("{threads} threads per program (the target allows 1 to {})", target.max_threads_per_program),
             });
-        }
-        // Every dtype naga cannot hold, named with the instruction that makes it.
-        let mut refusal = None;
-        program.walk(&mut |inst| {
-            for &r in &inst.results {
-                let d = program.ty(r).dtype;
-                if let (None, Some(why)) = (&refusal, unsupported_dtype(d)) {
-                    refusal = Some((format!("`{}` giving {d}", inst.op.name()), why.to_string()));
-                }
-            }
-        });
-        if let Some((what, why)) = refusal {
-            return Err(NagaError::Unsupported { kernel, what, why });
         }
         // Placeholders until the builtins below are read.
         let mut expressions = Arena::new();
@@ -173,6 +182,7 @@ impl NagaEmitter {
             grid_fold: None,
             shared: HashMap::new(),
             zeros: HashMap::new(),
+            bf16_consts: HashMap::new(),
             int_zeros: Default::default(),
             thread_index: placeholder,
             program_id: [placeholder; 3],
@@ -192,19 +202,21 @@ impl NagaEmitter {
                         what: format!("parameter `{}` ({dtype} buffer)", p.name),
                         why: why.to_string(),
                     };
-                    if *dtype == DType::I1 {
-                        return Err(unsupported("booleans are stored as bytes, and naga has no 8-bit types"));
-                    }
-                    if let Some(why) = unsupported_dtype(*dtype) {
-                        return Err(unsupported(why));
-                    }
                     if !target.supports(*dtype) {
                         return Err(unsupported(&format!("target `{}` has no {dtype}", target.name)));
                     }
                     let binding = e.bindings.len() as u32;
                     e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access });
-                    let elem = e.scalar_ty(*dtype);
-                    let arr = e.ty(TypeInner::Array { base: elem, size: ArraySize::Dynamic, stride: dtype.size_bytes() as u32 });
+                    let packed = packed(*dtype);
+                    // Packed words a program writes are atomic: neighbouring elements of one
+                    // word may belong to different threads.
+                    let atomic = packed.is_some() && access.can_write();
+                    let (elem, stride) = match packed {
+                        Some(_) if atomic => (e.ty(TypeInner::Atomic(naga::Scalar::U32)), 4),
+                        Some(_) => (e.scalar_ty(DType::U32), 4),
+                        None => (e.scalar_ty(*dtype), dtype.size_bytes() as u32),
+                    };
+                    let arr = e.ty(TypeInner::Array { base: elem, size: ArraySize::Dynamic, stride });
                     let var = e.module.global_variables.append(
                         GlobalVariable {
                             name: Some(p.name.clone()),
@@ -216,17 +228,10 @@ impl NagaEmitter {
                         },
                         Span::UNDEFINED,
                     );
-                    e.buffers.push(Some(BufferSlot { name: p.name.clone(), var, dtype: *dtype, access: *access, atomic: false }));
+                    e.buffers.push(Some(BufferSlot { name: p.name.clone(), var, dtype: *dtype, access: *access, atomic, packed }));
                     e.scalars.push(None);
                 }
                 ParamKind::Scalar { dtype } => {
-                    if let Some(why) = unsupported_dtype(*dtype) {
-                        return Err(NagaError::Unsupported {
-                            kernel: e.kernel.clone(),
-                            what: format!("parameter `{}` ({dtype} scalar)", p.name),
-                            why: why.to_string(),
-                        });
-                    }
                     let size = PushConstant::slot_bytes(*dtype);
                     let offset = e.push_size.div_ceil(size) * size;
                     e.push_size = offset + size;
@@ -284,9 +289,10 @@ impl NagaEmitter {
             let mut struct_members = Vec::new();
             for (_, name, dtype, offset) in &members {
                 let ty = match dtype {
-                    DType::I32 | DType::U32 | DType::F32 | DType::I64 => e.scalar_ty(*dtype),
                     // f16 as its bits in the low half, i1 as 0 or 1 (PushConstant::encode).
-                    _ => u32t,
+                    DType::F16 | DType::I1 => u32t,
+                    // Narrow integers sign- or zero-extended and bf16 bits: their registers.
+                    d => e.scalar_ty(*d),
                 };
                 struct_members.push(StructMember { name: Some(name.clone()), ty, binding: None, offset: *offset });
             }
@@ -451,12 +457,13 @@ impl NagaEmitter {
                 self.uses_f16 = true;
                 Literal::F16(half::f16::from_f32(x as f32))
             }
-            (DType::U32, Scalar::Int(i)) => Literal::U32(i as u32),
+            (DType::BF16, _) => Literal::U32(half::bf16::from_f64(x).to_bits() as u32),
+            (DType::U32 | DType::U8, Scalar::Int(i)) => Literal::U32(i as u32),
             (DType::I64, Scalar::Int(i)) => {
                 self.uses_i64 = true;
                 Literal::I64(i)
             }
-            (DType::U32, _) => Literal::U32(x as u32),
+            (DType::U32 | DType::U8, _) => Literal::U32(x as u32),
             (DType::I64, _) => Literal::I64(x as i64),
             (_, Scalar::Int(i)) => Literal::I32(i as i32),
             _ => Literal::I32(x as i32),
@@ -540,6 +547,21 @@ impl NagaEmitter {
     fn widen(&mut self, d: DType, x: Handle<Expression>) -> Handle<Expression> {
         match d {
             DType::F32 => x,
+            // A constant converts to a constant, which the zero rules recognise.
+            DType::BF16 => match self.bf16_consts.get(&x) {
+                Some(&bits) => {
+                    let v = f32::from_bits((bits as u32) << 16);
+                    let c = self.lit_f32(v);
+                    if v == 0.0 {
+                        self.zeros.insert(c, v.is_sign_negative());
+                    }
+                    c
+                }
+                None => {
+                    let v = self.v(x, DType::U32);
+                    legalize::f32_from_bf16_bits(self, v).h
+                }
+            },
             DType::F16 => match self.zeros.get(&x) {
                 Some(&neg) => {
                     let z = self.lit_f32(if neg { -0.0 } else { 0.0 });
@@ -566,8 +588,45 @@ impl NagaEmitter {
                 }
                 None => self.convert(x, DType::F16),
             },
+            DType::BF16 => match self.zeros.get(&x) {
+                Some(&neg) => self.lit(DType::BF16, Scalar::Float(if neg { -0.0 } else { 0.0 })),
+                None => {
+                    let v = self.v(x, DType::F32);
+                    legalize::bf16_bits_from_f32(self, v).h
+                }
+            },
             _ => x,
         }
+    }
+
+    /// A 32-bit register result brought back into narrow integer dtype `d`'s range (wrapping):
+    /// sign-extended from 8 or 16 bits, or the low byte of a u8.
+    fn wrap(&mut self, d: DType, x: Handle<Expression>) -> Handle<Expression> {
+        match d {
+            DType::I8 | DType::I16 => {
+                let k = self.lit_u32(if d == DType::I8 { 24 } else { 16 });
+                let up = self.bin(BO::ShiftLeft, x, k);
+                self.bin(BO::ShiftRight, up, k)
+            }
+            DType::U8 => {
+                let m = self.lit_u32(0xFF);
+                self.bin(BO::And, x, m)
+            }
+            _ => x,
+        }
+    }
+
+    /// The word index, the bit shift and the mask of element `index` (a u32) of a packed buffer
+    /// with `per` elements a word.
+    fn packed_place(&mut self, index: Handle<Expression>, per: u32) -> (Handle<Expression>, Handle<Expression>, u32) {
+        let (log, bits) = if per == 4 { (2, 8) } else { (1, 16) };
+        let k = self.lit_u32(log);
+        let word = self.bin(BO::ShiftRight, index, k);
+        let lane_mask = self.lit_u32(per - 1);
+        let lane = self.bin(BO::And, index, lane_mask);
+        let b = self.lit_u32(bits);
+        let shift = self.bin(BO::Multiply, lane, b);
+        (word, shift, if bits == 8 { 0xFF } else { 0xFFFF })
     }
 
     /// f32 `a op b` for the float ops.
@@ -691,6 +750,15 @@ impl NagaEmitter {
         }
     }
 
+    /// An index as u32 (indices are in bounds, so non-negative).
+    fn index_u32(&mut self, index: Handle<Expression>, index_dtype: DType) -> Handle<Expression> {
+        if index_dtype == DType::U32 {
+            index
+        } else {
+            self.bitcast(index, ScalarKind::Uint)
+        }
+    }
+
     /// A pointer to `buffer[index]`, after checking the contract.
     fn element(&mut self, buffer: u32, dtype: DType, index: Handle<Expression>, read: bool, write: bool, what: &str) -> Option<Handle<Expression>> {
         let Some(Some(slot)) = self.buffers.get(buffer as usize) else {
@@ -748,7 +816,8 @@ impl NagaEmitter {
         }
         // Atomic buffers hold atomic elements; their plain loads and stores are atomic loads
         // and stores, which naga expresses as Load and Store.
-        let atomic: Vec<(Handle<GlobalVariable>, DType)> = self.buffers.iter().flatten().filter(|s| s.atomic).map(|s| (s.var, s.dtype)).collect();
+        let atomic: Vec<(Handle<GlobalVariable>, DType)> =
+            self.buffers.iter().flatten().filter(|s| s.atomic && s.packed.is_none()).map(|s| (s.var, s.dtype)).collect();
         for (var, dtype) in atomic {
             let elem = self.ty(TypeInner::Atomic(naga_scalar(dtype)));
             let arr = self.ty(TypeInner::Array { base: elem, size: ArraySize::Dynamic, stride: dtype.size_bytes() as u32 });
@@ -757,7 +826,7 @@ impl NagaEmitter {
         let mut shared_bytes = 0u32;
         let shared: Vec<(DType, Handle<GlobalVariable>, u32)> = self.shared.iter().map(|(&d, &(v, n))| (d, v, n)).collect();
         for (d, var, len) in shared {
-            let store = if d == DType::I1 { DType::U32 } else { d };
+            let store = shared_scalar(d);
             let elem = self.scalar_ty(store);
             let size = ArraySize::Constant(std::num::NonZeroU32::new(len.max(1)).expect("at least one element"));
             let arr = self.ty(TypeInner::Array { base: elem, size, stride: store.size_bytes() as u32 });
@@ -803,11 +872,11 @@ impl NagaEmitter {
         let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
             .validate(&self.module)
             .map_err(|e| NagaError::Invalid { kernel: self.kernel.clone(), message: format!("{:?}", e.as_inner()) })?;
-        let uses_atomics = self.buffers.iter().flatten().any(|s| s.atomic);
+        let uses_atomics = self.buffers.iter().flatten().any(|s| s.atomic && s.packed.is_none());
         let requirements = Requirements {
             float16: self.uses_f16,
             int64: self.uses_i64,
-            storage16: self.bindings.iter().any(|b| b.dtype.size_bytes() == 2),
+            storage16: self.bindings.iter().any(|b| b.dtype == DType::F16),
             atomic_float_add: self.uses_f32_atomic,
             int64_atomics: uses_atomics && self.buffers.iter().flatten().any(|s| s.atomic && s.dtype == DType::I64),
             shared_bytes,
@@ -842,7 +911,9 @@ impl Emitter for NagaEmitter {
     fn constant(&mut self, dtype: DType, value: Scalar) -> NagaValue {
         let h = self.lit(dtype, value);
         let x = value.as_f64();
-        if dtype.is_float() && x == 0.0 {
+        if dtype == DType::BF16 {
+            self.bf16_consts.insert(h, half::bf16::from_f64(x).to_bits());
+        } else if dtype.is_float() && x == 0.0 {
             self.zeros.insert(h, x.is_sign_negative());
         } else if dtype.is_int() && dtype != DType::I1 && x == 0.0 {
             self.int_zeros.insert(h);
@@ -904,6 +975,23 @@ impl Emitter for NagaEmitter {
                 }
             },
             DType::F32 => self.unary_f32(op, x),
+            // bf16 as its bits: the sign is one bit; the rest in f32.
+            DType::BF16 => match op {
+                UnaryOp::Neg => {
+                    let m = self.lit_u32(0x8000);
+                    self.bin(BO::ExclusiveOr, x, m)
+                }
+                UnaryOp::Abs => {
+                    let m = self.lit_u32(0x7FFF);
+                    self.bin(BO::And, x, m)
+                }
+                UnaryOp::Not => x,
+                _ => {
+                    let xf = self.widen(DType::BF16, x);
+                    let r = self.unary_f32(op, xf);
+                    self.narrow(DType::BF16, r)
+                }
+            },
             DType::F16 => match op {
                 UnaryOp::Neg => self.un(UnaryOperator::Negate, x),
                 UnaryOp::Abs => self.math(MF::Abs, &[x]),
@@ -914,30 +1002,10 @@ impl Emitter for NagaEmitter {
                     self.narrow(DType::F16, r)
                 }
             },
-            d => match op {
-                UnaryOp::Not => self.un(UnaryOperator::BitwiseNot, x),
-                UnaryOp::Neg => {
-                    let zero = self.lit(d, Scalar::Int(0));
-                    self.bin(BO::Subtract, zero, x)
-                }
-                UnaryOp::Abs if d == DType::U32 => x,
-                UnaryOp::Abs => {
-                    // (x ^ s) + (s >>> 1) with s = x >> (w - 1): MIN wraps to itself, and no
-                    // driver reads it as a non-negative abs.
-                    let w = naga_scalar(d).width as u32 * 8;
-                    let k = self.lit_u32(w - 1);
-                    let s = self.bin(BO::ShiftRight, x, k);
-                    let flipped = self.bin(BO::ExclusiveOr, x, s);
-                    let ux = self.bitcast(x, ScalarKind::Uint);
-                    let neg = self.bin(BO::ShiftRight, ux, k);
-                    let neg = self.bitcast(neg, ScalarKind::Sint);
-                    self.bin(BO::Add, flipped, neg)
-                }
-                _ => {
-                    self.fail_contract(format!("{} on integer dtype {d}", op.name()));
-                    x
-                }
-            },
+            d => {
+                let r = self.unary_int(op, d, x);
+                self.wrap(d, r)
+            }
         };
         self.v(h, dtype)
     }
@@ -955,8 +1023,8 @@ impl Emitter for NagaEmitter {
                 BinaryOp::Div | BinaryOp::Shl | BinaryOp::Shr => a,
                 BinaryOp::Rem => self.lit_bool(false),
             },
-            DType::F32 | DType::F16 => {
-                // f16 in f32, rounded once: the interpreter's semantics.
+            DType::F32 | DType::F16 | DType::BF16 => {
+                // f16 and bf16 in f32, rounded once: the interpreter's semantics.
                 let (af, bf) = (self.widen(dtype, a), self.widen(dtype, b));
                 match self.binary_f32(op, af, bf) {
                     Some(r) => self.narrow(dtype, r),
@@ -966,30 +1034,10 @@ impl Emitter for NagaEmitter {
                     }
                 }
             }
-            d => match op {
-                BinaryOp::Add => self.bin(BO::Add, a, b),
-                BinaryOp::Sub => self.bin(BO::Subtract, a, b),
-                BinaryOp::Mul => self.bin(BO::Multiply, a, b),
-                // naga's integer division truncates and wraps MIN / -1 (WGSL's rules), as C.
-                BinaryOp::Div => self.bin(BO::Divide, a, b),
-                BinaryOp::Rem => self.bin(BO::Modulo, a, b),
-                BinaryOp::And => self.bin(BO::And, a, b),
-                BinaryOp::Or => self.bin(BO::InclusiveOr, a, b),
-                BinaryOp::Xor => self.bin(BO::ExclusiveOr, a, b),
-                BinaryOp::Shl | BinaryOp::Shr => {
-                    // Shift amounts are u32 in naga.
-                    let k = if d == DType::U32 { b } else { self.add(Expression::As { expr: b, kind: ScalarKind::Uint, convert: Some(4) }) };
-                    self.bin(if op == BinaryOp::Shl { BO::ShiftLeft } else { BO::ShiftRight }, a, k)
-                }
-                BinaryOp::Max | BinaryOp::Min => {
-                    let lt = self.bin(BO::Less, a, b);
-                    if op == BinaryOp::Max {
-                        self.sel(lt, b, a)
-                    } else {
-                        self.sel(lt, a, b)
-                    }
-                }
-            },
+            d => {
+                let r = self.binary_int(op, d, a, b);
+                self.wrap(d, r)
+            }
         };
         self.v(h, dtype)
     }
@@ -997,7 +1045,11 @@ impl Emitter for NagaEmitter {
     fn cmp(&mut self, pred: CmpPred, dtype: DType, a: NagaValue, b: NagaValue) -> NagaValue {
         self.expect(a, dtype, "cmp lhs");
         self.expect(b, dtype, "cmp rhs");
-        let (a, b) = (a.h, b.h);
+        let (mut a, mut b) = (a.h, b.h);
+        if dtype == DType::BF16 {
+            a = self.widen(dtype, a);
+            b = self.widen(dtype, b);
+        }
         let h = match dtype {
             DType::I1 => {
                 let (na, nb) = (self.not(a), self.not(b));
@@ -1040,8 +1092,8 @@ impl Emitter for NagaEmitter {
         self.expect(b, dtype, "fma b");
         self.expect(c, dtype, "fma c");
         let h = match dtype {
-            DType::F32 | DType::F16 => {
-                // In f32, rounded once to f16 (the product of two f16 values is exact in f32).
+            DType::F32 | DType::F16 | DType::BF16 => {
+                // In f32, rounded once (the product of two f16 or bf16 values is exact in f32).
                 let (af, bf, cf) = (self.widen(dtype, a.h), self.widen(dtype, b.h), self.widen(dtype, c.h));
                 let r = if self.zeros.contains_key(&cf) {
                     // A driver turns fma(a, b, 0) into the product (-0 where a * b + 0 is +0).
@@ -1054,7 +1106,8 @@ impl Emitter for NagaEmitter {
             }
             d if d.is_int() && d != DType::I1 => {
                 let m = self.bin(BO::Multiply, a.h, b.h);
-                self.bin(BO::Add, m, c.h)
+                let r = self.bin(BO::Add, m, c.h);
+                self.wrap(d, r)
             }
             d => {
                 self.fail_contract(format!("fma on {d}"));
@@ -1076,7 +1129,13 @@ impl Emitter for NagaEmitter {
             return self.constant(to, Scalar::Float(0.0));
         }
         let h = if to == DType::I1 {
-            if from.is_float() {
+            if from == DType::BF16 {
+                // Nonzero magnitude bits (NaN included, as for f32).
+                let m = self.lit_u32(0x7FFF);
+                let mag = self.bin(BO::And, x, m);
+                let zero = self.lit_u32(0);
+                self.bin(BO::NotEqual, mag, zero)
+            } else if from.is_float() {
                 let zero = self.lit(from, Scalar::Float(0.0));
                 let eq = self.bin(BO::Equal, x, zero);
                 self.not(eq)
@@ -1087,20 +1146,33 @@ impl Emitter for NagaEmitter {
         } else if from == DType::I1 {
             let one = self.lit(to, Scalar::Int(1));
             let zero = self.lit(to, Scalar::Int(0));
-            if to.is_float() {
+            if to.is_float() && to != DType::BF16 {
                 self.zeros.insert(zero, false);
             }
             self.sel(x, one, zero)
+        } else if to == DType::BF16 && matches!(from, DType::I32 | DType::U32) {
+            // Rounded to odd in f32, then to bf16: one correct rounding.
+            let v = self.v(x, from);
+            let odd = legalize::int_to_f32_round_odd(self, from, v).h;
+            self.narrow(to, odd)
+        } else if to == DType::BF16 && from == DType::I64 {
+            self.unsupported(
+                format!("a cast from {from} to {to}"),
+                "its one rounding needs 64-bit integer bit scans, which this backend does not build",
+            );
+            x
         } else if to.is_float() {
-            // From an integer through f32: exact below 2^24, and an f16 overflows above it
-            // whichever way it rounds, so the f16 is rounded once.
+            // From an integer through f32: exact below 2^24 (every 8- and 16-bit integer), and
+            // an f16 overflows above it whichever way it rounds, so the f16 is rounded once.
             let xf = if from.is_float() { self.widen(from, x) } else { self.convert(x, DType::F32) };
             self.narrow(to, xf)
         } else if from.is_float() {
             let xf = self.widen(from, x);
             self.f32_to_int(xf, to)
         } else {
-            self.int_to_int(from, to, x)
+            // Between registers, then into the narrow dtype's range.
+            let r = self.int_to_int(register_dtype(from), register_dtype(to), x);
+            self.wrap(to, r)
         };
         self.v(h, to)
     }
@@ -1119,6 +1191,30 @@ impl Emitter for NagaEmitter {
 
     fn load_global(&mut self, buffer: u32, dtype: DType, index: NagaValue, index_dtype: DType) -> NagaValue {
         let index = self.index(index, index_dtype, "load_global");
+        if let Some(per) = packed(dtype) {
+            // The element's bits out of its word, into a register.
+            let iu = self.index_u32(index, index_dtype);
+            let (word, shift, mask) = self.packed_place(iu, per);
+            let Some(ptr) = self.element(buffer, dtype, word, true, false, "load_global") else {
+                return self.constant(dtype, Scalar::Int(0));
+            };
+            let w = self.add(Expression::Load { pointer: ptr });
+            let down = self.bin(BO::ShiftRight, w, shift);
+            let m = self.lit_u32(mask);
+            let raw = self.bin(BO::And, down, m);
+            let h = match dtype {
+                DType::I1 => {
+                    let zero = self.lit_u32(0);
+                    self.bin(BO::NotEqual, raw, zero)
+                }
+                DType::I8 | DType::I16 => {
+                    let r = self.bitcast(raw, ScalarKind::Sint);
+                    self.wrap(dtype, r)
+                }
+                _ => raw,
+            };
+            return self.v(h, dtype);
+        }
         let Some(ptr) = self.element(buffer, dtype, index, true, false, "load_global") else {
             return self.constant(dtype, Scalar::Int(0));
         };
@@ -1129,6 +1225,31 @@ impl Emitter for NagaEmitter {
     fn store_global(&mut self, buffer: u32, dtype: DType, index: NagaValue, index_dtype: DType, value: NagaValue) {
         let index = self.index(index, index_dtype, "store_global");
         self.expect(value, dtype, "stored value");
+        if let Some(per) = packed(dtype) {
+            // Clear the element's bits and set the new ones, each an atomic operation on the
+            // word: other threads may store the word's other elements meanwhile.
+            let iu = self.index_u32(index, index_dtype);
+            let (word, shift, mask) = self.packed_place(iu, per);
+            let Some(pointer) = self.element(buffer, dtype, word, false, true, "store_global") else {
+                return;
+            };
+            let bits = match dtype {
+                DType::I1 => {
+                    let (one, zero) = (self.lit_u32(1), self.lit_u32(0));
+                    self.sel(value.h, one, zero)
+                }
+                DType::I8 | DType::I16 => self.bitcast(value.h, ScalarKind::Uint),
+                _ => value.h,
+            };
+            let m = self.lit_u32(mask);
+            let bits = self.bin(BO::And, bits, m);
+            let placed_mask = self.bin(BO::ShiftLeft, m, shift);
+            let keep = self.un(UnaryOperator::BitwiseNot, placed_mask);
+            let placed = self.bin(BO::ShiftLeft, bits, shift);
+            self.stmt(Statement::Atomic { pointer, fun: AtomicFunction::And, value: keep, result: None });
+            self.stmt(Statement::Atomic { pointer, fun: AtomicFunction::InclusiveOr, value: placed, result: None });
+            return;
+        }
         if let Some(pointer) = self.element(buffer, dtype, index, false, true, "store_global") {
             self.stmt(Statement::Store { pointer, value: value.h });
         }
@@ -1163,6 +1284,7 @@ impl Emitter for NagaEmitter {
         if let Some(Some(slot)) = self.buffers.get_mut(buffer as usize) {
             slot.atomic = true;
         }
+        // (Only 32- and 64-bit dtypes reach here: the match above refuses the narrow ones.)
         let Some(pointer) = self.element(buffer, dtype, index, true, true, name) else {
             return self.constant(dtype, Scalar::Int(0));
         };
@@ -1194,7 +1316,7 @@ impl Emitter for NagaEmitter {
             return;
         }
         // A placeholder type: `finish` gives the array its final length.
-        let elem = self.scalar_ty(if dtype == DType::I1 { DType::U32 } else { dtype });
+        let elem = self.scalar_ty(shared_scalar(dtype));
         let var = self.module.global_variables.append(
             GlobalVariable {
                 name: Some(format!("shared_{dtype}")),
@@ -1359,5 +1481,63 @@ impl Emitter for NagaEmitter {
     fn mma(&mut self, instr: MatrixInstr, a: &[NagaValue], b: &[NagaValue], c: &[NagaValue]) -> Option<Vec<NagaValue>> {
         let _ = (instr, a, b, c);
         None
+    }
+}
+
+impl NagaEmitter {
+    /// Integer `op x` on a 32- or 64-bit register (narrow dtypes wrap afterwards).
+    fn unary_int(&mut self, op: UnaryOp, d: DType, x: Handle<Expression>) -> Handle<Expression> {
+        match op {
+            UnaryOp::Not => self.un(UnaryOperator::BitwiseNot, x),
+            UnaryOp::Neg => {
+                let zero = self.lit(d, Scalar::Int(0));
+                self.bin(BO::Subtract, zero, x)
+            }
+            UnaryOp::Abs if kind_of(d) == ScalarKind::Uint => x,
+            UnaryOp::Abs => {
+                // (x ^ s) + (s >>> 1) with s = x >> (w - 1): MIN wraps to itself, and no
+                // driver reads it as a non-negative abs.
+                let w = naga_scalar(d).width as u32 * 8;
+                let k = self.lit_u32(w - 1);
+                let s = self.bin(BO::ShiftRight, x, k);
+                let flipped = self.bin(BO::ExclusiveOr, x, s);
+                let ux = self.bitcast(x, ScalarKind::Uint);
+                let neg = self.bin(BO::ShiftRight, ux, k);
+                let neg = self.bitcast(neg, ScalarKind::Sint);
+                self.bin(BO::Add, flipped, neg)
+            }
+            _ => {
+                self.fail_contract(format!("{} on integer dtype {d}", op.name()));
+                x
+            }
+        }
+    }
+
+    /// Integer `a op b` on 32- or 64-bit registers (narrow dtypes wrap afterwards).
+    fn binary_int(&mut self, op: BinaryOp, d: DType, a: Handle<Expression>, b: Handle<Expression>) -> Handle<Expression> {
+        match op {
+            BinaryOp::Add => self.bin(BO::Add, a, b),
+            BinaryOp::Sub => self.bin(BO::Subtract, a, b),
+            BinaryOp::Mul => self.bin(BO::Multiply, a, b),
+            // naga's integer division truncates and wraps MIN / -1 (WGSL's rules), as C.
+            BinaryOp::Div => self.bin(BO::Divide, a, b),
+            BinaryOp::Rem => self.bin(BO::Modulo, a, b),
+            BinaryOp::And => self.bin(BO::And, a, b),
+            BinaryOp::Or => self.bin(BO::InclusiveOr, a, b),
+            BinaryOp::Xor => self.bin(BO::ExclusiveOr, a, b),
+            BinaryOp::Shl | BinaryOp::Shr => {
+                // Shift amounts are u32 in naga.
+                let k = if d == DType::U32 { b } else { self.add(Expression::As { expr: b, kind: ScalarKind::Uint, convert: Some(4) }) };
+                self.bin(if op == BinaryOp::Shl { BO::ShiftLeft } else { BO::ShiftRight }, a, k)
+            }
+            BinaryOp::Max | BinaryOp::Min => {
+                let lt = self.bin(BO::Less, a, b);
+                if op == BinaryOp::Max {
+                    self.sel(lt, b, a)
+                } else {
+                    self.sel(lt, a, b)
+                }
+            }
+        }
     }
 }

@@ -8,10 +8,11 @@
 //! The module's interface is the SPIR-V kernel's ([`NagaKernel::interface`]): storage buffers in
 //! bind group 0 and scalars as immediates, so one launch path serves both.
 //!
-//! A naga module cannot ask the driver for float controls or a subgroup size, and naga has no
-//! 8-bit or bf16 types: [`target_for`] turns a device's target into what this backend can honour
-//! (reductions through shared memory, f32 subnormals possibly flushed), and programs that need
-//! more are refused with [`NagaError::Unsupported`], naming the operation and what is missing.
+//! A naga module cannot ask the driver for float controls or a subgroup size: [`target_for`]
+//! turns a device's target into what this backend can honour (reductions through shared memory,
+//! f32 subnormals possibly flushed). naga has no 8-bit, 16-bit integer or bf16 types; the emitter
+//! holds them in 32-bit registers and packs them into u32 words in memory. The little it cannot
+//! express is refused with [`NagaError::Unsupported`], naming the operation and what is missing.
 
 pub mod emit;
 
@@ -76,14 +77,14 @@ impl Language {
 /// The target the naga backend compiles for on a device whose own target is `device`: no
 /// subgroup operations (reductions go through shared memory, which every wgpu backend has), no
 /// float controls (f32 subnormals may be flushed, f16 conversions round as the driver rounds),
-/// no bf16, 16-bit integers or matrix instructions. Booleans stay (in registers; a boolean
-/// buffer is refused by the emitter).
+/// no matrix instructions; 8- and 16-bit integers and bf16 are emulated on 32-bit registers and
+/// packed words, so every dtype is there.
 pub fn target_for(device: &Target) -> Target {
     Target {
         name: format!("{}+naga", device.name),
         subgroup_ops: SubgroupOps { shuffle: false, arithmetic: false },
         bf16: false,
-        i16: false,
+        i16: true,
         i8: true,
         ieee_preserve: false,
         f16_rte: false,

@@ -209,3 +209,58 @@ pub fn f32_to_int<E: Emitter + ?Sized>(e: &mut E, x: E::V, to: DType, convert: i
         r
     }
 }
+
+/// The bf16 nearest to the f32 `x` (ties to even), as its 16 bits in a u32; a NaN stays a
+/// quiet NaN with x's sign and top payload bits, as the interpreter's conversion.
+pub fn bf16_bits_from_f32<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let b = bits(e, x);
+    let nan = is_nan(e, x);
+    let k16 = u32_const(e, 16);
+    let hi = e.binary(BinaryOp::Shr, DType::U32, b, k16);
+    let one = u32_const(e, 1);
+    let lsb = e.binary(BinaryOp::And, DType::U32, hi, one);
+    let half = u32_const(e, 0x7fff);
+    let r = e.binary(BinaryOp::Add, DType::U32, b, half);
+    let r = e.binary(BinaryOp::Add, DType::U32, r, lsb);
+    let r = e.binary(BinaryOp::Shr, DType::U32, r, k16);
+    let quiet = u32_const(e, 0x40);
+    let q = e.binary(BinaryOp::Or, DType::U32, hi, quiet);
+    e.select(DType::U32, nan, q, r)
+}
+
+/// The f32 a bf16 (16 bits in a u32) stands for, exactly.
+pub fn f32_from_bf16_bits<E: Emitter + ?Sized>(e: &mut E, h: E::V) -> E::V {
+    let k16 = u32_const(e, 16);
+    let s = e.binary(BinaryOp::Shl, DType::U32, h, k16);
+    e.bitcast(DType::U32, DType::F32, s)
+}
+
+/// The integer `x` of dtype `from` (i32 or u32) as an f32 rounded to odd (truncated, lowest bit
+/// set when inexact), from the driver's round-to-nearest conversion: rounding that again to
+/// bf16's 8 bits is then the one correctly rounded conversion.
+pub fn int_to_f32_round_odd<E: Emitter + ?Sized>(e: &mut E, from: DType, x: E::V) -> E::V {
+    let zero_i = e.constant(from, Scalar::Int(0));
+    let negative = if from == DType::U32 { e.constant(DType::I1, Scalar::Bool(false)) } else { e.cmp(CmpPred::Lt, from, x, zero_i) };
+    // The magnitude as u32 (|i32::MIN| = 2^31 fits).
+    let neg_x = e.binary(BinaryOp::Sub, from, zero_i, x);
+    let mag = e.select(from, negative, neg_x, x);
+    let m = if from == DType::U32 { mag } else { e.cast(from, DType::U32, mag) };
+    let f = e.cast(DType::U32, DType::F32, m);
+    // Below 2^32 the nearest f32 is an integer the conversion back gives exactly; at 2^32 the
+    // magnitude is within 2^8 of it, far below bf16's resolution there.
+    let top = f32_const(e, 4_294_967_296.0);
+    let in_range = e.cmp(CmpPred::Lt, DType::F32, f, top);
+    let r = e.cast(DType::F32, DType::U32, f);
+    let inexact = e.cmp(CmpPred::Ne, DType::U32, r, m);
+    let rounded_up = e.cmp(CmpPred::Gt, DType::U32, r, m);
+    let fb = bits(e, f);
+    let one = u32_const(e, 1);
+    let down = e.binary(BinaryOp::Sub, DType::U32, fb, one);
+    let t = e.select(DType::U32, rounded_up, down, fb);
+    let odd = e.binary(BinaryOp::Or, DType::U32, t, one);
+    let fix = e.binary(BinaryOp::And, DType::I1, in_range, inexact);
+    let ob = e.select(DType::U32, fix, odd, fb);
+    let mag_f = e.bitcast(DType::U32, DType::F32, ob);
+    let neg_f = e.unary(UnaryOp::Neg, DType::F32, mag_f);
+    e.select(DType::F32, negative, neg_f, mag_f)
+}

@@ -48,6 +48,13 @@ case "${1:-all}" in
     timeout 240 "$bin/tilekit" bench --suite examples --device cuda --device vulkan -o "$OUT/bench-h200-examples.json" 2>&1 \
       | grep --line-buffered -v XDG_RUNTIME | tail -40 > "$OUT/bench-examples.log"
     tail -3 "$OUT/bench-examples.log"
+    # Issue 18: the naga path against passthrough SPIR-V on the same GPU, memory-bound suite,
+    # one run (target: >= 0.9x), and every kernel through naga against the reference.
+    timeout 240 "$bin/tilekit" bench --suite memory --device wgpu --device wgpu-naga -o "$OUT/bench-h200-naga.json" 2>&1 \
+      | grep --line-buffered -v XDG_RUNTIME | tail -40 > "$OUT/bench-naga.log"
+    tail -3 "$OUT/bench-naga.log"
+    timeout 200 "$bin/tilekit" run --all --problems tests --all-dtypes --device wgpu-naga 2>&1 | grep -v XDG_RUNTIME | tail -60 > "$OUT/run-naga.log"
+    tail -1 "$OUT/run-naga.log"
     ;;&
   pending|pending-tune)
     # Issue 17: the tuner, exhaustive against the cost model, on problems of the committed
@@ -67,9 +74,9 @@ case "${1:-all}" in
     ;;&
   pending|pending-fuzz)
     # Issue 19: seed 8 again (its last unexplained Vulkan programs, 588, 1545, 3377 and 4987,
-    # under the flushing model's rule) and a fresh seed, through Vulkan, wgpu and CUDA.
+    # under the flushing model's rule) and a fresh seed, through Vulkan, wgpu, naga and CUDA.
     for seed in 8 11; do
-      timeout 200 "$bin/tilekit" fuzz --seed "$seed" --count 5000 --devices vulkan,wgpu,cuda --jobs 14 --time-limit 180 \
+      timeout 200 "$bin/tilekit" fuzz --seed "$seed" --count 5000 --devices vulkan,wgpu,wgpu-naga,cuda --jobs 14 --time-limit 180 \
         --out "$OUT/fuzz-seed$seed.json" --save-failures "$OUT/fuzz-failures" 2>&1 | grep -v XDG_RUNTIME | tail -20 > "$OUT/fuzz-seed$seed.log"
       tail -4 "$OUT/fuzz-seed$seed.log"
     done

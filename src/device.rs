@@ -153,7 +153,11 @@ impl Device {
                     continue;
                 }
                 if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
-                    out.push(Device::Wgpu { name: a.info.name.clone(), target: tilekit_naga::target_for(&info.target()), naga: true });
+                    // Shuffles where wgpu offers subgroups and the driver gives one size: with
+                    // wgpu's SUBGROUP feature a pipeline may get any size in the range.
+                    let shuffles = a.subgroups && info.min_subgroup_size == info.max_subgroup_size;
+                    let target = tilekit_naga::target_for(&info.target(), shuffles);
+                    out.push(Device::Wgpu { name: a.info.name.clone(), target, naga: true });
                 }
             }
         }

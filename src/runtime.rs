@@ -487,9 +487,10 @@ pub struct WgpuRuntime {
 #[cfg(feature = "wgpu")]
 impl WgpuRuntime {
     pub(crate) fn open(device: &Device) -> Result<Arc<WgpuRuntime>, DeviceError> {
-        let Device::Wgpu { name, .. } = device else { unreachable!("opened for wgpu devices") };
+        let Device::Wgpu { name, naga, .. } = device else { unreachable!("opened for wgpu devices") };
         open(device.name(), || {
-            let rt = tilekit_spirv::WgpuRuntime::with_adapter(Some(name)).map_err(|source| DeviceError::Wgpu { device: device.name(), source })?;
+            let opened = if *naga { tilekit_spirv::WgpuRuntime::for_naga(Some(name)) } else { tilekit_spirv::WgpuRuntime::with_adapter(Some(name)) };
+            let rt = opened.map_err(|source| DeviceError::Wgpu { device: device.name(), source })?;
             Ok(WgpuRuntime { device: device.clone(), rt })
         })
     }

@@ -21,8 +21,8 @@ use tilekit_naga::{compile, target_for, Language, NagaError};
 #[test]
 fn every_library_kernel_is_a_valid_module() {
     let mut modules = 0;
-    for device in [Target::lavapipe(), Target::h200_vulkan()] {
-        let target = target_for(&device);
+    for (device, shuffles) in [(Target::lavapipe(), true), (Target::lavapipe(), false), (Target::h200_vulkan(), true)] {
+        let target = target_for(&device, shuffles);
         for k in kernels::all() {
             for &dtype in k.dtypes() {
                 let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
@@ -64,7 +64,7 @@ fn every_library_kernel_is_a_valid_module() {
 /// What naga cannot express is an error naming the operation and why, never a module.
 #[test]
 fn what_naga_cannot_express_is_refused_by_name() {
-    let target = target_for(&Target::lavapipe());
+    let target = target_for(&Target::lavapipe(), true);
     for (text, names) in [
         (
             "program a(x: buffer<f32, read_write>) grid 1 {\n  %0 = arange 0, 8 : [8]xi32\n  %1 = load x[%0] : [8]xf32\n  %2 = atomic_max x[%0], %1 : [8]xf32\n}",
@@ -90,7 +90,7 @@ fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str)
     let config: Config = config.parse().unwrap();
     let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
     let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
-    let c = compile(&plan.launches[0].program, &target_for(&Target::lavapipe()), &options).unwrap();
+    let c = compile(&plan.launches[0].program, &target_for(&Target::lavapipe(), true), &options).unwrap();
     let text = c.kernel.text(Language::Wgsl).unwrap();
     check_golden(&format!("naga/{name}.wgsl"), &text, &format!("{name}: the WGSL"));
 }

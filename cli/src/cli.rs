@@ -160,8 +160,8 @@ pub struct IrArgs {
     /// object's resources and occupancy estimate. Compiled, not run: there is no AMD runtime.
     #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv"])]
     pub amdgcn: bool,
-    /// Print the WGSL naga writes from the naga backend's module (for --target, seen through
-    /// what naga can express: no subgroup operations, no float controls).
+    /// Print the WGSL naga writes from the naga backend's module (for --target as a wgpu adapter
+    /// with subgroups runs it: lane shuffles, no subgroup arithmetic, no float controls).
     #[arg(long, conflicts_with_all = ["gpu", "locations", "ptx", "spirv", "amdgcn"])]
     pub wgsl: bool,
     /// Print the Metal Shading Language naga writes from the same module.
@@ -200,7 +200,8 @@ pub struct RunArgs {
     /// Device to run on: `interpreter` (the reference); `emulator:PRESET` for a target's GPU
     /// lowering emulated on the CPU thread by thread (presets: vulkan-baseline, lavapipe,
     /// h200-vulkan, sm_80, sm_90, h200-cuda, gfx90a, gfx942, gfx1100); `vulkan` or `wgpu` for
-    /// the first Vulkan device through the raw Vulkan runtime or through wgpu; `cuda` for the
+    /// the first Vulkan device through the raw Vulkan runtime or through wgpu (passthrough
+    /// SPIR-V); `wgpu-naga` for the same adapter through naga modules; `cuda` for the
     /// first CUDA GPU (a build with the `ptx` feature); or a longer prefix of a name `tilekit
     /// devices` prints, such as `vulkan:llvmpipe`. A device that cannot be reached says why.
     #[arg(long, default_value = "interpreter", value_name = "DEVICE")]
@@ -765,7 +766,8 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 return Err(CliError::Usage(format!("--{} needs a Vulkan target; `{}` is not one", language.name().to_lowercase(), target.name)));
             }
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
-            let naga_target = tilekit_naga::target_for(&target);
+            // As an adapter with wgpu's SUBGROUP feature runs it.
+            let naga_target = tilekit_naga::target_for(&target, true);
             let compiled = tilekit_naga::compile(&launch.program, &naga_target, &options)
                 .and_then(|c| c.kernel.text(language).map_err(tilekit_naga::CompileError::from))
                 .map_err(|e| {

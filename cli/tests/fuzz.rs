@@ -65,12 +65,12 @@ fn budget_interpreter_against_the_emulator() {
 /// One job: lavapipe runs programs from two threads far slower than from one (15 against
 /// under 1 program/s here), and a submission then waited past the runtime's 120 s limit.
 #[test]
-fn budget_lavapipe_through_vulkan_and_wgpu() {
+fn budget_lavapipe_through_vulkan_wgpu_and_naga() {
     if skip_gpu() {
-        eprintln!("SKIPPED: budget_lavapipe_through_vulkan_and_wgpu (TILEKIT_SKIP_GPU_TESTS=1)");
+        eprintln!("SKIPPED: budget_lavapipe_through_vulkan_wgpu_and_naga (TILEKIT_SKIP_GPU_TESTS=1)");
         return;
     }
-    let (code, out) = tilekit(&["fuzz", "--seed", "1", "--count", "80", "--jobs", "1", "--devices", "vulkan,wgpu"]);
+    let (code, out) = tilekit(&["fuzz", "--seed", "1", "--count", "80", "--jobs", "1", "--devices", "vulkan,wgpu,wgpu-naga"]);
     eprintln!("{out}");
     assert!(!out.contains("skipped"), "a Vulkan runtime has no device: install mesa-vulkan-drivers (lavapipe):\n{out}");
     assert_eq!(code, 0, "unexplained mismatches:\n{out}");

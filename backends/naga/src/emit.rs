@@ -95,6 +95,10 @@ pub struct NagaEmitter {
     uses_f16: bool,
     uses_i64: bool,
     uses_f32_atomic: bool,
+    uses_subgroups: bool,
+    /// How deep each expression nests (by index), and the names that cut deep nests.
+    depth: Vec<u32>,
+    named: Vec<(Handle<Expression>, String)>,
     /// Statements that open the entry point: non-finite constants, built from their bits (naga
     /// takes only finite literals) once, where every later use sees them.
     prologue: Block,
@@ -102,6 +106,23 @@ pub struct NagaEmitter {
 }
 
 const GRID_FOLD_BYTES: u32 = 12;
+
+/// How deep one written expression may nest before it is bound to a name.
+const MAX_NESTING: u32 = 16;
+
+/// The operands of the expressions this emitter builds (others have none that nest).
+fn operands(e: &Expression) -> [Option<Handle<Expression>>; 3] {
+    match *e {
+        Expression::Binary { left, right, .. } => [Some(left), Some(right), None],
+        Expression::Unary { expr, .. } | Expression::As { expr, .. } => [Some(expr), None, None],
+        Expression::Select { condition, accept, reject } => [Some(condition), Some(accept), Some(reject)],
+        Expression::Math { arg, arg1, arg2, .. } => [Some(arg), arg1, arg2],
+        Expression::Access { base, index } => [Some(base), Some(index), None],
+        Expression::AccessIndex { base, .. } => [Some(base), None, None],
+        Expression::Load { pointer } => [Some(pointer), None, None],
+        _ => [None, None, None],
+    }
+}
 
 /// The kind of a register of dtype `d`.
 fn kind_of(d: DType) -> ScalarKind {
@@ -190,6 +211,9 @@ impl NagaEmitter {
             uses_f16: false,
             uses_i64: false,
             uses_f32_atomic: false,
+            uses_subgroups: false,
+            depth: Vec::new(),
+            named: Vec::new(),
             prologue: Block::new(),
             non_finite: HashMap::new(),
         };
@@ -434,10 +458,24 @@ impl NagaEmitter {
     }
 
     /// Appends `expr`, emitting it where it is evaluated (everything but literals, arguments
-    /// and variables, which naga evaluates where they are used).
+    /// and variables, which naga evaluates where they are used). An expression that would nest
+    /// deeper than [`MAX_NESTING`] single-use operands gets a name, which naga's writers bind
+    /// with `let`: a reduction's chain written as one expression passes the recursion limits of
+    /// WGSL front ends (naga's own among them).
     fn add(&mut self, expr: Expression) -> Handle<Expression> {
         let pre = expr.needs_pre_emit();
+        let depth = 1 + operands(&expr).into_iter().flatten().map(|o| self.depth.get(o.index()).copied().unwrap_or(0)).max().unwrap_or(0);
         let h = self.expressions.append(expr, Span::UNDEFINED);
+        let depth = if depth > MAX_NESTING && !pre {
+            self.named.push((h, format!("v{}", h.index())));
+            0
+        } else {
+            depth
+        };
+        if self.depth.len() <= h.index() {
+            self.depth.resize(h.index() + 1, 0);
+        }
+        self.depth[h.index()] = depth;
         if !pre {
             self.stmt(Statement::Emit(naga::Range::new_from_bounds(h, h)));
         }
@@ -750,6 +788,15 @@ impl NagaEmitter {
         }
     }
 
+    /// The value `x` (a register of dtype `d`) of lane `lane ^ mask`.
+    fn gather_xor(&mut self, x: Handle<Expression>, d: DType, mask: u32) -> Handle<Expression> {
+        let ty = self.scalar_ty(d);
+        let m = self.lit_u32(mask);
+        let result = self.expressions.append(Expression::SubgroupOperationResult { ty }, Span::UNDEFINED);
+        self.stmt(Statement::SubgroupGather { mode: naga::GatherMode::ShuffleXor(m), argument: x, result });
+        result
+    }
+
     /// An index as u32 (indices are in bounds, so non-negative).
     fn index_u32(&mut self, index: Handle<Expression>, index_dtype: DType) -> Handle<Expression> {
         if index_dtype == DType::U32 {
@@ -848,6 +895,10 @@ impl NagaEmitter {
             body,
             diagnostic_filter_leaf: None,
         };
+        let mut function = function;
+        for (h, name) in std::mem::take(&mut self.named) {
+            function.named_expressions.insert(h, name);
+        }
         self.module.entry_points.push(naga::EntryPoint {
             name: "main".into(),
             stage: naga::ShaderStage::Compute,
@@ -869,6 +920,9 @@ impl NagaEmitter {
         if self.uses_f32_atomic {
             caps |= naga::valid::Capabilities::SHADER_FLOAT32_ATOMIC;
         }
+        if self.uses_subgroups {
+            caps |= naga::valid::Capabilities::SUBGROUP;
+        }
         let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
             .validate(&self.module)
             .map_err(|e| NagaError::Invalid { kernel: self.kernel.clone(), message: format!("{:?}", e.as_inner()) })?;
@@ -880,6 +934,7 @@ impl NagaEmitter {
             atomic_float_add: self.uses_f32_atomic,
             int64_atomics: uses_atomics && self.buffers.iter().flatten().any(|s| s.atomic && s.dtype == DType::I64),
             shared_bytes,
+            subgroup_shuffle: self.uses_subgroups,
             subgroup_size: self.target.subgroup_size,
             ..Requirements::default()
         };
@@ -1364,9 +1419,41 @@ impl Emitter for NagaEmitter {
     }
 
     fn shuffle_xor(&mut self, dtype: DType, value: NagaValue, lane_mask: u32) -> NagaValue {
-        // The naga target has no subgroup operations: the lowering reduces through shared memory.
-        self.fail_contract(format!("a lane shuffle of {dtype} (mask {lane_mask}) on a target without shuffles"));
-        value
+        self.expect(value, dtype, "shuffled value");
+        if !self.target.subgroup_ops.shuffle {
+            self.fail_contract(format!("a lane shuffle of {dtype} (mask {lane_mask}) on a target without shuffles"));
+            return value;
+        }
+        self.uses_subgroups = true;
+        // 32-bit words move: booleans as 0 or 1, f16 as f32 (exact), i64 as two halves.
+        let h = match dtype {
+            DType::I1 => {
+                let (one, zero) = (self.lit_u32(1), self.lit_u32(0));
+                let w = self.sel(value.h, one, zero);
+                let r = self.gather_xor(w, DType::U32, lane_mask);
+                let zero = self.lit_u32(0);
+                self.bin(BO::NotEqual, r, zero)
+            }
+            DType::F16 => {
+                let w = self.widen(DType::F16, value.h);
+                let r = self.gather_xor(w, DType::F32, lane_mask);
+                self.convert(r, DType::F16)
+            }
+            DType::I64 => {
+                let lo = self.add(Expression::As { expr: value.h, kind: ScalarKind::Uint, convert: Some(4) });
+                let k = self.lit_u32(32);
+                let up = self.bin(BO::ShiftRight, value.h, k);
+                let hi = self.add(Expression::As { expr: up, kind: ScalarKind::Uint, convert: Some(4) });
+                let lo = self.gather_xor(lo, DType::U32, lane_mask);
+                let hi = self.gather_xor(hi, DType::U32, lane_mask);
+                let lo = self.int_to_int(DType::U32, DType::I64, lo);
+                let hi = self.int_to_int(DType::U32, DType::I64, hi);
+                let hi = self.bin(BO::ShiftLeft, hi, k);
+                self.bin(BO::InclusiveOr, hi, lo)
+            }
+            d => self.gather_xor(value.h, register_dtype(d), lane_mask),
+        };
+        self.v(h, dtype)
     }
 
     fn begin_if(&mut self, cond: NagaValue, result_dtypes: &[DType]) {

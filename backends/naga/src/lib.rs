@@ -74,15 +74,16 @@ impl Language {
     }
 }
 
-/// The target the naga backend compiles for on a device whose own target is `device`: no
-/// subgroup operations (reductions go through shared memory, which every wgpu backend has), no
+/// The target the naga backend compiles for on a device whose own target is `device`: lane
+/// shuffles only with `shuffles` (wgpu's `SUBGROUP` feature on a device whose subgroups have one
+/// size; without them reductions go through shared memory, which every wgpu backend has), no
 /// float controls (f32 subnormals may be flushed, f16 conversions round as the driver rounds),
 /// no matrix instructions; 8- and 16-bit integers and bf16 are emulated on 32-bit registers and
 /// packed words, so every dtype is there.
-pub fn target_for(device: &Target) -> Target {
+pub fn target_for(device: &Target, shuffles: bool) -> Target {
     Target {
         name: format!("{}+naga", device.name),
-        subgroup_ops: SubgroupOps { shuffle: false, arithmetic: false },
+        subgroup_ops: SubgroupOps { shuffle: shuffles && device.subgroup_ops.shuffle, arithmetic: false },
         bf16: false,
         i16: true,
         i8: true,

@@ -143,6 +143,8 @@ impl Faults {
 pub struct AdapterEntry {
     pub info: wgpu::AdapterInfo,
     pub missing: Vec<String>,
+    /// The adapter has wgpu's `SUBGROUP` feature (subgroup operations in naga modules).
+    pub subgroups: bool,
 }
 
 /// What the open device lets kernels use, matched against [`crate::Requirements`] at load time.
@@ -403,6 +405,7 @@ impl WgpuRuntime {
             .map(|a| AdapterEntry {
                 info: a.get_info(),
                 missing: REQUIRED_FEATURES.difference(a.features()).iter_names().map(|(n, _)| n.to_string()).collect(),
+                subgroups: a.features().contains(wgpu::Features::SUBGROUP),
             })
             .collect()
     }
@@ -418,6 +421,18 @@ impl WgpuRuntime {
     /// As [`WgpuRuntime::new`], with the adapter chosen by `name` (a substring) instead of the
     /// environment.
     pub fn with_adapter(name: Option<&str>) -> Result<WgpuRuntime, WgpuError> {
+        WgpuRuntime::open_adapter(name, wgpu::Features::empty())
+    }
+
+    /// Like [`WgpuRuntime::with_adapter`], for naga modules: with wgpu's `SUBGROUP` feature
+    /// where the adapter has it, which naga modules need for subgroup operations (passthrough
+    /// SPIR-V does not, and the feature lets the driver vary a pipeline's subgroup size, see
+    /// [`OPTIONAL_FEATURES`]; the naga target shuffles only on devices of one size).
+    pub fn for_naga(name: Option<&str>) -> Result<WgpuRuntime, WgpuError> {
+        WgpuRuntime::open_adapter(name, wgpu::Features::SUBGROUP)
+    }
+
+    fn open_adapter(name: Option<&str>, extra: wgpu::Features) -> Result<WgpuRuntime, WgpuError> {
         let adapters = pollster::block_on(shared_instance().enumerate_adapters(wgpu::Backends::VULKAN));
         if adapters.is_empty() {
             return Err(WgpuError::NoAdapter);
@@ -441,7 +456,7 @@ impl WgpuRuntime {
         if !missing.is_empty() {
             return Err(WgpuError::MissingFeatures { adapter: info.name.clone(), missing: feature_names(missing) });
         }
-        let features = REQUIRED_FEATURES | (OPTIONAL_FEATURES & adapter.features());
+        let features = REQUIRED_FEATURES | ((OPTIONAL_FEATURES | extra) & adapter.features());
         let limits = adapter.limits();
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);

@@ -202,6 +202,38 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
         let _e245 = ((_e25 >> u32(0i)) & 7i);
         let _e253 = (_e167 + ((0i + _e245) + 0i));
         let _e254 = (_e167 + ((8i + _e245) + 0i));
+        let v255_ = (_e225 + _e253);
+        let v256_ = (_e225 + _e254);
+        let v257_ = (_e226 + _e253);
+        let v258_ = (_e226 + _e254);
+        let v259_ = (_e227 + _e253);
+        let v260_ = (_e227 + _e254);
+        let v261_ = (_e228 + _e253);
+        let v262_ = (_e228 + _e254);
+        let v263_ = (_e229 + _e253);
+        let v264_ = (_e229 + _e254);
+        let v265_ = (_e230 + _e253);
+        let v266_ = (_e230 + _e254);
+        let v267_ = (_e231 + _e253);
+        let v268_ = (_e231 + _e254);
+        let v269_ = (_e232 + _e253);
+        let v270_ = (_e232 + _e254);
+        let v271_ = (_e233 + _e253);
+        let v272_ = (_e233 + _e254);
+        let v273_ = (_e234 + _e253);
+        let v274_ = (_e234 + _e254);
+        let v275_ = (_e235 + _e253);
+        let v276_ = (_e235 + _e254);
+        let v277_ = (_e236 + _e253);
+        let v278_ = (_e236 + _e254);
+        let v279_ = (_e237 + _e253);
+        let v280_ = (_e237 + _e254);
+        let v281_ = (_e238 + _e253);
+        let v282_ = (_e238 + _e254);
+        let v283_ = (_e239 + _e253);
+        let v284_ = (_e239 + _e254);
+        let v285_ = (_e240 + _e253);
+        let v286_ = (_e240 + _e254);
         let _e287 = (_e209 < _e13);
         let _e288 = (_e210 < _e13);
         let _e289 = (_e211 < _e13);
@@ -220,70 +252,70 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
         let _e302 = (_e224 < _e13);
         let _e303 = (_e253 < _e17);
         let _e304 = (_e254 < _e17);
-        let _e305 = (_e287 && _e303);
-        let _e306 = (_e287 && _e304);
-        let _e307 = (_e288 && _e303);
-        let _e308 = (_e288 && _e304);
-        let _e309 = (_e289 && _e303);
-        let _e310 = (_e289 && _e304);
-        let _e311 = (_e290 && _e303);
-        let _e312 = (_e290 && _e304);
-        let _e313 = (_e291 && _e303);
-        let _e314 = (_e291 && _e304);
-        let _e315 = (_e292 && _e303);
-        let _e316 = (_e292 && _e304);
-        let _e317 = (_e293 && _e303);
-        let _e318 = (_e293 && _e304);
-        let _e319 = (_e294 && _e303);
-        let _e320 = (_e294 && _e304);
-        let _e321 = (_e295 && _e303);
-        let _e322 = (_e295 && _e304);
-        let _e323 = (_e296 && _e303);
-        let _e324 = (_e296 && _e304);
-        let _e325 = (_e297 && _e303);
-        let _e326 = (_e297 && _e304);
-        let _e327 = (_e298 && _e303);
-        let _e328 = (_e298 && _e304);
-        let _e329 = (_e299 && _e303);
-        let _e330 = (_e299 && _e304);
-        let _e331 = (_e300 && _e303);
-        let _e332 = (_e300 && _e304);
-        let _e333 = (_e301 && _e303);
-        let _e334 = (_e301 && _e304);
-        let _e335 = (_e302 && _e303);
-        let _e336 = (_e302 && _e304);
-        let _e341 = a[select(0i, (_e225 + _e253), _e305)];
-        let _e347 = a[select(0i, (_e225 + _e254), _e306)];
-        let _e353 = a[select(0i, (_e226 + _e253), _e307)];
-        let _e359 = a[select(0i, (_e226 + _e254), _e308)];
-        let _e365 = a[select(0i, (_e227 + _e253), _e309)];
-        let _e371 = a[select(0i, (_e227 + _e254), _e310)];
-        let _e377 = a[select(0i, (_e228 + _e253), _e311)];
-        let _e383 = a[select(0i, (_e228 + _e254), _e312)];
-        let _e389 = a[select(0i, (_e229 + _e253), _e313)];
-        let _e395 = a[select(0i, (_e229 + _e254), _e314)];
-        let _e401 = a[select(0i, (_e230 + _e253), _e315)];
-        let _e407 = a[select(0i, (_e230 + _e254), _e316)];
-        let _e413 = a[select(0i, (_e231 + _e253), _e317)];
-        let _e419 = a[select(0i, (_e231 + _e254), _e318)];
-        let _e425 = a[select(0i, (_e232 + _e253), _e319)];
-        let _e431 = a[select(0i, (_e232 + _e254), _e320)];
-        let _e437 = a[select(0i, (_e233 + _e253), _e321)];
-        let _e443 = a[select(0i, (_e233 + _e254), _e322)];
-        let _e449 = a[select(0i, (_e234 + _e253), _e323)];
-        let _e455 = a[select(0i, (_e234 + _e254), _e324)];
-        let _e461 = a[select(0i, (_e235 + _e253), _e325)];
-        let _e467 = a[select(0i, (_e235 + _e254), _e326)];
-        let _e473 = a[select(0i, (_e236 + _e253), _e327)];
-        let _e479 = a[select(0i, (_e236 + _e254), _e328)];
-        let _e485 = a[select(0i, (_e237 + _e253), _e329)];
-        let _e491 = a[select(0i, (_e237 + _e254), _e330)];
-        let _e497 = a[select(0i, (_e238 + _e253), _e331)];
-        let _e503 = a[select(0i, (_e238 + _e254), _e332)];
-        let _e509 = a[select(0i, (_e239 + _e253), _e333)];
-        let _e515 = a[select(0i, (_e239 + _e254), _e334)];
-        let _e521 = a[select(0i, (_e240 + _e253), _e335)];
-        let _e527 = a[select(0i, (_e240 + _e254), _e336)];
+        let v305_ = (_e287 && _e303);
+        let v306_ = (_e287 && _e304);
+        let v307_ = (_e288 && _e303);
+        let v308_ = (_e288 && _e304);
+        let v309_ = (_e289 && _e303);
+        let v310_ = (_e289 && _e304);
+        let v311_ = (_e290 && _e303);
+        let v312_ = (_e290 && _e304);
+        let v313_ = (_e291 && _e303);
+        let v314_ = (_e291 && _e304);
+        let v315_ = (_e292 && _e303);
+        let v316_ = (_e292 && _e304);
+        let v317_ = (_e293 && _e303);
+        let v318_ = (_e293 && _e304);
+        let v319_ = (_e294 && _e303);
+        let v320_ = (_e294 && _e304);
+        let v321_ = (_e295 && _e303);
+        let v322_ = (_e295 && _e304);
+        let v323_ = (_e296 && _e303);
+        let v324_ = (_e296 && _e304);
+        let v325_ = (_e297 && _e303);
+        let v326_ = (_e297 && _e304);
+        let v327_ = (_e298 && _e303);
+        let v328_ = (_e298 && _e304);
+        let v329_ = (_e299 && _e303);
+        let v330_ = (_e299 && _e304);
+        let v331_ = (_e300 && _e303);
+        let v332_ = (_e300 && _e304);
+        let v333_ = (_e301 && _e303);
+        let v334_ = (_e301 && _e304);
+        let v335_ = (_e302 && _e303);
+        let v336_ = (_e302 && _e304);
+        let _e341 = a[select(0i, v255_, v305_)];
+        let _e347 = a[select(0i, v256_, v306_)];
+        let _e353 = a[select(0i, v257_, v307_)];
+        let _e359 = a[select(0i, v258_, v308_)];
+        let _e365 = a[select(0i, v259_, v309_)];
+        let _e371 = a[select(0i, v260_, v310_)];
+        let _e377 = a[select(0i, v261_, v311_)];
+        let _e383 = a[select(0i, v262_, v312_)];
+        let _e389 = a[select(0i, v263_, v313_)];
+        let _e395 = a[select(0i, v264_, v314_)];
+        let _e401 = a[select(0i, v265_, v315_)];
+        let _e407 = a[select(0i, v266_, v316_)];
+        let _e413 = a[select(0i, v267_, v317_)];
+        let _e419 = a[select(0i, v268_, v318_)];
+        let _e425 = a[select(0i, v269_, v319_)];
+        let _e431 = a[select(0i, v270_, v320_)];
+        let _e437 = a[select(0i, v271_, v321_)];
+        let _e443 = a[select(0i, v272_, v322_)];
+        let _e449 = a[select(0i, v273_, v323_)];
+        let _e455 = a[select(0i, v274_, v324_)];
+        let _e461 = a[select(0i, v275_, v325_)];
+        let _e467 = a[select(0i, v276_, v326_)];
+        let _e473 = a[select(0i, v277_, v327_)];
+        let _e479 = a[select(0i, v278_, v328_)];
+        let _e485 = a[select(0i, v279_, v329_)];
+        let _e491 = a[select(0i, v280_, v330_)];
+        let _e497 = a[select(0i, v281_, v331_)];
+        let _e503 = a[select(0i, v282_, v332_)];
+        let _e509 = a[select(0i, v283_, v333_)];
+        let _e515 = a[select(0i, v284_, v334_)];
+        let _e521 = a[select(0i, v285_, v335_)];
+        let _e527 = a[select(0i, v286_, v336_)];
         let _e570 = (_e167 + (0i + 0i));
         let _e571 = (_e167 + (1i + 0i));
         let _e572 = (_e167 + (2i + 0i));
@@ -369,105 +401,169 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
         let _e695 = (_e662 && _e665);
         let _e696 = (_e663 && _e664);
         let _e697 = (_e663 && _e665);
-        let _e702 = b[select(0i, (_e586 + _e614), _e666)];
-        let _e708 = b[select(0i, (_e586 + _e615), _e667)];
-        let _e714 = b[select(0i, (_e587 + _e614), _e668)];
-        let _e720 = b[select(0i, (_e587 + _e615), _e669)];
-        let _e726 = b[select(0i, (_e588 + _e614), _e670)];
-        let _e732 = b[select(0i, (_e588 + _e615), _e671)];
-        let _e738 = b[select(0i, (_e589 + _e614), _e672)];
-        let _e744 = b[select(0i, (_e589 + _e615), _e673)];
-        let _e750 = b[select(0i, (_e590 + _e614), _e674)];
-        let _e756 = b[select(0i, (_e590 + _e615), _e675)];
-        let _e762 = b[select(0i, (_e591 + _e614), _e676)];
-        let _e768 = b[select(0i, (_e591 + _e615), _e677)];
-        let _e774 = b[select(0i, (_e592 + _e614), _e678)];
-        let _e780 = b[select(0i, (_e592 + _e615), _e679)];
-        let _e786 = b[select(0i, (_e593 + _e614), _e680)];
-        let _e792 = b[select(0i, (_e593 + _e615), _e681)];
-        let _e798 = b[select(0i, (_e594 + _e614), _e682)];
-        let _e804 = b[select(0i, (_e594 + _e615), _e683)];
-        let _e810 = b[select(0i, (_e595 + _e614), _e684)];
-        let _e816 = b[select(0i, (_e595 + _e615), _e685)];
-        let _e822 = b[select(0i, (_e596 + _e614), _e686)];
-        let _e828 = b[select(0i, (_e596 + _e615), _e687)];
-        let _e834 = b[select(0i, (_e597 + _e614), _e688)];
-        let _e840 = b[select(0i, (_e597 + _e615), _e689)];
-        let _e846 = b[select(0i, (_e598 + _e614), _e690)];
-        let _e852 = b[select(0i, (_e598 + _e615), _e691)];
-        let _e858 = b[select(0i, (_e599 + _e614), _e692)];
-        let _e864 = b[select(0i, (_e599 + _e615), _e693)];
-        let _e870 = b[select(0i, (_e600 + _e614), _e694)];
-        let _e876 = b[select(0i, (_e600 + _e615), _e695)];
-        let _e882 = b[select(0i, (_e601 + _e614), _e696)];
-        let _e888 = b[select(0i, (_e601 + _e615), _e697)];
+        let v699_ = select(0i, (_e586 + _e614), _e666);
+        let _e702 = b[v699_];
+        let v703_ = select(0f, _e702, _e666);
+        let v705_ = select(0i, (_e586 + _e615), _e667);
+        let _e708 = b[v705_];
+        let v709_ = select(0f, _e708, _e667);
+        let v711_ = select(0i, (_e587 + _e614), _e668);
+        let _e714 = b[v711_];
+        let v715_ = select(0f, _e714, _e668);
+        let v717_ = select(0i, (_e587 + _e615), _e669);
+        let _e720 = b[v717_];
+        let v721_ = select(0f, _e720, _e669);
+        let v723_ = select(0i, (_e588 + _e614), _e670);
+        let _e726 = b[v723_];
+        let v727_ = select(0f, _e726, _e670);
+        let v729_ = select(0i, (_e588 + _e615), _e671);
+        let _e732 = b[v729_];
+        let v733_ = select(0f, _e732, _e671);
+        let v735_ = select(0i, (_e589 + _e614), _e672);
+        let _e738 = b[v735_];
+        let v739_ = select(0f, _e738, _e672);
+        let v741_ = select(0i, (_e589 + _e615), _e673);
+        let _e744 = b[v741_];
+        let v745_ = select(0f, _e744, _e673);
+        let v747_ = select(0i, (_e590 + _e614), _e674);
+        let _e750 = b[v747_];
+        let v751_ = select(0f, _e750, _e674);
+        let v753_ = select(0i, (_e590 + _e615), _e675);
+        let _e756 = b[v753_];
+        let v757_ = select(0f, _e756, _e675);
+        let v759_ = select(0i, (_e591 + _e614), _e676);
+        let _e762 = b[v759_];
+        let v763_ = select(0f, _e762, _e676);
+        let v765_ = select(0i, (_e591 + _e615), _e677);
+        let _e768 = b[v765_];
+        let v769_ = select(0f, _e768, _e677);
+        let v771_ = select(0i, (_e592 + _e614), _e678);
+        let _e774 = b[v771_];
+        let v775_ = select(0f, _e774, _e678);
+        let v777_ = select(0i, (_e592 + _e615), _e679);
+        let _e780 = b[v777_];
+        let v781_ = select(0f, _e780, _e679);
+        let v783_ = select(0i, (_e593 + _e614), _e680);
+        let _e786 = b[v783_];
+        let v787_ = select(0f, _e786, _e680);
+        let v789_ = select(0i, (_e593 + _e615), _e681);
+        let _e792 = b[v789_];
+        let v793_ = select(0f, _e792, _e681);
+        let v795_ = select(0i, (_e594 + _e614), _e682);
+        let _e798 = b[v795_];
+        let v799_ = select(0f, _e798, _e682);
+        let v801_ = select(0i, (_e594 + _e615), _e683);
+        let _e804 = b[v801_];
+        let v805_ = select(0f, _e804, _e683);
+        let v807_ = select(0i, (_e595 + _e614), _e684);
+        let _e810 = b[v807_];
+        let v811_ = select(0f, _e810, _e684);
+        let v813_ = select(0i, (_e595 + _e615), _e685);
+        let _e816 = b[v813_];
+        let v817_ = select(0f, _e816, _e685);
+        let v819_ = select(0i, (_e596 + _e614), _e686);
+        let _e822 = b[v819_];
+        let v823_ = select(0f, _e822, _e686);
+        let v825_ = select(0i, (_e596 + _e615), _e687);
+        let _e828 = b[v825_];
+        let v829_ = select(0f, _e828, _e687);
+        let v831_ = select(0i, (_e597 + _e614), _e688);
+        let _e834 = b[v831_];
+        let v835_ = select(0f, _e834, _e688);
+        let v837_ = select(0i, (_e597 + _e615), _e689);
+        let _e840 = b[v837_];
+        let v841_ = select(0f, _e840, _e689);
+        let v843_ = select(0i, (_e598 + _e614), _e690);
+        let _e846 = b[v843_];
+        let v847_ = select(0f, _e846, _e690);
+        let v849_ = select(0i, (_e598 + _e615), _e691);
+        let _e852 = b[v849_];
+        let v853_ = select(0f, _e852, _e691);
+        let v855_ = select(0i, (_e599 + _e614), _e692);
+        let _e858 = b[v855_];
+        let v859_ = select(0f, _e858, _e692);
+        let v861_ = select(0i, (_e599 + _e615), _e693);
+        let _e864 = b[v861_];
+        let v865_ = select(0f, _e864, _e693);
+        let v867_ = select(0i, (_e600 + _e614), _e694);
+        let _e870 = b[v867_];
+        let v871_ = select(0f, _e870, _e694);
+        let v873_ = select(0i, (_e600 + _e615), _e695);
+        let _e876 = b[v873_];
+        let v877_ = select(0f, _e876, _e695);
+        let v879_ = select(0i, (_e601 + _e614), _e696);
+        let _e882 = b[v879_];
+        let v883_ = select(0f, _e882, _e696);
+        let v885_ = select(0i, (_e601 + _e615), _e697);
+        let _e888 = b[v885_];
+        let v889_ = select(0f, _e888, _e697);
         let _e900 = ((0i * 16i) + ((_e25 >> u32(0i)) & 7i));
         let _e908 = ((0i * 16i) + ((_e25 >> u32(0i)) & 7i));
         workgroupBarrier();
-        shared_f32_[_e900] = select(0f, _e341, _e305);
-        shared_f32_[(_e900 + 8i)] = select(0f, _e347, _e306);
-        shared_f32_[(_e900 + 16i)] = select(0f, _e353, _e307);
-        shared_f32_[(_e900 + 24i)] = select(0f, _e359, _e308);
-        shared_f32_[(_e900 + 32i)] = select(0f, _e365, _e309);
-        shared_f32_[(_e900 + 40i)] = select(0f, _e371, _e310);
-        shared_f32_[(_e900 + 48i)] = select(0f, _e377, _e311);
-        shared_f32_[(_e900 + 56i)] = select(0f, _e383, _e312);
-        shared_f32_[(_e900 + 64i)] = select(0f, _e389, _e313);
-        shared_f32_[(_e900 + 72i)] = select(0f, _e395, _e314);
-        shared_f32_[(_e900 + 80i)] = select(0f, _e401, _e315);
-        shared_f32_[(_e900 + 88i)] = select(0f, _e407, _e316);
-        shared_f32_[(_e900 + 96i)] = select(0f, _e413, _e317);
-        shared_f32_[(_e900 + 104i)] = select(0f, _e419, _e318);
-        shared_f32_[(_e900 + 112i)] = select(0f, _e425, _e319);
-        shared_f32_[(_e900 + 120i)] = select(0f, _e431, _e320);
-        shared_f32_[(_e900 + 128i)] = select(0f, _e437, _e321);
-        shared_f32_[(_e900 + 136i)] = select(0f, _e443, _e322);
-        shared_f32_[(_e900 + 144i)] = select(0f, _e449, _e323);
-        shared_f32_[(_e900 + 152i)] = select(0f, _e455, _e324);
-        shared_f32_[(_e900 + 160i)] = select(0f, _e461, _e325);
-        shared_f32_[(_e900 + 168i)] = select(0f, _e467, _e326);
-        shared_f32_[(_e900 + 176i)] = select(0f, _e473, _e327);
-        shared_f32_[(_e900 + 184i)] = select(0f, _e479, _e328);
-        shared_f32_[(_e900 + 192i)] = select(0f, _e485, _e329);
-        shared_f32_[(_e900 + 200i)] = select(0f, _e491, _e330);
-        shared_f32_[(_e900 + 208i)] = select(0f, _e497, _e331);
-        shared_f32_[(_e900 + 216i)] = select(0f, _e503, _e332);
-        shared_f32_[(_e900 + 224i)] = select(0f, _e509, _e333);
-        shared_f32_[(_e900 + 232i)] = select(0f, _e515, _e334);
-        shared_f32_[(_e900 + 240i)] = select(0f, _e521, _e335);
-        shared_f32_[(_e900 + 248i)] = select(0f, _e527, _e336);
-        shared_f32_[(_e908 + 256i)] = select(0f, _e702, _e666);
-        shared_f32_[(_e908 + 264i)] = select(0f, _e708, _e667);
-        shared_f32_[(_e908 + 272i)] = select(0f, _e714, _e668);
-        shared_f32_[(_e908 + 280i)] = select(0f, _e720, _e669);
-        shared_f32_[(_e908 + 288i)] = select(0f, _e726, _e670);
-        shared_f32_[(_e908 + 296i)] = select(0f, _e732, _e671);
-        shared_f32_[(_e908 + 304i)] = select(0f, _e738, _e672);
-        shared_f32_[(_e908 + 312i)] = select(0f, _e744, _e673);
-        shared_f32_[(_e908 + 320i)] = select(0f, _e750, _e674);
-        shared_f32_[(_e908 + 328i)] = select(0f, _e756, _e675);
-        shared_f32_[(_e908 + 336i)] = select(0f, _e762, _e676);
-        shared_f32_[(_e908 + 344i)] = select(0f, _e768, _e677);
-        shared_f32_[(_e908 + 352i)] = select(0f, _e774, _e678);
-        shared_f32_[(_e908 + 360i)] = select(0f, _e780, _e679);
-        shared_f32_[(_e908 + 368i)] = select(0f, _e786, _e680);
-        shared_f32_[(_e908 + 376i)] = select(0f, _e792, _e681);
-        shared_f32_[(_e908 + 384i)] = select(0f, _e798, _e682);
-        shared_f32_[(_e908 + 392i)] = select(0f, _e804, _e683);
-        shared_f32_[(_e908 + 400i)] = select(0f, _e810, _e684);
-        shared_f32_[(_e908 + 408i)] = select(0f, _e816, _e685);
-        shared_f32_[(_e908 + 416i)] = select(0f, _e822, _e686);
-        shared_f32_[(_e908 + 424i)] = select(0f, _e828, _e687);
-        shared_f32_[(_e908 + 432i)] = select(0f, _e834, _e688);
-        shared_f32_[(_e908 + 440i)] = select(0f, _e840, _e689);
-        shared_f32_[(_e908 + 448i)] = select(0f, _e846, _e690);
-        shared_f32_[(_e908 + 456i)] = select(0f, _e852, _e691);
-        shared_f32_[(_e908 + 464i)] = select(0f, _e858, _e692);
-        shared_f32_[(_e908 + 472i)] = select(0f, _e864, _e693);
-        shared_f32_[(_e908 + 480i)] = select(0f, _e870, _e694);
-        shared_f32_[(_e908 + 488i)] = select(0f, _e876, _e695);
-        shared_f32_[(_e908 + 496i)] = select(0f, _e882, _e696);
-        shared_f32_[(_e908 + 504i)] = select(0f, _e888, _e697);
+        shared_f32_[_e900] = select(0f, _e341, v305_);
+        shared_f32_[(_e900 + 8i)] = select(0f, _e347, v306_);
+        shared_f32_[(_e900 + 16i)] = select(0f, _e353, v307_);
+        shared_f32_[(_e900 + 24i)] = select(0f, _e359, v308_);
+        shared_f32_[(_e900 + 32i)] = select(0f, _e365, v309_);
+        shared_f32_[(_e900 + 40i)] = select(0f, _e371, v310_);
+        shared_f32_[(_e900 + 48i)] = select(0f, _e377, v311_);
+        shared_f32_[(_e900 + 56i)] = select(0f, _e383, v312_);
+        shared_f32_[(_e900 + 64i)] = select(0f, _e389, v313_);
+        shared_f32_[(_e900 + 72i)] = select(0f, _e395, v314_);
+        shared_f32_[(_e900 + 80i)] = select(0f, _e401, v315_);
+        shared_f32_[(_e900 + 88i)] = select(0f, _e407, v316_);
+        shared_f32_[(_e900 + 96i)] = select(0f, _e413, v317_);
+        shared_f32_[(_e900 + 104i)] = select(0f, _e419, v318_);
+        shared_f32_[(_e900 + 112i)] = select(0f, _e425, v319_);
+        shared_f32_[(_e900 + 120i)] = select(0f, _e431, v320_);
+        shared_f32_[(_e900 + 128i)] = select(0f, _e437, v321_);
+        shared_f32_[(_e900 + 136i)] = select(0f, _e443, v322_);
+        shared_f32_[(_e900 + 144i)] = select(0f, _e449, v323_);
+        shared_f32_[(_e900 + 152i)] = select(0f, _e455, v324_);
+        shared_f32_[(_e900 + 160i)] = select(0f, _e461, v325_);
+        shared_f32_[(_e900 + 168i)] = select(0f, _e467, v326_);
+        shared_f32_[(_e900 + 176i)] = select(0f, _e473, v327_);
+        shared_f32_[(_e900 + 184i)] = select(0f, _e479, v328_);
+        shared_f32_[(_e900 + 192i)] = select(0f, _e485, v329_);
+        shared_f32_[(_e900 + 200i)] = select(0f, _e491, v330_);
+        shared_f32_[(_e900 + 208i)] = select(0f, _e497, v331_);
+        shared_f32_[(_e900 + 216i)] = select(0f, _e503, v332_);
+        shared_f32_[(_e900 + 224i)] = select(0f, _e509, v333_);
+        shared_f32_[(_e900 + 232i)] = select(0f, _e515, v334_);
+        shared_f32_[(_e900 + 240i)] = select(0f, _e521, v335_);
+        shared_f32_[(_e900 + 248i)] = select(0f, _e527, v336_);
+        shared_f32_[(_e908 + 256i)] = v703_;
+        shared_f32_[(_e908 + 264i)] = v709_;
+        shared_f32_[(_e908 + 272i)] = v715_;
+        shared_f32_[(_e908 + 280i)] = v721_;
+        shared_f32_[(_e908 + 288i)] = v727_;
+        shared_f32_[(_e908 + 296i)] = v733_;
+        shared_f32_[(_e908 + 304i)] = v739_;
+        shared_f32_[(_e908 + 312i)] = v745_;
+        shared_f32_[(_e908 + 320i)] = v751_;
+        shared_f32_[(_e908 + 328i)] = v757_;
+        shared_f32_[(_e908 + 336i)] = v763_;
+        shared_f32_[(_e908 + 344i)] = v769_;
+        shared_f32_[(_e908 + 352i)] = v775_;
+        shared_f32_[(_e908 + 360i)] = v781_;
+        shared_f32_[(_e908 + 368i)] = v787_;
+        shared_f32_[(_e908 + 376i)] = v793_;
+        shared_f32_[(_e908 + 384i)] = v799_;
+        shared_f32_[(_e908 + 392i)] = v805_;
+        shared_f32_[(_e908 + 400i)] = v811_;
+        shared_f32_[(_e908 + 408i)] = v817_;
+        shared_f32_[(_e908 + 416i)] = v823_;
+        shared_f32_[(_e908 + 424i)] = v829_;
+        shared_f32_[(_e908 + 432i)] = v835_;
+        shared_f32_[(_e908 + 440i)] = v841_;
+        shared_f32_[(_e908 + 448i)] = v847_;
+        shared_f32_[(_e908 + 456i)] = v853_;
+        shared_f32_[(_e908 + 464i)] = v859_;
+        shared_f32_[(_e908 + 472i)] = v865_;
+        shared_f32_[(_e908 + 480i)] = v871_;
+        shared_f32_[(_e908 + 488i)] = v877_;
+        shared_f32_[(_e908 + 496i)] = v883_;
+        shared_f32_[(_e908 + 504i)] = v889_;
         workgroupBarrier();
         local_33 = 0i;
         local_34 = _e103;
@@ -709,6 +805,38 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
     let _e1685 = (_e53 + ((1i + _e1663) + 0i));
     let _e1686 = (_e53 + ((2i + _e1663) + 0i));
     let _e1687 = (_e53 + ((3i + _e1663) + 0i));
+    let v1688_ = (_e1625 + _e1684);
+    let v1689_ = (_e1625 + _e1685);
+    let v1690_ = (_e1625 + _e1686);
+    let v1691_ = (_e1625 + _e1687);
+    let v1692_ = (_e1629 + _e1684);
+    let v1693_ = (_e1629 + _e1685);
+    let v1694_ = (_e1629 + _e1686);
+    let v1695_ = (_e1629 + _e1687);
+    let v1696_ = (_e1633 + _e1684);
+    let v1697_ = (_e1633 + _e1685);
+    let v1698_ = (_e1633 + _e1686);
+    let v1699_ = (_e1633 + _e1687);
+    let v1700_ = (_e1637 + _e1684);
+    let v1701_ = (_e1637 + _e1685);
+    let v1702_ = (_e1637 + _e1686);
+    let v1703_ = (_e1637 + _e1687);
+    let v1704_ = (_e1641 + _e1684);
+    let v1705_ = (_e1641 + _e1685);
+    let v1706_ = (_e1641 + _e1686);
+    let v1707_ = (_e1641 + _e1687);
+    let v1708_ = (_e1645 + _e1684);
+    let v1709_ = (_e1645 + _e1685);
+    let v1710_ = (_e1645 + _e1686);
+    let v1711_ = (_e1645 + _e1687);
+    let v1712_ = (_e1649 + _e1684);
+    let v1713_ = (_e1649 + _e1685);
+    let v1714_ = (_e1649 + _e1686);
+    let v1715_ = (_e1649 + _e1687);
+    let v1716_ = (_e1653 + _e1684);
+    let v1717_ = (_e1653 + _e1685);
+    let v1718_ = (_e1653 + _e1686);
+    let v1719_ = (_e1653 + _e1687);
     let _e1720 = (_e1617 < _e13);
     let _e1724 = (_e1618 < _e13);
     let _e1728 = (_e1619 < _e13);
@@ -721,100 +849,132 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
     let _e1753 = (_e1685 < _e15);
     let _e1754 = (_e1686 < _e15);
     let _e1755 = (_e1687 < _e15);
-    if (_e1720 && _e1752) {
-        c[(_e1625 + _e1684)] = _e1515;
+    let v1756_ = (_e1720 && _e1752);
+    let v1757_ = (_e1720 && _e1753);
+    let v1758_ = (_e1720 && _e1754);
+    let v1759_ = (_e1720 && _e1755);
+    let v1760_ = (_e1724 && _e1752);
+    let v1761_ = (_e1724 && _e1753);
+    let v1762_ = (_e1724 && _e1754);
+    let v1763_ = (_e1724 && _e1755);
+    let v1764_ = (_e1728 && _e1752);
+    let v1765_ = (_e1728 && _e1753);
+    let v1766_ = (_e1728 && _e1754);
+    let v1767_ = (_e1728 && _e1755);
+    let v1768_ = (_e1732 && _e1752);
+    let v1769_ = (_e1732 && _e1753);
+    let v1770_ = (_e1732 && _e1754);
+    let v1771_ = (_e1732 && _e1755);
+    let v1772_ = (_e1736 && _e1752);
+    let v1773_ = (_e1736 && _e1753);
+    let v1774_ = (_e1736 && _e1754);
+    let v1775_ = (_e1736 && _e1755);
+    let v1776_ = (_e1740 && _e1752);
+    let v1777_ = (_e1740 && _e1753);
+    let v1778_ = (_e1740 && _e1754);
+    let v1779_ = (_e1740 && _e1755);
+    let v1780_ = (_e1744 && _e1752);
+    let v1781_ = (_e1744 && _e1753);
+    let v1782_ = (_e1744 && _e1754);
+    let v1783_ = (_e1744 && _e1755);
+    let v1784_ = (_e1748 && _e1752);
+    let v1785_ = (_e1748 && _e1753);
+    let v1786_ = (_e1748 && _e1754);
+    let v1787_ = (_e1748 && _e1755);
+    if v1756_ {
+        c[v1688_] = _e1515;
     }
-    if (_e1720 && _e1753) {
-        c[(_e1625 + _e1685)] = _e1517;
+    if v1757_ {
+        c[v1689_] = _e1517;
     }
-    if (_e1720 && _e1754) {
-        c[(_e1625 + _e1686)] = _e1519;
+    if v1758_ {
+        c[v1690_] = _e1519;
     }
-    if (_e1720 && _e1755) {
-        c[(_e1625 + _e1687)] = _e1521;
+    if v1759_ {
+        c[v1691_] = _e1521;
     }
-    if (_e1724 && _e1752) {
-        c[(_e1629 + _e1684)] = _e1523;
+    if v1760_ {
+        c[v1692_] = _e1523;
     }
-    if (_e1724 && _e1753) {
-        c[(_e1629 + _e1685)] = _e1525;
+    if v1761_ {
+        c[v1693_] = _e1525;
     }
-    if (_e1724 && _e1754) {
-        c[(_e1629 + _e1686)] = _e1527;
+    if v1762_ {
+        c[v1694_] = _e1527;
     }
-    if (_e1724 && _e1755) {
-        c[(_e1629 + _e1687)] = _e1529;
+    if v1763_ {
+        c[v1695_] = _e1529;
     }
-    if (_e1728 && _e1752) {
-        c[(_e1633 + _e1684)] = _e1531;
+    if v1764_ {
+        c[v1696_] = _e1531;
     }
-    if (_e1728 && _e1753) {
-        c[(_e1633 + _e1685)] = _e1533;
+    if v1765_ {
+        c[v1697_] = _e1533;
     }
-    if (_e1728 && _e1754) {
-        c[(_e1633 + _e1686)] = _e1535;
+    if v1766_ {
+        c[v1698_] = _e1535;
     }
-    if (_e1728 && _e1755) {
-        c[(_e1633 + _e1687)] = _e1537;
+    if v1767_ {
+        c[v1699_] = _e1537;
     }
-    if (_e1732 && _e1752) {
-        c[(_e1637 + _e1684)] = _e1539;
+    if v1768_ {
+        c[v1700_] = _e1539;
     }
-    if (_e1732 && _e1753) {
-        c[(_e1637 + _e1685)] = _e1541;
+    if v1769_ {
+        c[v1701_] = _e1541;
     }
-    if (_e1732 && _e1754) {
-        c[(_e1637 + _e1686)] = _e1543;
+    if v1770_ {
+        c[v1702_] = _e1543;
     }
-    if (_e1732 && _e1755) {
-        c[(_e1637 + _e1687)] = _e1545;
+    if v1771_ {
+        c[v1703_] = _e1545;
     }
-    if (_e1736 && _e1752) {
-        c[(_e1641 + _e1684)] = _e1547;
+    if v1772_ {
+        c[v1704_] = _e1547;
     }
-    if (_e1736 && _e1753) {
-        c[(_e1641 + _e1685)] = _e1549;
+    if v1773_ {
+        c[v1705_] = _e1549;
     }
-    if (_e1736 && _e1754) {
-        c[(_e1641 + _e1686)] = _e1551;
+    if v1774_ {
+        c[v1706_] = _e1551;
     }
-    if (_e1736 && _e1755) {
-        c[(_e1641 + _e1687)] = _e1553;
+    if v1775_ {
+        c[v1707_] = _e1553;
     }
-    if (_e1740 && _e1752) {
-        c[(_e1645 + _e1684)] = _e1555;
+    if v1776_ {
+        c[v1708_] = _e1555;
     }
-    if (_e1740 && _e1753) {
-        c[(_e1645 + _e1685)] = _e1557;
+    if v1777_ {
+        c[v1709_] = _e1557;
     }
-    if (_e1740 && _e1754) {
-        c[(_e1645 + _e1686)] = _e1559;
+    if v1778_ {
+        c[v1710_] = _e1559;
     }
-    if (_e1740 && _e1755) {
-        c[(_e1645 + _e1687)] = _e1561;
+    if v1779_ {
+        c[v1711_] = _e1561;
     }
-    if (_e1744 && _e1752) {
-        c[(_e1649 + _e1684)] = _e1563;
+    if v1780_ {
+        c[v1712_] = _e1563;
     }
-    if (_e1744 && _e1753) {
-        c[(_e1649 + _e1685)] = _e1565;
+    if v1781_ {
+        c[v1713_] = _e1565;
     }
-    if (_e1744 && _e1754) {
-        c[(_e1649 + _e1686)] = _e1567;
+    if v1782_ {
+        c[v1714_] = _e1567;
     }
-    if (_e1744 && _e1755) {
-        c[(_e1649 + _e1687)] = _e1569;
+    if v1783_ {
+        c[v1715_] = _e1569;
     }
-    if (_e1748 && _e1752) {
-        c[(_e1653 + _e1684)] = _e1571;
+    if v1784_ {
+        c[v1716_] = _e1571;
     }
-    if (_e1748 && _e1753) {
-        c[(_e1653 + _e1685)] = _e1573;
+    if v1785_ {
+        c[v1717_] = _e1573;
     }
-    if (_e1748 && _e1754) {
-        c[(_e1653 + _e1686)] = _e1575;
+    if v1786_ {
+        c[v1718_] = _e1575;
     }
-    if (_e1748 && _e1755) {
-        c[(_e1653 + _e1687)] = _e1577;
+    if v1787_ {
+        c[v1719_] = _e1577;
     }
 }

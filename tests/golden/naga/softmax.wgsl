@@ -7,15 +7,10 @@ var<storage> x: array<f32>;
 @group(0) @binding(1) 
 var<storage, read_write> y: array<f32>;
 var<immediate> scalars: Scalars;
-var<workgroup> shared_f32_: array<f32, 128>;
+var<workgroup> shared_f32_: array<f32, 4>;
 
 @compute @workgroup_size(32, 1, 1) 
 fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(workgroup_id) workgroup_id: vec3<u32>, @builtin(num_workgroups) num_workgroups: vec3<u32>) {
-    var local: i32;
-    var local_1: f32;
-    var local_2: i32;
-    var local_3: f32;
-
     let _e27 = bitcast<f32>(4286578688u);
     let _e2 = bitcast<i32>(local_invocation_index);
     let _e13 = scalars.n_cols;
@@ -44,66 +39,61 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
     let _e84 = x[select(0i, _e57, _e61)];
     let _e85 = select(_e27, _e84, _e61);
     let _e98 = (((_e21 >> u32(0i)) & 7i) + (((_e24 >> u32(0i)) & 3i) * 8i));
+    let v112_ = ((bitcast<u32>(_e73) & 2147483647u) > 2139095040u);
+    let v118_ = ((bitcast<u32>(_e67) & 2147483647u) > 2139095040u);
+    let v119_ = select(select(max(_e67, _e73), _e67, v112_), _e73, v118_);
+    let v125_ = ((bitcast<u32>(_e79) & 2147483647u) > 2139095040u);
+    let v132_ = select(select(max(v119_, _e79), v119_, v125_), _e79, ((bitcast<u32>(v119_) & 2147483647u) > 2139095040u));
+    let v138_ = ((bitcast<u32>(_e85) & 2147483647u) > 2139095040u);
+    let v145_ = select(select(max(v132_, _e85), v132_, v138_), _e85, ((bitcast<u32>(v132_) & 2147483647u) > 2139095040u));
+    let _e147 = subgroupShuffleXor(v145_, 1u);
+    let _e160 = select(select(max(v145_, _e147), v145_, ((bitcast<u32>(_e147) & 2147483647u) > 2139095040u)), _e147, ((bitcast<u32>(v145_) & 2147483647u) > 2139095040u));
+    let _e162 = subgroupShuffleXor(_e160, 2u);
+    let _e175 = select(select(max(_e160, _e162), _e160, ((bitcast<u32>(_e162) & 2147483647u) > 2139095040u)), _e162, ((bitcast<u32>(_e160) & 2147483647u) > 2139095040u));
+    let _e177 = subgroupShuffleXor(_e175, 4u);
     workgroupBarrier();
-    let _e119 = (((_e21 >> u32(0i)) & 7i) + (((_e24 >> u32(0i)) & 3i) * 8i));
-    shared_f32_[(0i + _e119)] = _e67;
-    shared_f32_[(32i + _e119)] = _e73;
-    shared_f32_[(64i + _e119)] = _e79;
-    shared_f32_[(96i + _e119)] = _e85;
+    shared_f32_[((((_e24 >> u32(0i)) & 3i) * 1i) + 0i)] = select(select(max(_e175, _e177), _e175, ((bitcast<u32>(_e177) & 2147483647u) > 2139095040u)), _e177, ((bitcast<u32>(_e175) & 2147483647u) > 2139095040u));
     workgroupBarrier();
-    let _e156 = shared_f32_[0i];
-    local = 1i;
-    local_1 = _e156;
-    loop {
-        let _e164 = local;
-        if !(select((_e164 > 128i), (_e164 < 128i), (1i > 0i))) {
-            break;
-        }
-        let _e172 = local_1;
-        let _e178 = shared_f32_[(0i + (_e164 * 1i))];
-        local_1 = select(select(max(_e172, _e178), _e172, ((bitcast<u32>(_e178) & 2147483647u) > 2139095040u)), _e178, ((bitcast<u32>(_e172) & 2147483647u) > 2139095040u));
-        let _e194 = local;
-        local = (_e194 + 1i);
-    }
-    let _e198 = local_1;
-    let _e203 = exp((_e67 - _e198));
-    let _e204 = exp((_e73 - _e198));
-    let _e205 = exp((_e79 - _e198));
-    let _e206 = exp((_e85 - _e198));
-    let _e219 = (((_e21 >> u32(0i)) & 7i) + (((_e24 >> u32(0i)) & 3i) * 8i));
+    let _e223 = shared_f32_[(0i + 0i)];
+    let _e228 = shared_f32_[(1i + 0i)];
+    let _e241 = select(select(max(_e223, _e228), _e223, ((bitcast<u32>(_e228) & 2147483647u) > 2139095040u)), _e228, ((bitcast<u32>(_e223) & 2147483647u) > 2139095040u));
+    let _e246 = shared_f32_[(2i + 0i)];
+    let _e259 = select(select(max(_e241, _e246), _e241, ((bitcast<u32>(_e246) & 2147483647u) > 2139095040u)), _e246, ((bitcast<u32>(_e241) & 2147483647u) > 2139095040u));
+    let _e264 = shared_f32_[(3i + 0i)];
+    let _e277 = select(select(max(_e259, _e264), _e259, ((bitcast<u32>(_e264) & 2147483647u) > 2139095040u)), _e264, ((bitcast<u32>(_e259) & 2147483647u) > 2139095040u));
+    let v278_ = (_e67 - _e277);
+    let v279_ = (_e73 - _e277);
+    let v280_ = (_e79 - _e277);
+    let v281_ = (_e85 - _e277);
+    let _e282 = exp(v278_);
+    let _e283 = exp(v279_);
+    let _e284 = exp(v280_);
+    let _e285 = exp(v281_);
+    let _e298 = (((_e21 >> u32(0i)) & 7i) + (((_e24 >> u32(0i)) & 3i) * 8i));
+    let _e309 = (((_e282 + _e283) + _e284) + _e285);
+    let _e311 = subgroupShuffleXor(_e309, 1u);
+    let _e312 = (_e309 + _e311);
+    let _e314 = subgroupShuffleXor(_e312, 2u);
+    let _e315 = (_e312 + _e314);
+    let _e317 = subgroupShuffleXor(_e315, 4u);
     workgroupBarrier();
-    let _e240 = (((_e21 >> u32(0i)) & 7i) + (((_e24 >> u32(0i)) & 3i) * 8i));
-    shared_f32_[(0i + _e240)] = _e203;
-    shared_f32_[(32i + _e240)] = _e204;
-    shared_f32_[(64i + _e240)] = _e205;
-    shared_f32_[(96i + _e240)] = _e206;
+    shared_f32_[((((_e24 >> u32(0i)) & 3i) * 1i) + 0i)] = (_e315 + _e317);
     workgroupBarrier();
-    let _e277 = shared_f32_[0i];
-    local_2 = 1i;
-    local_3 = _e277;
-    loop {
-        let _e285 = local_2;
-        if !(select((_e285 > 128i), (_e285 < 128i), (1i > 0i))) {
-            break;
-        }
-        let _e293 = local_3;
-        let _e299 = shared_f32_[(0i + (_e285 * 1i))];
-        local_3 = (_e293 + _e299);
-        let _e303 = local_2;
-        local_2 = (_e303 + 1i);
-    }
-    let _e307 = local_3;
-    let _e309 = (1f / _e307);
+    let _e351 = shared_f32_[(0i + 0i)];
+    let _e356 = shared_f32_[(1i + 0i)];
+    let _e362 = shared_f32_[(2i + 0i)];
+    let _e368 = shared_f32_[(3i + 0i)];
+    let _e371 = (1f / (((_e351 + _e356) + _e362) + _e368));
     if _e58 {
-        y[_e54] = (_e203 * _e309);
+        y[_e54] = (_e282 * _e371);
     }
     if _e59 {
-        y[_e55] = (_e204 * _e309);
+        y[_e55] = (_e283 * _e371);
     }
     if _e60 {
-        y[_e56] = (_e205 * _e309);
+        y[_e56] = (_e284 * _e371);
     }
     if _e61 {
-        y[_e57] = (_e206 * _e309);
+        y[_e57] = (_e285 * _e371);
     }
 }

@@ -73,7 +73,10 @@ fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, machine: &s
         Device::Interpreter => (Backend::Interpreter, "host CPU (interpreter)".to_string(), "host".to_string()),
         Device::Emulator(t) => (Backend::Emulator, format!("host CPU (emulating {})", t.name), "host".to_string()),
         Device::Vulkan { name, .. } => (Backend::Vulkan, name.clone(), info.map_or("other".into(), |i| i.device_type.clone())),
-        Device::Wgpu { name, .. } => (Backend::Wgpu, name.clone(), info.map_or("other".into(), |i| i.device_type.clone())),
+        Device::Wgpu { name, naga, .. } => {
+            let backend = if *naga { Backend::WgpuNaga } else { Backend::Wgpu };
+            (backend, name.clone(), info.map_or("other".into(), |i| i.device_type.clone()))
+        }
         // Devices added later (CUDA) describe themselves by name until they get an arm here.
         #[allow(unreachable_patterns)]
         other => {
@@ -99,8 +102,13 @@ fn describe(device: &Device, infos: &[VulkanDeviceInfo], host: &str, machine: &s
     }
     if backend == Backend::Wgpu {
         extensions.push("wgpu PASSTHROUGH_SHADERS".into());
+    }
+    if matches!(backend, Backend::Wgpu | Backend::WgpuNaga) {
         extensions.push("wgpu IMMEDIATES".into());
         extensions.push("wgpu TIMESTAMP_QUERY".into());
+    }
+    if backend == Backend::WgpuNaga && device.target().is_some_and(|t| t.subgroup_ops.shuffle) {
+        extensions.push("wgpu SUBGROUP".into());
     }
     Platform {
         id: device.name(),

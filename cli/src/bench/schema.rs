@@ -96,7 +96,10 @@ pub enum Backend {
     Interpreter,
     Emulator,
     Vulkan,
+    /// wgpu with SPIR-V passed through to the driver.
     Wgpu,
+    /// wgpu with naga modules (the path of every wgpu backend).
+    WgpuNaga,
     Cuda,
     /// AMDGCN code objects, compiled and analysed offline: static resources only.
     Amdgcn,
@@ -109,6 +112,7 @@ impl Backend {
             Backend::Emulator => "emulator",
             Backend::Vulkan => "vulkan",
             Backend::Wgpu => "wgpu",
+            Backend::WgpuNaga => "wgpu-naga",
             Backend::Cuda => "cuda",
             Backend::Amdgcn => "amdgcn",
         }

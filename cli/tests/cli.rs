@@ -135,6 +135,22 @@ fn ir_prints_every_launch_with_config_overrides() {
     }
 }
 
+/// The naga backend's texts: WGSL, MSL and HLSL of one kernel, with the launch header as
+/// comments of each language; a target that is not a Vulkan one is refused.
+#[test]
+fn ir_writes_wgsl_msl_and_hlsl_through_naga() {
+    let wgsl = ok(&["ir", "softmax", "--shape", "5x37", "--wgsl", "--target", "lavapipe"]);
+    assert!(wgsl.starts_with("// softmax 5x37 f32"), "{wgsl}");
+    for needle in ["@compute @workgroup_size(", "var<storage> x: array<f32>;", "var<immediate> scalars: Scalars;", "subgroupShuffleXor("] {
+        assert!(wgsl.contains(needle), "`{needle}` not in:\n{wgsl}");
+    }
+    let msl = ok(&["ir", "softmax", "--shape", "5x37", "--msl"]);
+    assert!(msl.contains("kernel void main_"), "{msl}");
+    let hlsl = ok(&["ir", "softmax", "--shape", "5x37", "--hlsl"]);
+    assert!(hlsl.contains("[numthreads("), "{hlsl}");
+    bad_input(&["ir", "softmax", "--shape", "5x37", "--wgsl", "--target", "sm_80"], &["--wgsl", "Vulkan target", "sm_80"]);
+}
+
 #[test]
 fn ir_locations_name_the_kernel_source() {
     let with = ok(&["ir", "vector_add", "--shape", "77", "--locations"]);

@@ -27,7 +27,7 @@ fn saved_cases_replay_as_their_headers_say() {
     if skip_gpu() {
         eprintln!("SKIPPED: Vulkan devices in tests/fuzz.rs (TILEKIT_SKIP_GPU_TESTS=1)");
     } else {
-        groups.extend(["vulkan".to_string(), "wgpu".to_string()]);
+        groups.extend(["vulkan".to_string(), "wgpu".to_string(), "wgpu-naga".to_string()]);
     }
     let (devices, skipped) = resolve_devices(&groups).expect("known groups");
     assert!(

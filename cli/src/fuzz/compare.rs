@@ -163,6 +163,16 @@ pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_wants: &[&[H
     })
 }
 
+/// Whether the elements at `at` differ from `want` only in the sign of a zero (both are
+/// zeros): a device that keeps no signed zeros may give either.
+pub fn explained_by_zero_sign(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        let (w, g) = (bits_to_f64(b.dtype, want[bi].load_bits(j)), bits_to_f64(b.dtype, got[bi].load_bits(j)));
+        b.dtype.is_float() && w == 0.0 && g == 0.0
+    })
+}
+
 /// Whether the differences `at` are explained by f32 atomic adds that flush subnormals (PTX's
 /// `atom.add.f32`, NVIDIA's Vulkan `OpAtomicFAddEXT`): each is in an f32 buffer that atomic
 /// adds update, off by less than twice the smallest normal f32 per add the program makes on

@@ -78,6 +78,10 @@ pub struct FuzzDevice {
     /// Whether approximate ops are bounded only on Vulkan's ranges (SPIR-V devices): a
     /// division's error is bounded only for divisors in [2^-126, 2^126].
     pub vulkan_ranges: bool,
+    /// Whether the device may lose the sign of a zero: a Vulkan module that does not request
+    /// SignedZeroInfNanPreserve (the naga path: naga's SPIR-V carries no float controls and no
+    /// NoContraction, so a driver may fold `s - s` to +0 and `fma(a, b, +0)` to the product).
+    pub zero_sign_free: bool,
 }
 
 impl FuzzDevice {
@@ -87,7 +91,8 @@ impl FuzzDevice {
         // NVIDIA's f32 atomic add flushes through Vulkan as through CUDA: one instruction.
         let atomic_add_ftz = gpu && (device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx) || device.name().contains("NVIDIA"));
         let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
-        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges }
+        let zero_sign_free = gpu && device.target().is_some_and(|t| !t.ieee_preserve);
+        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free }
     }
 
     pub fn name(&self) -> String {
@@ -246,6 +251,7 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
             !flushed_wants.is_empty() && compare::explained_by_flush(case, want, &flushed_wants, &got, &one),
             dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &one),
             compare::explained_by_approx_domain(case, want, &got, &one, dev.vulkan_ranges, dev.flushes_subnormals),
+            dev.zero_sign_free && compare::explained_by_zero_sign(case, want, &got, &one),
         ];
         match rules.iter().position(|&r| r) {
             Some(r) => used |= 1 << r,
@@ -268,9 +274,10 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
 }
 
 /// The name of an explanation that needed the freedoms in `used` (bit 0 subnormal flushing,
-/// bit 1 flushing f32 atomic adds, bit 2 approximate ops outside their bounded domain).
+/// bit 1 flushing f32 atomic adds, bit 2 approximate ops outside their bounded domain, bit 3 the
+/// sign of a zero): the freedoms' names joined by `+`.
 fn explained_kind(used: usize) -> &'static str {
-    const KINDS: [&str; 8] = [
+    const KINDS: [&str; 16] = [
         "none",
         "subnormal-flush",
         "atomic-add-ftz",
@@ -279,6 +286,14 @@ fn explained_kind(used: usize) -> &'static str {
         "subnormal-flush+approx-domain",
         "atomic-add-ftz+approx-domain",
         "subnormal-flush+atomic-add-ftz+approx-domain",
+        "zero-sign",
+        "subnormal-flush+zero-sign",
+        "atomic-add-ftz+zero-sign",
+        "subnormal-flush+atomic-add-ftz+zero-sign",
+        "approx-domain+zero-sign",
+        "subnormal-flush+approx-domain+zero-sign",
+        "atomic-add-ftz+approx-domain+zero-sign",
+        "subnormal-flush+atomic-add-ftz+approx-domain+zero-sign",
     ];
-    KINDS[used & 7]
+    KINDS[used & 15]
 }

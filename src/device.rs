@@ -134,45 +134,43 @@ impl Device {
     /// times (raw Vulkan, wgpu with SPIR-V passed through, wgpu through naga). A machine without a Vulkan loader simply has no GPU devices.
     pub fn all() -> Vec<Device> {
         let mut out = vec![Device::Interpreter, Device::Emulator(Target::vulkan_baseline())];
-        out.extend(Device::gpus());
-        out.extend(Device::naga_gpus());
+        out.extend(Device::every_gpu());
+        out
+    }
+
+    /// [`Device::gpus`] then [`Device::naga_gpus`], the drivers enumerated once.
+    pub fn every_gpu() -> Vec<Device> {
+        let (mut out, naga) = Device::enumerate(true);
+        out.extend(naga);
         out
     }
 
     /// The wgpu adapters again, through naga (`wgpu-naga:NAME`): wgpu writes the module for its
     /// backend itself, as on Metal, DX12 and GL. Kept apart from [`Device::gpus`] because the
-    /// path refuses what naga cannot express (bf16, 8-bit integers, boolean buffers).
+    /// path keeps fewer float guarantees (no float controls: subnormals and the sign of a zero,
+    /// docs/semantics.md) and refuses what naga cannot express.
     pub fn naga_gpus() -> Vec<Device> {
-        #[allow(unused_mut)]
-        let mut out = Vec::new();
-        #[cfg(feature = "wgpu")]
-        {
-            let infos = VulkanRuntime::devices().unwrap_or_default();
-            for a in WgpuRuntime::adapters() {
-                if !a.missing.is_empty() {
-                    continue;
-                }
-                if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
-                    // Shuffles where wgpu offers subgroups and the driver gives one size: with
-                    // wgpu's SUBGROUP feature a pipeline may get any size in the range.
-                    let shuffles = a.subgroups && info.min_subgroup_size == info.max_subgroup_size;
-                    let target = tilekit_naga::target_for(&info.target(), shuffles);
-                    out.push(Device::Wgpu { name: a.info.name.clone(), target, naga: true });
-                }
-            }
-        }
-        out
+        Device::enumerate(false).1
     }
 
     /// The CUDA devices (with the `ptx` feature), then the Vulkan devices through both
     /// runtimes (those built). A machine without a CUDA driver or a Vulkan loader simply lacks
     /// those devices.
     pub fn gpus() -> Vec<Device> {
+        Device::enumerate(true).0
+    }
+
+    /// The devices of [`Device::gpus`] (CUDA's only with `cuda`) and of [`Device::naga_gpus`],
+    /// from one enumeration of the Vulkan devices and wgpu adapters.
+    #[allow(unused_variables)] // a build without GPU runtimes has none
+    fn enumerate(cuda: bool) -> (Vec<Device>, Vec<Device>) {
         // Every kind of GPU device is a feature: a build may have none.
         #[allow(unused_mut)]
-        let mut out = Vec::new();
+        let (mut out, mut naga) = (Vec::new(), Vec::new());
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
-        out.extend(Device::cuda_devices());
+        if cuda {
+            out.extend(Device::cuda_devices());
+        }
         // wgpu's adapters take their targets from the Vulkan probe too.
         #[cfg(any(feature = "vulkan", feature = "wgpu"))]
         let infos = VulkanRuntime::devices().unwrap_or_default();
@@ -187,10 +185,14 @@ impl Device {
             }
             if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
                 out.push(Device::Wgpu { name: a.info.name.clone(), target: info.target(), naga: false });
+                // Shuffles where wgpu offers subgroups and the driver gives one size: with
+                // wgpu's SUBGROUP feature a pipeline may get any size in the range.
+                let shuffles = a.subgroups && info.min_subgroup_size == info.max_subgroup_size;
+                let target = tilekit_naga::target_for(&info.target(), shuffles);
+                naga.push(Device::Wgpu { name: a.info.name.clone(), target, naga: true });
             }
         }
-
-        out
+        (out, naga)
     }
 
     /// Finds a device by the name [`Device::name`] prints, or by a prefix of it

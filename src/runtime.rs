@@ -559,7 +559,7 @@ impl Runtime for WgpuRuntime {
         let target = self.device.target().expect("a wgpu device has a target");
         if let Device::Wgpu { naga: true, .. } = self.device {
             let k = tilekit_naga::compile(program, target, options)?.kernel;
-            return self.rt.load_naga(&k.interface(), &k.module).map_err(|e| self.err(e));
+            return self.rt.load_naga(&k.interface, &k.module).map_err(|e| self.err(e));
         }
         self.rt.load(&tilekit_spirv::compile(program, target, options)?.kernel).map_err(|e| self.err(e))
     }

@@ -939,16 +939,20 @@ impl NagaEmitter {
             ..Requirements::default()
         };
         Ok(crate::NagaKernel {
-            name: self.kernel.clone(),
             module: self.module,
             info,
             capabilities: caps,
-            threads: self.threads,
-            bindings: self.bindings,
-            push_constants: self.push_constants,
-            push_constant_size: self.push_size,
-            grid_fold: self.grid_fold,
-            requirements,
+            interface: tilekit_spirv::SpirvKernel {
+                name: self.kernel,
+                words: Vec::new(),
+                entry_point: "main".into(),
+                threads: self.threads,
+                bindings: self.bindings,
+                push_constants: self.push_constants,
+                push_constant_size: self.push_size,
+                grid_fold: self.grid_fold,
+                requirements,
+            },
         })
     }
 }

@@ -21,23 +21,19 @@ pub use emit::{NagaEmitter, NagaError, NagaValue};
 use tilekit_core::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
 use tilekit_core::gpu::{SubgroupOps, Target};
 use tilekit_core::Program;
-use tilekit_spirv::{Binding, PushConstant, Requirements, SpirvKernel};
+use tilekit_spirv::SpirvKernel;
 
 /// A naga module with one compute entry point, `main`, and its interface.
 #[derive(Clone, Debug)]
 pub struct NagaKernel {
-    pub name: String,
     pub module: naga::Module,
     /// naga's validation result, which its back ends need.
     pub info: naga::valid::ModuleInfo,
     /// The capabilities the module was validated with (what the device must offer).
     pub capabilities: naga::valid::Capabilities,
-    pub threads: u32,
-    pub bindings: Vec<Binding>,
-    pub push_constants: Vec<PushConstant>,
-    pub push_constant_size: u32,
-    pub grid_fold: Option<u32>,
-    pub requirements: Requirements,
+    /// The launch interface, the SPIR-V kernel's with no words: runtimes pack scalars, check
+    /// buffers and dispatch grids for both kinds of module with the same code.
+    pub interface: SpirvKernel,
 }
 
 /// A program compiled through naga and what the lowering decided for it.
@@ -109,24 +105,8 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Re
 }
 
 impl NagaKernel {
-    /// The launch interface as a [`SpirvKernel`] with no words: runtimes pack scalars, check
-    /// buffers and dispatch grids for both kinds of module with the same code.
-    pub fn interface(&self) -> SpirvKernel {
-        SpirvKernel {
-            name: self.name.clone(),
-            words: Vec::new(),
-            entry_point: "main".into(),
-            threads: self.threads,
-            bindings: self.bindings.clone(),
-            push_constants: self.push_constants.clone(),
-            push_constant_size: self.push_constant_size,
-            grid_fold: self.grid_fold,
-            requirements: self.requirements.clone(),
-        }
-    }
-
     fn write_error(&self, language: &str, e: impl std::fmt::Display) -> NagaError {
-        NagaError::Unsupported { kernel: self.name.clone(), what: format!("writing {language}"), why: e.to_string() }
+        NagaError::Unsupported { kernel: self.interface.name.clone(), what: format!("writing {language}"), why: e.to_string() }
     }
 
     /// The module as WGSL (naga's writer; immediates appear as naga's `var<immediate>`).

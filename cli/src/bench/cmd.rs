@@ -152,8 +152,7 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
     if names.is_empty() {
         let mut d = vec![Device::Interpreter];
-        d.extend(Device::gpus());
-        d.extend(Device::naga_gpus());
+        d.extend(Device::every_gpu());
         return Ok(d);
     }
     let mut out: Vec<Device> = Vec::new();

@@ -94,7 +94,7 @@ pub fn resolve_devices(groups: &[String]) -> Result<(Vec<FuzzDevice>, Skipped), 
                 }
             }
             "vulkan" | "wgpu" | "wgpu-naga" | "cuda" => {
-                let all = gpus.get_or_insert_with(|| Device::gpus().into_iter().chain(Device::naga_gpus()).collect());
+                let all = gpus.get_or_insert_with(Device::every_gpu);
                 let found: Vec<Device> = all.iter().filter(|d| d.name().starts_with(&format!("{name}:"))).cloned().collect();
                 if found.is_empty() {
                     let why = match Device::find(name) {

@@ -19,6 +19,7 @@
 
 use half::{bf16, f16};
 use rayon::prelude::*;
+use std::collections::HashMap;
 
 use crate::buffer::HostBuffer;
 use crate::dtype::DType;
@@ -56,7 +57,7 @@ pub enum InterpError {
 }
 
 /// How the interpreter computes floats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct InterpOptions {
     /// Model a device that flushes subnormals (no `shaderDenormPreserveFloat32`): arithmetic,
     /// comparisons, conversions, reductions' combines and `dot` read a subnormal operand as a
@@ -65,6 +66,16 @@ pub struct InterpOptions {
     /// per instruction within these two models, so a result is explained by flushing where it
     /// matches this one (the fuzzer's rule).
     pub flush_subnormals: bool,
+    /// Model WGSL's rule that a shader may assume no infinities and NaNs (the naga path): every
+    /// float value that is not finite where it is made (an operation's result, a load, an
+    /// argument, a conversion that overflows) is replaced by this value. Run with two different
+    /// values, the elements that change are those that depend on a non-finite value, which such
+    /// a device leaves indeterminate (the fuzzer's `non-finite` rule).
+    pub nonfinite_as: Option<f32>,
+    /// Model a compiler free to contract (SPIR-V without `NoContraction`, the naga path): a
+    /// float addition or subtraction of a multiplication's result is one fused multiply-add,
+    /// rounded once.
+    pub contract: bool,
 }
 
 /// Runs `program` once per point of `grid` with `args`.
@@ -80,9 +91,29 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
     if total > u32::MAX as u64 {
         return Err(InterpError::GridTooLarge { grid, total });
     }
+    // With `contract`, each float multiplication's operands, by its result.
+    let mut muls = HashMap::new();
+    if options.contract {
+        program.walk(&mut |inst| {
+            if let Op::Binary { op: BinaryOp::Mul, lhs, rhs } = inst.op {
+                if program.ty(lhs).dtype.is_float() {
+                    muls.insert(inst.results[0], (lhs, rhs));
+                }
+            }
+        });
+    }
     (0..total).into_par_iter().try_for_each(|lin| {
         let pid = [(lin % grid[0] as u64) as u32, ((lin / grid[0] as u64) % grid[1] as u64) as u32, (lin / (grid[0] as u64 * grid[1] as u64)) as u32];
-        let mut inst = Instance { program, args, grid, pid, env: vec![None; program.values.len()], ftz: options.flush_subnormals };
+        let mut inst = Instance {
+            program,
+            args,
+            grid,
+            pid,
+            env: vec![None; program.values.len()],
+            ftz: options.flush_subnormals,
+            nonfinite_as: options.nonfinite_as,
+            muls: &muls,
+        };
         inst.block(&program.body, &[]).map(|_| ())
     })
 }
@@ -233,6 +264,10 @@ struct Instance<'a> {
     env: Vec<Option<Data>>,
     /// [`InterpOptions::flush_subnormals`].
     ftz: bool,
+    /// [`InterpOptions::nonfinite_as`].
+    nonfinite_as: Option<f32>,
+    /// [`InterpOptions::contract`]: the operands of each float multiplication, by its result.
+    muls: &'a HashMap<Value, (Value, Value)>,
 }
 
 type R<T> = Result<T, InterpError>;
@@ -257,6 +292,10 @@ impl<'a> Instance<'a> {
     }
 
     fn set(&mut self, v: Value, d: Data) {
+        let d = match (self.nonfinite_as, d) {
+            (Some(r), Data::Float(xs)) => Data::Float(xs.into_iter().map(|x| if x.is_finite() { x } else { r }).collect()),
+            (_, d) => d,
+        };
         self.env[v.index()] = Some(d);
     }
 
@@ -464,10 +503,37 @@ impl<'a> Instance<'a> {
                 Data::Int(out)
             }
             (Data::Float(a), Data::Float(b)) => {
+                if let Some(fused) = self.contracted(op, lhs, rhs, dtype) {
+                    return Ok(fused);
+                }
                 Data::Float(a.iter().zip(b).map(|(&x, &y)| self.fz(dtype, binary_float(op, dtype, self.fz(dtype, x), self.fz(dtype, y)))).collect())
             }
             _ => unreachable!("verified: operands share a dtype"),
         })
+    }
+
+    /// `lhs op rhs` as one fused multiply-add where `op` adds or subtracts the result of a
+    /// multiplication ([`InterpOptions::contract`]); the left operand's product first.
+    fn contracted(&self, op: BinaryOp, lhs: Value, rhs: Value, dtype: DType) -> Option<Data> {
+        if !matches!(op, BinaryOp::Add | BinaryOp::Sub) {
+            return None;
+        }
+        let (prod, other, negate_prod, negate_other) = match (self.muls.get(&lhs), self.muls.get(&rhs)) {
+            (Some(&m), _) => (m, rhs, false, op == BinaryOp::Sub),
+            (None, Some(&m)) => (m, lhs, op == BinaryOp::Sub, false),
+            (None, None) => return None,
+        };
+        let (a, b, c) = (self.get(prod.0).floats(), self.get(prod.1).floats(), self.get(other).floats());
+        let f = |x: f32| self.fz(dtype, x);
+        Some(Data::Float(
+            (0..c.len())
+                .map(|i| {
+                    let a = if negate_prod { -f(a[i]) } else { f(a[i]) };
+                    let c = if negate_other { -f(c[i]) } else { f(c[i]) };
+                    f(round_to(dtype, a.mul_add(f(b[i]), c)))
+                })
+                .collect(),
+        ))
     }
 
     fn buffer(&self, id: BufferId) -> (&'a HostBuffer, &'a str) {

@@ -494,7 +494,7 @@ fn the_flushing_model_flushes_arithmetic_not_moves() {
         let xs = HostBuffer::from_f64(dtype, &[tiny, -tiny, 1.5, -0.0]);
         let run_once = |flush: bool| {
             let o = HostBuffer::zeros(dtype, 16);
-            run_with(&p, [1, 1, 1], &[Arg::Buffer(&xs), Arg::Buffer(&o)], InterpOptions { flush_subnormals: flush }).unwrap();
+            run_with(&p, [1, 1, 1], &[Arg::Buffer(&xs), Arg::Buffer(&o)], InterpOptions { flush_subnormals: flush, ..Default::default() }).unwrap();
             o.to_f64()
         };
         let kept = run_once(false);
@@ -508,4 +508,42 @@ fn the_flushing_model_flushes_arithmetic_not_moves() {
         assert_eq!(signs, [false, false, false, false, false, true, false, true], "{dtype}: -tiny * 2 * 0.5 is -0, -tiny + 0 is +0");
         assert_eq!(&flushed[12..16], &[-tiny, tiny, -1.5, 0.0], "{dtype}: neg keeps the bits");
     }
+}
+
+/// WGSL's models (`InterpOptions::nonfinite_as`, `InterpOptions::contract`): every non-finite
+/// value is replaced where it is made (a load, an overflowing conversion, an operation), so what
+/// depends on one changes with the substitute and nothing else does; a multiplication's result
+/// added or subtracted is one fused multiply-add, rounded once.
+#[test]
+fn the_wgsl_models_substitute_non_finite_values_and_contract() {
+    let k = Builder::new("wgsl");
+    let x = k.input("x", DType::F32);
+    let out = k.output("out", DType::F32);
+    let q = k.output("q", DType::I32);
+    let i = k.arange(0, 4);
+    let v = k.load(x, i);
+    // [x * x - 1, f32(f16(x)) as i32 (saturating), x + 1]
+    let sq = v * v;
+    k.store(out, i, sq - 1.0);
+    k.store(q, i, v.cast(DType::F16).cast(DType::F32).cast(DType::I32));
+    k.store(out, i + 4, v + 1.0);
+    let p = k.finish().unwrap();
+    let e = 1.0 + 2f64.powi(-12);
+    let xs = HostBuffer::from_f64(DType::F32, &[e, 1e5, f64::INFINITY, 2.0]);
+    let run_once = |options: InterpOptions| {
+        let (o, qo) = (HostBuffer::zeros(DType::F32, 8), HostBuffer::zeros(DType::I32, 4));
+        run_with(&p, [1, 1, 1], &[Arg::Buffer(&xs), Arg::Buffer(&o), Arg::Buffer(&qo)], options).unwrap();
+        (o.to_f64(), qo.to_f64())
+    };
+    let (plain, plain_q) = run_once(InterpOptions::default());
+    assert_eq!(plain[0], ((e * e) as f32 - 1.0) as f64, "rounded product, then the subtraction");
+    assert_eq!(plain_q, [1.0, i32::MAX as f64, i32::MAX as f64, 2.0], "1e5 overflows f16 to inf, saturating");
+    let (sub, sub_q) = run_once(InterpOptions { nonfinite_as: Some(-3.5), ..Default::default() });
+    assert_eq!(sub_q, [1.0, -3.0, -3.0, 2.0], "the overflowed conversion and the infinite load are replaced");
+    assert_eq!(&sub[4..8], &[plain[4], plain[5], -2.5, 3.0], "x + 1 of the replaced inf");
+    assert_eq!(sub[0], plain[0], "finite values are untouched");
+    let (fused, _) = run_once(InterpOptions { contract: true, ..Default::default() });
+    assert_eq!(fused[0], e.mul_add(e, -1.0) as f32 as f64, "one rounding");
+    assert_ne!(fused[0], plain[0], "the two models differ on this input");
+    assert_eq!(&fused[4..8], &plain[4..8], "an addition of no product is unchanged");
 }

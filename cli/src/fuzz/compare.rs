@@ -163,6 +163,30 @@ pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_wants: &[&[H
     })
 }
 
+/// Whether the elements at `at` depend on a non-finite value (WGSL's rule that a shader may
+/// assume none, so such a device leaves them indeterminate): each differs from `want` in one of
+/// `substituted`, the reference with every non-finite value replaced by a finite one
+/// (`InterpOptions::nonfinite_as`) as it is made.
+pub fn explained_by_nonfinite(case: &Case, want: &[HostBuffer], substituted: &[&[HostBuffer]], at: &[(usize, usize)]) -> bool {
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        let w = want[bi].load_bits(j);
+        substituted.iter().any(|s| {
+            let v = s[bi].load_bits(j);
+            v != w && !(b.dtype.is_float() && bits_to_f64(b.dtype, v).is_nan() && bits_to_f64(b.dtype, w).is_nan())
+        })
+    })
+}
+
+/// Whether the device's elements at `at` pass against one of `models`: the reference computed
+/// under a device model the device may follow (contracted multiply-adds, say).
+pub fn explained_by_model(case: &Case, models: &[&[HostBuffer]], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
+    at.iter().all(|&(bi, j)| {
+        let b = &case.buffers[bi];
+        models.iter().any(|m| element_ok(b.check, b.dtype, m[bi].load_bits(j), got[bi].load_bits(j), true))
+    })
+}
+
 /// Whether the elements at `at` differ from `want` only in the sign of a zero (both are
 /// zeros): a device that keeps no signed zeros may give either.
 pub fn explained_by_zero_sign(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
@@ -342,6 +366,33 @@ mod tests {
         let got = [HostBuffer::from_f64(DType::F32, &[-0.0, 0.0, 0.0, 0.0]), HostBuffer::from_f64(DType::F32, &[0.0; 4])];
         assert!(explained_by_atomic_ftz(&case, &want, &got, &[(0, 0), (0, 1)]));
         assert!(!explained_by_atomic_ftz(&case, &want, &got, &[(0, 2)]));
+    }
+
+    /// WGSL's rules: an element is indeterminate where a reference with its non-finite values
+    /// replaced differs (NaN against NaN is no difference); a model explains an element the
+    /// device's value passes against.
+    #[test]
+    fn non_finite_dependence_and_models() {
+        use crate::fuzz::{BufferCase, Case, Fill};
+        let program = tilekit_core::text::parse(
+            "program p(y: buffer<f32, write>) grid 1 {\n  %0 = arange 0, 3 : [3]xi32\n  %1 = const 1.0 : f32\n  %2 = splat %1 : [3]xf32\n  store y[%0], %2\n}\n",
+        )
+        .unwrap();
+        let y = BufferCase { name: "y".into(), dtype: DType::F32, len: 3, fill: Fill::Poison, check: Check::Exact, operands: vec![] };
+        let case = Case { program, grid: [1, 1, 1], num_warps: 1, buffers: vec![y], scalars: vec![], input_seed: 1 };
+        let f = |xs: &[f64]| HostBuffer::from_f64(DType::F32, xs);
+        let want = [f(&[f64::INFINITY, 2.0, f64::NAN])];
+        let substituted = [f(&[1.0, 2.0, f64::NAN])];
+        let subs: [&[HostBuffer]; 1] = [&substituted];
+        assert!(explained_by_nonfinite(&case, &want, &subs, &[(0, 0)]));
+        assert!(!explained_by_nonfinite(&case, &want, &subs, &[(0, 1)]), "2 depends on nothing non-finite");
+        assert!(!explained_by_nonfinite(&case, &want, &subs, &[(0, 2)]), "NaN in both");
+        let got = [f(&[5.0, 2.5, 0.0])];
+        let model = [f(&[0.0, 2.5, 1.0])];
+        let models: [&[HostBuffer]; 1] = [&model];
+        assert!(explained_by_model(&case, &models, &got, &[(0, 1)]));
+        assert!(!explained_by_model(&case, &models, &got, &[(0, 0)]));
+        assert!(!explained_by_model(&case, &[], &got, &[(0, 1)]), "no model explains nothing");
     }
 
     /// An approximate op's result is unconstrained only where its operands (stored beside it)

@@ -15,7 +15,7 @@ pub enum Outcome {
     /// Every buffer passes the tolerance rule.
     Agreed,
     /// Differences a documented backend freedom explains (the kind is named).
-    Explained(&'static str),
+    Explained(String),
     /// Differences nothing explains: the first one and how many elements differ.
     Mismatch(Mismatch, usize),
     /// The device ran the program and reported an error (an emulator fault, a driver error).
@@ -82,6 +82,10 @@ pub struct FuzzDevice {
     /// SignedZeroInfNanPreserve (the naga path: naga's SPIR-V carries no float controls and no
     /// NoContraction, so a driver may fold `s - s` to +0 and `fma(a, b, +0)` to the product).
     pub zero_sign_free: bool,
+    /// Whether WGSL's floating-point rules bind the device (the naga path: the module is what
+    /// a WGSL shader is): a shader may assume no infinities and NaNs, so what depends on one is
+    /// indeterminate, and a multiplication may be contracted with the addition that uses it.
+    pub wgsl_rules: bool,
 }
 
 impl FuzzDevice {
@@ -92,7 +96,8 @@ impl FuzzDevice {
         let atomic_add_ftz = gpu && (device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx) || device.name().contains("NVIDIA"));
         let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
         let zero_sign_free = gpu && device.target().is_some_and(|t| !t.ieee_preserve);
-        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free }
+        let wgsl_rules = matches!(device, Device::Wgpu { naga: true, .. });
+        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules }
     }
 
     pub fn name(&self) -> String {
@@ -150,6 +155,11 @@ pub fn reference(case: &Case, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, 
 /// The interpreter's buffers for `case` from `inputs` as a device that flushes subnormals
 /// computes them ([`tilekit_core::interp::InterpOptions::flush_subnormals`]).
 pub fn flushing_reference(case: &Case, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+    modelled_reference(case, inputs, tilekit_core::interp::InterpOptions { flush_subnormals: true, ..Default::default() })
+}
+
+/// The interpreter's buffers for `case` from `inputs` under `options` (a device's model).
+pub fn modelled_reference(case: &Case, inputs: &[HostBuffer], options: tilekit_core::interp::InterpOptions) -> Result<Vec<HostBuffer>, String> {
     let bufs: Vec<HostBuffer> = inputs.iter().map(copy).collect();
     let mut next = bufs.iter();
     let mut args = Vec::with_capacity(case.program.params.len());
@@ -159,7 +169,6 @@ pub fn flushing_reference(case: &Case, inputs: &[HostBuffer]) -> Result<Vec<Host
             None => args.push(tilekit_core::interp::Arg::Buffer(next.next().ok_or("fewer input buffers than buffer parameters")?)),
         }
     }
-    let options = tilekit_core::interp::InterpOptions { flush_subnormals: true };
     tilekit_core::interp::run_with(&case.program, case.grid, &args, options).map_err(|e| e.to_string())?;
     Ok(bufs)
 }
@@ -243,6 +252,28 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
         Vec::new()
     };
     let flushed_wants: Vec<&[HostBuffer]> = flushed_wants.iter().map(Vec::as_slice).collect();
+    // WGSL's rules: the reference with every non-finite value replaced by two different finite
+    // ones (what changes depends on a non-finite value), and with multiplications contracted
+    // into the additions that use them (flushing too where the device flushes).
+    let (substituted, contracted) = if dev.wgsl_rules {
+        use tilekit_core::interp::InterpOptions;
+        let with = |o: InterpOptions| modelled_reference(case, inputs, o).ok();
+        let substituted: Vec<Vec<HostBuffer>> =
+            [1.0, -3.5].iter().filter_map(|&r| with(InterpOptions { nonfinite_as: Some(r), ..Default::default() })).collect();
+        let mut flushes = vec![false];
+        if dev.flushes_subnormals {
+            flushes.push(true);
+        }
+        let contracted: Vec<Vec<HostBuffer>> = flushes
+            .into_iter()
+            .filter_map(|flush_subnormals| with(InterpOptions { contract: true, flush_subnormals, ..Default::default() }))
+            .collect();
+        (substituted, contracted)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let substituted: Vec<&[HostBuffer]> = substituted.iter().map(Vec::as_slice).collect();
+    let contracted: Vec<&[HostBuffer]> = contracted.iter().map(Vec::as_slice).collect();
     let mut used = 0usize;
     let mut unexplained = Vec::new();
     for &e in &at {
@@ -252,6 +283,8 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
             dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &one),
             compare::explained_by_approx_domain(case, want, &got, &one, dev.vulkan_ranges, dev.flushes_subnormals),
             dev.zero_sign_free && compare::explained_by_zero_sign(case, want, &got, &one),
+            !substituted.is_empty() && compare::explained_by_nonfinite(case, want, &substituted, &one),
+            !contracted.is_empty() && compare::explained_by_model(case, &contracted, &got, &one),
         ];
         match rules.iter().position(|&r| r) {
             Some(r) => used |= 1 << r,
@@ -273,27 +306,14 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
     }
 }
 
-/// The name of an explanation that needed the freedoms in `used` (bit 0 subnormal flushing,
-/// bit 1 flushing f32 atomic adds, bit 2 approximate ops outside their bounded domain, bit 3 the
-/// sign of a zero): the freedoms' names joined by `+`.
-fn explained_kind(used: usize) -> &'static str {
-    const KINDS: [&str; 16] = [
-        "none",
-        "subnormal-flush",
-        "atomic-add-ftz",
-        "subnormal-flush+atomic-add-ftz",
-        "approx-domain",
-        "subnormal-flush+approx-domain",
-        "atomic-add-ftz+approx-domain",
-        "subnormal-flush+atomic-add-ftz+approx-domain",
-        "zero-sign",
-        "subnormal-flush+zero-sign",
-        "atomic-add-ftz+zero-sign",
-        "subnormal-flush+atomic-add-ftz+zero-sign",
-        "approx-domain+zero-sign",
-        "subnormal-flush+approx-domain+zero-sign",
-        "atomic-add-ftz+approx-domain+zero-sign",
-        "subnormal-flush+atomic-add-ftz+approx-domain+zero-sign",
-    ];
-    KINDS[used & 15]
+/// The name of an explanation that needed the freedoms in `used` (one bit per rule of
+/// [`check_plain`], in its order): the freedoms' names joined by `+`.
+fn explained_kind(used: usize) -> String {
+    const NAMES: [&str; 6] = ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction"];
+    let names: Vec<&str> = NAMES.iter().enumerate().filter(|(i, _)| used >> i & 1 == 1).map(|(_, n)| *n).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join("+")
+    }
 }

@@ -52,6 +52,9 @@ pub const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
     .union(wgpu::Features::SHADER_FLOAT32_ATOMIC);
 
 /// Everything that can go wrong in this runtime; each variant names what failed and where.
+/// Environment variable: `off` builds naga modules without wgpu's runtime checks.
+pub const NAGA_CHECKS_ENV: &str = "TILEKIT_NAGA_RUNTIME_CHECKS";
+
 #[derive(Debug, thiserror::Error)]
 pub enum WgpuError {
     #[error("no Vulkan adapter found (install a Vulkan driver; lavapipe, Mesa's CPU driver, is in `mesa-vulkan-drivers`)")]
@@ -575,13 +578,27 @@ impl WgpuRuntime {
     /// `interface` (its `words` are not read). wgpu validates the module against the device's
     /// features and writes it for its backend itself, with its bounds-check policy: the path
     /// every wgpu backend has, Metal, DX12 and GL included.
+    ///
+    /// `TILEKIT_NAGA_RUNTIME_CHECKS=off` builds it without wgpu's runtime checks (index
+    /// clamping, loop bounding), as passthrough SPIR-V runs: for measuring what they cost. An
+    /// offset no mask guards then reads or writes outside its buffer as on the passthrough path.
     pub fn load_naga(&self, interface: &SpirvKernel, module: &wgpu::naga::Module) -> Result<WgpuKernel, WgpuError> {
         self.usable()?;
         self.check_interface(interface, None)?;
-        self.build(interface, Some(module))
+        let checked = match std::env::var(NAGA_CHECKS_ENV).as_deref() {
+            Err(_) | Ok("on") => true,
+            Ok("off") => false,
+            Ok(other) => {
+                return Err(WgpuError::InvalidKernel {
+                    kernel: interface.name.clone(),
+                    message: format!("{NAGA_CHECKS_ENV} is `{other}`: expected `on` or `off`"),
+                })
+            }
+        };
+        self.build(interface, Some((module, checked)))
     }
 
-    fn build(&self, kernel: &SpirvKernel, naga: Option<&wgpu::naga::Module>) -> Result<WgpuKernel, WgpuError> {
+    fn build(&self, kernel: &SpirvKernel, naga: Option<(&wgpu::naga::Module, bool)>) -> Result<WgpuKernel, WgpuError> {
         let name = kernel.name.clone();
         let device = &self.device;
         let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
@@ -603,10 +620,18 @@ impl WgpuRuntime {
             || format!("building the pipeline of kernel `{name}`"),
             || {
                 let module = match naga {
-                    Some(m) => device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(&name),
-                        source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(m.clone())),
-                    }),
+                    Some((m, checked)) => {
+                        let desc =
+                            wgpu::ShaderModuleDescriptor { label: Some(&name), source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(m.clone())) };
+                        if checked {
+                            device.create_shader_module(desc)
+                        } else {
+                            // SAFETY: asked for by name (NAGA_CHECKS_ENV); tilekit's lowering
+                            // masks every access a program masks, and what it does not guard is
+                            // the same on the passthrough path, which has no runtime checks.
+                            unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+                        }
+                    }
                     // SAFETY: passthrough SPIR-V is not validated by wgpu; the words come from
                     // tilekit's emitter (or a test), were checked for the SPIR-V magic number,
                     // and their interface matches the explicit layout built from the same kernel.

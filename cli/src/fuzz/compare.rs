@@ -163,15 +163,18 @@ pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_wants: &[&[H
     })
 }
 
-/// Whether the elements at `at` depend on a non-finite value (WGSL's rule that a shader may
-/// assume none, so such a device leaves them indeterminate): each differs from `want` in one of
-/// `substituted`, the reference with every non-finite value replaced by a finite one
-/// (`InterpOptions::nonfinite_as`) as it is made.
-pub fn explained_by_nonfinite(case: &Case, want: &[HostBuffer], substituted: &[&[HostBuffer]], at: &[(usize, usize)]) -> bool {
+/// Whether the elements at `at` depend on a choice the device is free to make: each differs
+/// from `want` in one of `models`, the reference computed with the other choice. With every
+/// non-finite value replaced by a finite one as it is made (`InterpOptions::nonfinite_as`):
+/// WGSL's rule that a shader may assume no infinities and NaNs, so what depends on one is
+/// indeterminate. With subnormals flushed (the flushing model): a device without
+/// DenormPreserve may flush at some instructions and not at others, so an element that
+/// depends on flushing may take a value neither all-or-nothing model gives.
+pub fn explained_by_dependence(case: &Case, want: &[HostBuffer], models: &[&[HostBuffer]], at: &[(usize, usize)]) -> bool {
     at.iter().all(|&(bi, j)| {
         let b = &case.buffers[bi];
         let w = want[bi].load_bits(j);
-        substituted.iter().any(|s| {
+        models.iter().any(|s| {
             let v = s[bi].load_bits(j);
             v != w && !(b.dtype.is_float() && bits_to_f64(b.dtype, v).is_nan() && bits_to_f64(b.dtype, w).is_nan())
         })
@@ -384,9 +387,9 @@ mod tests {
         let want = [f(&[f64::INFINITY, 2.0, f64::NAN])];
         let substituted = [f(&[1.0, 2.0, f64::NAN])];
         let subs: [&[HostBuffer]; 1] = [&substituted];
-        assert!(explained_by_nonfinite(&case, &want, &subs, &[(0, 0)]));
-        assert!(!explained_by_nonfinite(&case, &want, &subs, &[(0, 1)]), "2 depends on nothing non-finite");
-        assert!(!explained_by_nonfinite(&case, &want, &subs, &[(0, 2)]), "NaN in both");
+        assert!(explained_by_dependence(&case, &want, &subs, &[(0, 0)]));
+        assert!(!explained_by_dependence(&case, &want, &subs, &[(0, 1)]), "2 depends on nothing non-finite");
+        assert!(!explained_by_dependence(&case, &want, &subs, &[(0, 2)]), "NaN in both");
         let got = [f(&[5.0, 2.5, 0.0])];
         let model = [f(&[0.0, 2.5, 1.0])];
         let models: [&[HostBuffer]; 1] = [&model];

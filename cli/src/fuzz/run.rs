@@ -246,11 +246,12 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
     }
     // Each differing element must be explained by one of the device's documented freedoms;
     // the kind names every freedom the program needed.
-    let flushed_wants: Vec<Vec<HostBuffer>> = if dev.flushes_subnormals {
-        [reference(case, &inputs::flushed(inputs)).ok(), flushing_reference(case, inputs).ok()].into_iter().flatten().collect()
-    } else {
-        Vec::new()
-    };
+    let (inputs_flushed, flushing_model) =
+        if dev.flushes_subnormals { (reference(case, &inputs::flushed(inputs)).ok(), flushing_reference(case, inputs).ok()) } else { (None, None) };
+    // A device without DenormPreserve may flush at some instructions and not at others: an
+    // element that the flushing model changes depends on such a choice.
+    let mixed: Vec<&[HostBuffer]> = flushing_model.iter().map(Vec::as_slice).collect();
+    let flushed_wants: Vec<Vec<HostBuffer>> = [inputs_flushed, flushing_model.clone()].into_iter().flatten().collect();
     let flushed_wants: Vec<&[HostBuffer]> = flushed_wants.iter().map(Vec::as_slice).collect();
     // WGSL's rules: the reference with every non-finite value replaced by two different finite
     // ones (what changes depends on a non-finite value), and with multiplications contracted
@@ -283,8 +284,9 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
             dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, &got, &one),
             compare::explained_by_approx_domain(case, want, &got, &one, dev.vulkan_ranges, dev.flushes_subnormals),
             dev.zero_sign_free && compare::explained_by_zero_sign(case, want, &got, &one),
-            !substituted.is_empty() && compare::explained_by_nonfinite(case, want, &substituted, &one),
+            !substituted.is_empty() && compare::explained_by_dependence(case, want, &substituted, &one),
             !contracted.is_empty() && compare::explained_by_model(case, &contracted, &got, &one),
+            !mixed.is_empty() && compare::explained_by_dependence(case, want, &mixed, &one),
         ];
         match rules.iter().position(|&r| r) {
             Some(r) => used |= 1 << r,
@@ -309,7 +311,8 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
 /// The name of an explanation that needed the freedoms in `used` (one bit per rule of
 /// [`check_plain`], in its order): the freedoms' names joined by `+`.
 fn explained_kind(used: usize) -> String {
-    const NAMES: [&str; 6] = ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction"];
+    const NAMES: [&str; 7] =
+        ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction", "subnormal-flush-mixed"];
     let names: Vec<&str> = NAMES.iter().enumerate().filter(|(i, _)| used >> i & 1 == 1).map(|(_, n)| *n).collect();
     if names.is_empty() {
         "none".into()

@@ -4,7 +4,10 @@
 //! scene through that cumulative histogram. One submission; nothing goes through the host
 //! until the finished frame is read back to be checked (and written as a PPM image).
 //!
-//! `cargo run --release --example engine [OUT.ppm]` (runs headless, on lavapipe too)
+//! `cargo run --release --example engine [--naga] [OUT.ppm]` (runs headless, on lavapipe too).
+//! With `--naga` the engine's device is opened without passthrough, on any wgpu backend
+//! (Vulkan, Metal, DX12, GL), and the kernels reach it as naga modules
+//! ([`Device::from_wgpu_naga`]).
 
 use std::borrow::Cow;
 
@@ -89,25 +92,34 @@ pub struct Frame {
     pub transfers: tilekit::Transfers,
 }
 
-/// Renders one frame on the first Vulkan adapter wgpu finds that has what tilekit needs.
-pub fn render() -> Result<Frame, Box<dyn std::error::Error>> {
+/// Renders one frame on the first Vulkan adapter wgpu finds that has what tilekit needs
+/// (passthrough SPIR-V); with `naga`, on the first adapter of any backend, the kernels as
+/// naga modules.
+pub fn render(naga: bool) -> Result<Frame, Box<dyn std::error::Error>> {
     // The engine's own device: tilekit's features requested beside the renderer's.
+    let backends = if naga { wgpu::Backends::all() } else { wgpu::Backends::VULKAN };
+    let needed = if naga { tilekit::WGPU_NAGA_FEATURES } else { tilekit::WGPU_FEATURES };
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::VULKAN;
+    desc.backends = backends;
     let instance = wgpu::Instance::new(desc);
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
     let adapter = adapters
         .into_iter()
-        .find(|a| a.features().contains(tilekit::WGPU_FEATURES))
-        .ok_or("no Vulkan adapter with the features tilekit needs (install mesa-vulkan-drivers for lavapipe)")?;
+        .find(|a| a.features().contains(needed))
+        .ok_or("no adapter with the features tilekit needs (install mesa-vulkan-drivers for lavapipe)")?;
     let info = adapter.get_info();
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("engine"),
-        required_features: tilekit::WGPU_FEATURES,
+        required_features: needed,
         required_limits: adapter.limits(),
         ..Default::default()
     }))?;
-    let tk = Device::from_wgpu("engine", device.clone(), queue.clone(), info.clone(), tilekit::gpu::Target::vulkan_baseline())?;
+    let target = tilekit::gpu::Target::vulkan_baseline();
+    let tk = if naga {
+        Device::from_wgpu_naga("engine", device.clone(), queue.clone(), info.clone(), target)?
+    } else {
+        Device::from_wgpu("engine", device.clone(), queue.clone(), info.clone(), target)?
+    };
 
     let n = (SIZE * SIZE) as usize;
     let texture = |label, usage| {
@@ -261,7 +273,8 @@ pub fn largest_difference(a: &[u8], b: &[u8]) -> u8 {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let frame = render()?;
+    let naga = std::env::args().any(|a| a == "--naga");
+    let frame = render(naga)?;
     let (cdf, want) = reference(&frame.scene);
     let diff = largest_difference(&frame.equalised, &want);
     println!(
@@ -272,7 +285,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if frame.cdf != cdf || diff > 1 {
         return Err(format!("the frame differs from the host's (histogram equal: {}, largest pixel difference {diff})", frame.cdf == cdf).into());
     }
-    if let Some(path) = std::env::args().nth(1) {
+    if let Some(path) = std::env::args().skip(1).find(|a| a != "--naga") {
         let mut ppm = format!("P6\n{SIZE} {SIZE}\n255\n").into_bytes();
         ppm.extend(frame.equalised.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]));
         std::fs::write(&path, ppm)?;

@@ -254,6 +254,27 @@ impl Device {
         Ok(d)
     }
 
+    /// [`Device::from_wgpu`] through naga: kernels become naga modules that wgpu writes for the
+    /// caller's backend (Vulkan, Metal, DX12, GL), so the device needs only `IMMEDIATES`, not
+    /// passthrough; `SUBGROUP`, where the caller enabled it and the adapter has one subgroup
+    /// size, gives lane shuffles. `target` is the device's (what the adapter can do); the
+    /// kernels compile for [`tilekit_naga::target_for`] it. WGSL's floating-point rules hold
+    /// there (docs/semantics.md).
+    pub fn from_wgpu_naga(
+        name: &str,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter_info: wgpu::AdapterInfo,
+        target: tilekit_core::gpu::Target,
+    ) -> Result<Device, DeviceError> {
+        let shuffles = device.features().contains(wgpu::Features::SUBGROUP) && adapter_info.subgroup_min_size == adapter_info.subgroup_max_size;
+        let d = Device::Wgpu { name: name.to_string(), target: tilekit_naga::target_for(&target, shuffles), naga: true };
+        let rt = tilekit_spirv::WgpuRuntime::from_device_for_naga(device, queue, adapter_info)
+            .map_err(|source| DeviceError::Wgpu { device: d.name(), source })?;
+        runtime::WgpuRuntime::adopt(d.clone(), rt);
+        Ok(d)
+    }
+
     /// The wgpu runtime behind a wgpu device: its device and queue.
     pub fn wgpu(&self) -> Result<Arc<runtime::WgpuRuntime>, DeviceError> {
         match self {

@@ -28,6 +28,10 @@ pub use tilekit_core::{
 /// ([`Device::from_wgpu`]): SPIR-V passthrough and immediates (push constants).
 #[cfg(feature = "wgpu")]
 pub const WGPU_FEATURES: wgpu::Features = tilekit_spirv::wgpu_rt::REQUIRED_FEATURES;
+/// The wgpu features a caller's device needs for [`Device::from_wgpu_naga`] (immediates; any
+/// backend, no passthrough).
+#[cfg(feature = "wgpu")]
+pub const WGPU_NAGA_FEATURES: wgpu::Features = tilekit_spirv::wgpu_rt::NAGA_REQUIRED_FEATURES;
 
 /// The README's examples, run as doc tests.
 #[cfg(doctest)]

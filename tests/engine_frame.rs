@@ -9,17 +9,28 @@ mod engine;
 
 #[test]
 fn an_engine_frame_with_kernels_in_its_encoder_matches_the_host() {
-    let frame = match engine::render() {
+    check_frame(false);
+}
+
+/// The same frame on a device opened without passthrough, the kernels as naga modules (the
+/// path of Metal, DX12 and GL engines).
+#[test]
+fn an_engine_frame_through_naga_matches_the_host() {
+    check_frame(true);
+}
+
+fn check_frame(naga: bool) {
+    let frame = match engine::render(naga) {
         Ok(f) => f,
         Err(e) if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") => {
-            eprintln!("SKIPPED: an_engine_frame_with_kernels_in_its_encoder_matches_the_host ({e})");
+            eprintln!("SKIPPED: the engine frame, naga {naga} ({e})");
             return;
         }
-        Err(e) => panic!("the engine frame did not run: {e} (set TILEKIT_SKIP_GPU_TESTS=1 on a machine without Vulkan)"),
+        Err(e) => panic!("the engine frame (naga {naga}) did not run: {e} (set TILEKIT_SKIP_GPU_TESTS=1 on a machine without Vulkan)"),
     };
     let (cdf, want) = engine::reference(&frame.scene);
     let pixels = (engine::SIZE * engine::SIZE) as i32;
-    assert_eq!(frame.cdf, cdf, "the kernels' cumulative histogram");
+    assert_eq!(frame.cdf, cdf, "the kernels' cumulative histogram (naga {naga})");
     assert_eq!(cdf[engine::BINS - 1], pixels);
     let diff = engine::largest_difference(&frame.equalised, &want);
     assert!(diff <= 1, "the equalised frame differs from the host's by up to {diff}");

@@ -24,7 +24,7 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 /// A machine without any GPU device fails, unless told that it may run the CPU devices only.
 fn devices() -> Vec<Device> {
     let mut out = vec![Device::Interpreter, Device::find("emulator").unwrap()];
-    let gpus = Device::gpus();
+    let gpus = Device::every_gpu();
     if gpus.is_empty() {
         if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
             eprintln!("SKIPPED: GPU devices in tests/launch_api.rs (TILEKIT_SKIP_GPU_TESTS=1)");
@@ -252,7 +252,7 @@ fn one_buffer_for_two_parameters_is_refused() {
 #[test]
 fn launches_record_into_a_callers_wgpu_encoder() {
     let _turn = turn();
-    let Some(Device::Wgpu { name, target, .. }) = devices().into_iter().find(|d| matches!(d, Device::Wgpu { .. })) else {
+    let Some(Device::Wgpu { name, target, .. }) = devices().into_iter().find(|d| matches!(d, Device::Wgpu { naga: false, .. })) else {
         eprintln!("SKIPPED: launches_record_into_a_callers_wgpu_encoder (no wgpu adapter)");
         return;
     };
@@ -297,4 +297,61 @@ fn launches_record_into_a_callers_wgpu_encoder() {
 fn best_device_is_one_of_those_present() {
     let best = Device::best();
     assert!(matches!(best, Device::Interpreter) || Device::gpus().contains(&best), "{best}");
+}
+
+/// A caller's wgpu device opened without passthrough (only immediates, and subgroups where the
+/// adapter has them), as an engine on Metal, DX12 or GL would open it: kernels run on it
+/// through naga, recorded into the caller's encoder; the passthrough path refuses it by name.
+#[test]
+fn naga_kernels_run_on_a_callers_device_without_passthrough() {
+    let _turn = turn();
+    let Some(Device::Wgpu { name, target, .. }) = devices().into_iter().find(|d| matches!(d, Device::Wgpu { naga: false, .. })) else {
+        eprintln!("SKIPPED: naga_kernels_run_on_a_callers_device_without_passthrough (no wgpu adapter)");
+        return;
+    };
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::VULKAN;
+    let instance = wgpu::Instance::new(desc);
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    let adapter = adapters.into_iter().find(|a| a.get_info().name == name).expect("the adapter tilekit listed");
+    let features = wgpu::Features::IMMEDIATES | (wgpu::Features::SUBGROUP & adapter.features());
+    let (wdevice, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("engine without passthrough"),
+        required_features: features,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let info = adapter.get_info();
+    let e = Device::from_wgpu("engine-passthrough", wdevice.clone(), queue.clone(), info.clone(), target.clone()).unwrap_err().to_string();
+    assert!(e.contains("PASSTHROUGH_SHADERS"), "{e}");
+    let device = Device::from_wgpu_naga("engine", wdevice.clone(), queue.clone(), info, target).unwrap();
+    assert_eq!(device.name(), "wgpu-naga:engine");
+    let n = 300usize;
+    let make = |contents: Vec<f32>| {
+        let b = wdevice.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("engine buffer"),
+            size: (n * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&b, 0, &contents.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+        DeviceBuffer::from_wgpu(&device, b, DType::F32, n).unwrap()
+    };
+    let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let ys: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.5).collect();
+    let (x, y, out) = (make(xs.clone()), make(ys.clone()), make(vec![-1.0; n]));
+    let k = axpby();
+    let config = Config::new().with("BLOCK", 64);
+    let args = Args::new().arg("x", &x).arg("y", &y).arg("out", &out).scalar("a", 3.0).scalar("b", -2.0).scalar("n", n);
+    let mut encoder = wdevice.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("engine frame") });
+    k.record(&device, &mut encoder, [n.div_ceil(64) as u32, 1, 1], &args, &config).unwrap();
+    queue.submit([encoder.finish()]);
+    let want: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| 3.0 * x - 2.0 * y).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), want);
+    // A launch of its own on the same device, too.
+    let again = Args::new().arg("x", &out).arg("y", &y).arg("out", &x).scalar("a", 1.0).scalar("b", 1.0).scalar("n", n);
+    k.launch(&device, [n.div_ceil(64) as u32, 1, 1], &again, &config).unwrap();
+    let sum: Vec<f32> = want.iter().zip(&ys).map(|(w, y)| w + y).collect();
+    assert_eq!(x.to_vec::<f32>().unwrap(), sum);
 }

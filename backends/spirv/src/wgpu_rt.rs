@@ -35,6 +35,9 @@ pub const ADAPTER_ENV: &str = "TILEKIT_WGPU_ADAPTER";
 /// Features a device must have for any tilekit kernel.
 pub const REQUIRED_FEATURES: wgpu::Features = wgpu::Features::PASSTHROUGH_SHADERS.union(wgpu::Features::IMMEDIATES);
 
+/// Features a device must have for naga modules: their scalars are immediates.
+pub const NAGA_REQUIRED_FEATURES: wgpu::Features = wgpu::Features::IMMEDIATES;
+
 /// Features [`WgpuRuntime::new`] turns on when the adapter has them.
 ///
 /// `SUBGROUP` is left out on purpose: subgroup operations are core Vulkan 1.1 and need no wgpu
@@ -472,7 +475,24 @@ impl WgpuRuntime {
     /// [`WgpuRuntime::load`] when the device lacks it. wgpu never enables 8-bit storage buffers;
     /// a caller that did so through `wgpu::hal` says so with [`WgpuRuntime::assume_storage8`].
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, adapter_info: wgpu::AdapterInfo) -> Result<WgpuRuntime, WgpuError> {
-        let missing = REQUIRED_FEATURES.difference(device.features());
+        WgpuRuntime::from_device_needing(device, queue, adapter_info, REQUIRED_FEATURES)
+    }
+
+    /// Wraps a device the caller owns, for naga modules only ([`WgpuRuntime::load_naga`]):
+    /// any wgpu backend, opened with `IMMEDIATES` (passthrough is not needed; `SUBGROUP` where
+    /// the caller wants lane shuffles). [`WgpuRuntime::load`] on it fails where the device lacks
+    /// `PASSTHROUGH_SHADERS`.
+    pub fn from_device_for_naga(device: wgpu::Device, queue: wgpu::Queue, adapter_info: wgpu::AdapterInfo) -> Result<WgpuRuntime, WgpuError> {
+        WgpuRuntime::from_device_needing(device, queue, adapter_info, NAGA_REQUIRED_FEATURES)
+    }
+
+    fn from_device_needing(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter_info: wgpu::AdapterInfo,
+        required: wgpu::Features,
+    ) -> Result<WgpuRuntime, WgpuError> {
+        let missing = required.difference(device.features());
         if !missing.is_empty() {
             return Err(WgpuError::MissingFeatures { adapter: adapter_info.name.clone(), missing: feature_names(missing) });
         }
@@ -678,6 +698,11 @@ impl WgpuRuntime {
     }
 
     fn check_kernel(&self, k: &SpirvKernel) -> Result<(), WgpuError> {
+        // A caller's device wrapped for naga modules only.
+        let missing = REQUIRED_FEATURES.difference(self.device.features());
+        if !missing.is_empty() {
+            return Err(WgpuError::MissingFeatures { adapter: self.info.name.clone(), missing: feature_names(missing) });
+        }
         if k.words.len() < 5 || k.words[0] != 0x0723_0203 {
             let message = format!("its {} words are not a SPIR-V module (no magic number 0x07230203)", k.words.len());
             return Err(WgpuError::InvalidKernel { kernel: k.name.clone(), message });

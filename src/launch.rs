@@ -248,8 +248,12 @@ impl Device {
         target: tilekit_core::gpu::Target,
     ) -> Result<Device, DeviceError> {
         let d = Device::Wgpu { name: name.to_string(), target, naga: false };
-        let rt =
-            tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info).map_err(|source| DeviceError::Wgpu { device: d.name(), source })?;
+        Device::adopt_wgpu(d, tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info))
+    }
+
+    /// Registers the runtime `rt` wraps a caller's device in as device `d`.
+    fn adopt_wgpu(d: Device, rt: Result<tilekit_spirv::WgpuRuntime, tilekit_spirv::WgpuError>) -> Result<Device, DeviceError> {
+        let rt = rt.map_err(|source| DeviceError::Wgpu { device: d.name(), source })?;
         runtime::WgpuRuntime::adopt(d.clone(), rt);
         Ok(d)
     }
@@ -269,10 +273,7 @@ impl Device {
     ) -> Result<Device, DeviceError> {
         let shuffles = device.features().contains(wgpu::Features::SUBGROUP) && adapter_info.subgroup_min_size == adapter_info.subgroup_max_size;
         let d = Device::Wgpu { name: name.to_string(), target: tilekit_naga::target_for(&target, shuffles), naga: true };
-        let rt = tilekit_spirv::WgpuRuntime::from_device_for_naga(device, queue, adapter_info)
-            .map_err(|source| DeviceError::Wgpu { device: d.name(), source })?;
-        runtime::WgpuRuntime::adopt(d.clone(), rt);
-        Ok(d)
+        Device::adopt_wgpu(d, tilekit_spirv::WgpuRuntime::from_device_for_naga(device, queue, adapter_info))
     }
 
     /// The wgpu runtime behind a wgpu device: its device and queue.

@@ -248,6 +248,18 @@ fn one_buffer_for_two_parameters_is_refused() {
     }
 }
 
+/// An engine's own storage buffer holding `contents`, wrapped for tilekit's `device`.
+fn engine_buffer(wdevice: &wgpu::Device, queue: &wgpu::Queue, device: &Device, contents: &[f32]) -> DeviceBuffer {
+    let b = wdevice.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("engine buffer"),
+        size: (contents.len() * 4) as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(&b, 0, &contents.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    DeviceBuffer::from_wgpu(device, b, DType::F32, contents.len()).unwrap()
+}
+
 /// A caller's wgpu device, buffers and command encoder: the engine-integration case.
 #[test]
 fn launches_record_into_a_callers_wgpu_encoder() {
@@ -260,16 +272,7 @@ fn launches_record_into_a_callers_wgpu_encoder() {
     let (wdevice, queue, info) = (ours.device().clone(), ours.queue().clone(), ours.adapter_info().clone());
     let device = Device::from_wgpu("engine", wdevice.clone(), queue.clone(), info, target).unwrap();
     let n = 256usize;
-    let make = |contents: &[f32]| {
-        let b = wdevice.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("engine buffer"),
-            size: (n * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        queue.write_buffer(&b, 0, &contents.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
-        DeviceBuffer::from_wgpu(&device, b, DType::F32, n).unwrap()
-    };
+    let make = |contents: &[f32]| engine_buffer(&wdevice, &queue, &device, contents);
     let x = make(&vec![1.0; n]);
     let y = make(&vec![2.0; n]);
     let out = make(&vec![0.0; n]);
@@ -328,16 +331,7 @@ fn naga_kernels_run_on_a_callers_device_without_passthrough() {
     let device = Device::from_wgpu_naga("engine", wdevice.clone(), queue.clone(), info, target).unwrap();
     assert_eq!(device.name(), "wgpu-naga:engine");
     let n = 300usize;
-    let make = |contents: Vec<f32>| {
-        let b = wdevice.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("engine buffer"),
-            size: (n * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        queue.write_buffer(&b, 0, &contents.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
-        DeviceBuffer::from_wgpu(&device, b, DType::F32, n).unwrap()
-    };
+    let make = |contents: Vec<f32>| engine_buffer(&wdevice, &queue, &device, &contents);
     let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 7.0).collect();
     let ys: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.5).collect();
     let (x, y, out) = (make(xs.clone()), make(ys.clone()), make(vec![-1.0; n]));

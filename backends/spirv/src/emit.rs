@@ -1575,10 +1575,18 @@ impl SpirvEmitter {
 
     /// f32 `a * b + c`, rounded once. Where `c` is a constant zero the result is the rounded
     /// product plus that zero, computed as such (`with_constant_zero`): lavapipe turns
-    /// `Fma(a, b, 0.0)` into the product, which is -0 where `a * b + 0.0` is +0.
+    /// `Fma(a, b, 0.0)` into the product, which is -0 where `a * b + 0.0` is +0. Where `a` or
+    /// `b` is one, the product is exact (a zero, or NaN) and computed apart by the same rules:
+    /// lavapipe turns `Fma(0.0, 0.0, c)` into `c`, which is -0 where `+0 + c` is +0.
     fn fma_f32(&mut self, a: Word, b: Word, c: Word) -> Word {
         let f = self.f32_ty();
-        if !self.zeros.contains_key(&c) {
+        if let (Some(&na), Some(&nb)) = (self.zeros.get(&a), self.zeros.get(&b)) {
+            // A zero of known sign: c plus that constant.
+            let z = self.c_f32(if na != nb { -0.0 } else { 0.0 });
+            let (c, z) = (self.value(c, DType::F32), self.value(z, DType::F32));
+            return self.binary(BinaryOp::Add, DType::F32, c, z).id;
+        }
+        if ![a, b, c].iter().any(|v| self.zeros.contains_key(v)) {
             return self.ext(Gl::Fma, f, &[a, b, c]);
         }
         let (a, b, c) = (self.value(a, DType::F32), self.value(b, DType::F32), self.value(c, DType::F32));

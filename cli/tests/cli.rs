@@ -534,3 +534,31 @@ fn tune_refuses_what_it_cannot_do() {
     bad_input(&["tune", "nope", "--cache-dir", "/tmp"], &["unknown kernel `nope`"]);
     bad_input(&["tune", "vector_add", "--device", "nosuch", "--cache-dir", "/tmp"], &["no device called `nosuch`"]);
 }
+
+/// `TILEKIT_NAGA_RUNTIME_CHECKS`: `off` builds naga modules without wgpu's runtime checks (the
+/// kernel still passes), `on` with them, anything else is an error naming the variable.
+#[test]
+fn naga_runtime_checks_switch() {
+    let run = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tilekit"))
+            .args(["run", "softmax", "--shape", "7x300", "--device", "wgpu-naga"])
+            .env("TILEKIT_NAGA_RUNTIME_CHECKS", value)
+            .output()
+            .expect("the tilekit binary runs")
+    };
+    let o = run("off");
+    let (out, err) = (stdout(&o), stderr(&o));
+    if std::env::var("TILEKIT_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") && o.status.code() == Some(2) {
+        skipped(&format!("no wgpu-naga device: {}", err.trim()));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+    let o = run("on");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run("sometimes");
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert_ne!(o.status.code(), Some(0), "{all}");
+    assert!(all.contains("TILEKIT_NAGA_RUNTIME_CHECKS is `sometimes`: expected `on` or `off`"), "{all}");
+    assert!(!all.contains("panicked"), "{all}");
+}

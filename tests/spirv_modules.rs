@@ -123,3 +123,48 @@ fn conversions_around_driver_folds_pass_spirv_val() {
         spirv_val(&c.kernel.words, &format!("conversions {dtype}"));
     }
 }
+
+/// An f16 rounded from an integer and carried through a loop, an `if` and a selection, then
+/// widened: on the H200's target every such widening goes through the value's bits, not an
+/// `OpFConvert` the driver folds with the rounding (NVIDIA's stored f32(f16(i16 -29663)) as
+/// -29663: cli/tests/fuzz/nvidia-i16-to-f16-unrounded.tile).
+#[test]
+fn rounded_f16_through_control_flow_widens_by_bits() {
+    let text = "program r(i: buffer<i16, read>, y: buffer<f32, write>, c: i32) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load i[%0] : [64]xi16
+  %2 = cast %1 : [64]xf16
+  %3 = const 0 : i32
+  %4 = const 1 : i32
+  %5 = for %3 to %4 step %4 iter(%2) : [64]xf16 body(%6: i32, %7: [64]xf16) {
+    yield %7
+  }
+  %8 = arg 2 : i32
+  %9 = cmp lt %8, %4 : i1
+  %10 = if %9 : [64]xf16 then {
+    yield %5
+  } else {
+    yield %2
+  }
+  %11 = cmp lt %0, %0 : [64]xi1
+  %12 = select %11, %10, %5 : [64]xf16
+  %13 = cast %12 : [64]xf32
+  store y[%0], %13
+}";
+    let program = tilekit_core::text::parse(text).unwrap();
+    let c = compile(&program, &Target::h200_vulkan(), &LowerOptions::new(1)).unwrap();
+    spirv_val(&c.kernel.words, "rounded f16 through control flow");
+    let dis = tilekit_spirv::disasm::disassemble(&c.kernel.words);
+    let half: Vec<&str> = dis.lines().filter_map(|l| l.split_once(" = OpTypeFloat 16").map(|(id, _)| id.trim())).collect();
+    let float = dis.lines().find_map(|l| l.split_once(" = OpTypeFloat 32").map(|(id, _)| id.trim())).expect("an f32 type");
+    assert_eq!(half.len(), 1, "{dis}");
+    // The only f16 -> f32 conversion left would name an f16 operand: none may.
+    let f16_values: Vec<&str> = dis
+        .lines()
+        .filter_map(|l| l.split_once(" = ").and_then(|(id, rest)| rest.split_whitespace().nth(1).filter(|t| *t == half[0]).map(|_| id.trim())))
+        .collect();
+    for l in dis.lines().filter(|l| l.contains(&format!("OpFConvert {float} "))) {
+        let operand = l.split_whitespace().last().unwrap();
+        assert!(!f16_values.contains(&operand), "an f16 widened by OpFConvert: {l}\n{dis}");
+    }
+}

@@ -181,9 +181,10 @@ pub struct SpirvEmitter {
     /// The bits of every scalar constant made by `constant_bits`, so that conversions of a
     /// constant can give a constant the zero rules above recognise.
     const_bits: HashMap<Word, u64>,
-    /// f16 values this module rounded from f32 with `OpFConvert`. NVIDIA's driver folds
-    /// `OpFConvert` to f16 and back to f32 into nothing (the value keeps its f32 bits), so
-    /// these widen through their bits instead.
+    /// f16 values this module rounded from f32 with `OpFConvert`, and the `OpPhi`s and
+    /// selections that may hold one. NVIDIA's driver folds `OpFConvert` to f16 and back to f32
+    /// into nothing (the value keeps its f32 bits), through a loop-carried value too (an i16
+    /// cast to f16 came back unrounded), so these widen through their bits instead.
     rounded_f16: HashSet<Word>,
     buffers: Vec<Option<BufferSlot>>,
     bindings: Vec<Binding>,
@@ -1916,6 +1917,9 @@ impl Emitter for SpirvEmitter {
         self.expect(b, dtype, "select false value");
         let t = self.ty(dtype);
         let id = self.sel(t, cond.id, a.id, b.id);
+        if self.rounded_f16.contains(&a.id) || self.rounded_f16.contains(&b.id) {
+            self.rounded_f16.insert(id);
+        }
         self.value(id, dtype)
     }
 
@@ -2426,6 +2430,9 @@ impl Emitter for SpirvEmitter {
             let ty = self.ty(d);
             let r = self.b.phi(ty, None, [(t.id, then_out.0), (e.id, else_block)]);
             let id = self.check_build(r);
+            if self.rounded_f16.contains(&t.id) || self.rounded_f16.contains(&e.id) {
+                self.rounded_f16.insert(id);
+            }
             out.push(self.value(id, d));
         }
         out
@@ -2498,6 +2505,10 @@ impl Emitter for SpirvEmitter {
                 Some(phi),
                 vec![Operand::IdRef(v.id), Operand::IdRef(pre), Operand::IdRef(next), Operand::IdRef(cont)],
             ));
+            // Its next value is not emitted yet: any carried f16 may hold a rounded one.
+            if d == DType::F16 {
+                self.rounded_f16.insert(phi);
+            }
             let pv = self.value(phi, d);
             phis.push(pv);
             frame_carried.push((pv, next));

@@ -509,14 +509,21 @@ impl NagaEmitter {
         self.expressions.append(Expression::Literal(lit), Span::UNDEFINED)
     }
 
-    /// An infinity or NaN of f32 or f16, emitted in the prologue.
+    /// An infinity or NaN of f32 or f16, emitted in the prologue: the bits of a function-local
+    /// variable, read and reinterpreted. WGSL has no non-finite values in constant expressions
+    /// (Tint rejects `bitcast<f32>(4286578688u)` as a `-inf` that "cannot be represented"), so
+    /// the value is made at run time.
     fn non_finite(&mut self, d: DType, x: f32) -> Handle<Expression> {
         if let Some(&h) = self.non_finite.get(&(d, x.to_bits())) {
             return h;
         }
-        let bits = self.expressions.append(Expression::Literal(Literal::U32(x.to_bits())), Span::UNDEFINED);
+        let ty = self.scalar_ty(DType::U32);
+        let init = self.expressions.append(Expression::Literal(Literal::U32(x.to_bits())), Span::UNDEFINED);
+        let var = self.locals.append(LocalVariable { name: Some(format!("bits_{:08x}", x.to_bits())), ty, init: Some(init) }, Span::UNDEFINED);
+        let pointer = self.expressions.append(Expression::LocalVariable(var), Span::UNDEFINED);
+        let bits = self.expressions.append(Expression::Load { pointer }, Span::UNDEFINED);
         let f = self.expressions.append(Expression::As { expr: bits, kind: ScalarKind::Float, convert: None }, Span::UNDEFINED);
-        self.prologue.push(Statement::Emit(naga::Range::new_from_bounds(f, f)), Span::UNDEFINED);
+        self.prologue.push(Statement::Emit(naga::Range::new_from_bounds(bits, f)), Span::UNDEFINED);
         let h = if d == DType::F16 {
             self.uses_f16 = true;
             let h = self.expressions.append(Expression::As { expr: f, kind: ScalarKind::Float, convert: Some(2) }, Span::UNDEFINED);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the naga path for the web (wasm32-unknown-unknown): tilekit-core (IR, builder, verifier,
+# text form, interpreter), tilekit-naga (the naga emitter, WGSL) and the tilekit library without
+# its runtimes (the kernel library's builders); no Vulkan, no LLVM.
+#
+# rustup's wasm32 standard library cannot be downloaded on machines that reach no rustup server,
+# so this builds std itself: Debian's rustc-web toolchain (1.96, /usr/bin/rustc and /usr/bin/cargo)
+# with std's source (rust-web-src) and cargo's `-Z build-std` (RUSTC_BOOTSTRAP=1 allows the
+# unstable flag on a stable compiler). rust-web-llvm and lld-22 give rust-lld, the wasm linker.
+# std's own dependencies (compiler_builtins, dlmalloc, ...) come from crates.io like any crate's.
+#
+# The artifacts land under ${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release.
+# TILEKIT_NO_INSTALL=1 installs nothing.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/common.sh
+
+APT_PACKAGES=(
+  rustc-web     # rustc 1.96 at /usr/bin/rustc, with every wasm32 target built in
+  cargo-web     # its cargo, at /usr/bin/cargo
+  rust-web-src  # std's source (/usr/lib/rustlib/src/rust), which -Z build-std compiles
+  rust-web-llvm # rust-lld (-> lld-22): rustc's default linker for wasm32-unknown-unknown
+  lld-22        # the lld that rust-lld points at
+)
+[ "${TILEKIT_NO_INSTALL:-0}" = 1 ] || install_apt "${APT_PACKAGES[@]}"
+
+# Debian's toolchain by path: a rustup toolchain earlier on PATH has no wasm32 std here.
+export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+CARGO=/usr/bin/cargo
+[ -x "$RUSTC" ] && [ -x "$CARGO" ] || die "Debian's rustc-web toolchain is missing ($RUSTC, $CARGO)"
+[ -d "$("$RUSTC" --print sysroot)/lib/rustlib/src/rust/library" ] || die "std's source is missing (rust-web-src)"
+export RUSTC_BOOTSTRAP=1
+log "$("$CARGO" --version), $("$RUSTC" --version)"
+
+TARGET=wasm32-unknown-unknown
+log "building tilekit-core, tilekit-naga and tilekit (no runtimes) for $TARGET"
+start=$SECONDS
+"$CARGO" build --locked --release --target "$TARGET" -Z build-std=std,panic_abort \
+  -p tilekit-core -p tilekit-naga -p tilekit --no-default-features
+log "built in $((SECONDS - start)) s: ${CARGO_TARGET_DIR:-target}/$TARGET/release"

@@ -66,3 +66,21 @@ log "bindings: $pkg/node, $pkg/web ($(du -k "$pkg/web/tilekit_web_bg.wasm" | cut
 command -v node >/dev/null 2>&1 || install_apt nodejs
 log "vector_add on Node: WGSL and the interpreter against the f64 reference"
 node web/check.cjs "$pkg/node" vector_add 1000
+
+# The same in a browser when Chromium is there: web/index.html next to the web bindings, run by
+# headless Chromium through web/serve.py (which serves it on localhost and waits for its report).
+# On a machine without a GPU, Chromium's WebGPU falls back to SwiftShader (Vulkan on the CPU)
+# once --enable-unsafe-webgpu is given; the page compiles the WGSL there.
+chromium="$(command -v chromium || true)"
+if [ -z "$chromium" ]; then
+  log "no chromium on PATH: the browser check is skipped"
+  exit 0
+fi
+cp web/index.html "$pkg/web/index.html"
+profile="$(mktemp -d)"
+trap 'rm -rf "$profile"' EXIT
+log "vector_add in headless Chromium ($("$chromium" --version 2>/dev/null)), WebGPU on SwiftShader"
+# --no-sandbox: Chromium refuses to run as root with its sandbox.
+python3 web/serve.py "$pkg/web" "index.html?kernel=vector_add&shape=1000" 120 \
+  "$chromium" --headless=new --no-sandbox --no-first-run --user-data-dir="$profile" --enable-unsafe-webgpu \
+  || die "the browser check failed"

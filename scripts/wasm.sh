@@ -70,7 +70,8 @@ node web/check.cjs "$pkg/node" vector_add 1000
 # The same in a browser when Chromium is there: web/index.html next to the web bindings, run by
 # headless Chromium through web/serve.py (which serves it on localhost and waits for its report).
 # On a machine without a GPU, Chromium's WebGPU falls back to SwiftShader (Vulkan on the CPU)
-# once --enable-unsafe-webgpu is given; the page compiles the WGSL there.
+# once --enable-unsafe-webgpu is given; the page compiles the WGSL there, dispatches it on the
+# interpreter's inputs and wants the interpreter's output, bit for bit.
 chromium="$(command -v chromium || true)"
 if [ -z "$chromium" ]; then
   log "no chromium on PATH: the browser check is skipped"
@@ -81,6 +82,6 @@ profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
 log "vector_add in headless Chromium ($("$chromium" --version 2>/dev/null)), WebGPU on SwiftShader"
 # --no-sandbox: Chromium refuses to run as root with its sandbox.
-python3 web/serve.py "$pkg/web" "index.html?kernel=vector_add&shape=1000" 120 \
+python3 web/serve.py "$pkg/web" "index.html?kernel=vector_add&shape=100000&exact=1" 120 \
   "$chromium" --headless=new --no-sandbox --no-first-run --user-data-dir="$profile" --enable-unsafe-webgpu \
   || die "the browser check failed"

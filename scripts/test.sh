@@ -84,4 +84,11 @@ log "PTX and AMDGCN backend tests (features ptx, amdgcn)"
 # The library's tests (tilekit) and the command line's (tilekit-cli), both with the features.
 TILEKIT_SKIP_GPU_TESTS=1 cargo test --release -p tilekit -p tilekit-cli --features ptx,amdgcn \
   --test ptx_modules --test amdgcn_modules --test kernels_cuda --test cli --test bench_cli --test checked --test accuracy 2>&1 | tee -a "$test_log"
+
+# The naga path for the web: tilekit-core, tilekit-naga and the library without runtimes built
+# for wasm32 (Debian's rustc-web with -Z build-std), the wasm-bindgen module checked under Node,
+# and vector add, softmax and matmul dispatched through WebGPU in headless Chromium (SwiftShader)
+# against the interpreter compiled to wasm. Its own target directory: another compiler.
+log "the naga path in wasm32 and in a browser (scripts/wasm.sh)"
+CARGO_TARGET_DIR="$PWD/target/wasm" bash scripts/wasm.sh 2>&1 | tee -a "$test_log"
 skipped_summary

@@ -72,16 +72,21 @@ node web/check.cjs "$pkg/node" vector_add 1000
 # On a machine without a GPU, Chromium's WebGPU falls back to SwiftShader (Vulkan on the CPU)
 # once --enable-unsafe-webgpu is given; the page compiles the WGSL there, dispatches it on the
 # interpreter's inputs and wants the interpreter's output, bit for bit.
+command -v chromium >/dev/null 2>&1 || [ "${TILEKIT_NO_INSTALL:-0}" = 1 ] || install_apt chromium
 chromium="$(command -v chromium || true)"
 if [ -z "$chromium" ]; then
-  log "no chromium on PATH: the browser check is skipped"
+  log "SKIPPED: the browser check (no chromium on PATH and TILEKIT_NO_INSTALL=1)"
   exit 0
 fi
 cp web/index.html "$pkg/web/index.html"
 profile="$(mktemp -d)"
 trap 'rm -rf "$profile"' EXIT
-log "vector_add in headless Chromium ($("$chromium" --version 2>/dev/null)), WebGPU on SwiftShader"
-# --no-sandbox: Chromium refuses to run as root with its sandbox.
-python3 web/serve.py "$pkg/web" "index.html?kernel=vector_add&shape=100000&exact=1" 120 \
-  "$chromium" --headless=new --no-sandbox --no-first-run --user-data-dir="$profile" --enable-unsafe-webgpu \
-  || die "the browser check failed"
+# vector add bit for bit (one rounding either way); softmax (a row reduction through shared
+# memory, -inf masking) and a tiled matmul within the page's tolerance of the interpreter.
+for page in "kernel=vector_add&shape=100000&exact=1" "kernel=softmax&shape=37x1000" "kernel=matmul&shape=67x45x33"; do
+  log "headless Chromium ($("$chromium" --version 2>/dev/null)), WebGPU on SwiftShader: $page"
+  # --no-sandbox: Chromium refuses to run as root with its sandbox.
+  python3 web/serve.py "$pkg/web" "index.html?$page" 120 \
+    "$chromium" --headless=new --no-sandbox --no-first-run --user-data-dir="$profile" --enable-unsafe-webgpu \
+    || die "the browser check failed: $page"
+done

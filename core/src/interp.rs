@@ -515,7 +515,8 @@ impl<'a> Instance<'a> {
     /// `lhs op rhs` as one fused multiply-add where `op` adds or subtracts the result of a
     /// multiplication ([`InterpOptions::contract`]); the left operand's product first.
     fn contracted(&self, op: BinaryOp, lhs: Value, rhs: Value, dtype: DType) -> Option<Data> {
-        if !matches!(op, BinaryOp::Add | BinaryOp::Sub) {
+        // Without `contract` the map is empty: no lookup on every float operation.
+        if self.muls.is_empty() || !matches!(op, BinaryOp::Add | BinaryOp::Sub) {
             return None;
         }
         let (prod, other, negate_prod, negate_other) = match (self.muls.get(&lhs), self.muls.get(&rhs)) {

@@ -251,8 +251,7 @@ pub fn check_plain(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], dev:
     // A device without DenormPreserve may flush at some instructions and not at others: an
     // element that the flushing model changes depends on such a choice.
     let mixed: Vec<&[HostBuffer]> = flushing_model.iter().map(Vec::as_slice).collect();
-    let flushed_wants: Vec<Vec<HostBuffer>> = [inputs_flushed, flushing_model.clone()].into_iter().flatten().collect();
-    let flushed_wants: Vec<&[HostBuffer]> = flushed_wants.iter().map(Vec::as_slice).collect();
+    let flushed_wants: Vec<&[HostBuffer]> = inputs_flushed.iter().chain(&flushing_model).map(Vec::as_slice).collect();
     // WGSL's rules: the reference with every non-finite value replaced by two different finite
     // ones (what changes depends on a non-finite value), and with multiplications contracted
     // into the additions that use them (flushing too where the device flushes).

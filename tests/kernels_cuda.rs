@@ -50,3 +50,11 @@ fn matmul_pipelined() {
         common::check_matmul_pipelined(device);
     }
 }
+
+/// Attention on tensor-core tiles ([`common::check_attention_matrix`]).
+#[test]
+fn attention_matrix() {
+    for device in &devices() {
+        common::check_attention_matrix(device);
+    }
+}

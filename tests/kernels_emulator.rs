@@ -31,3 +31,9 @@ kernel_tests!();
 fn matmul_pipelined() {
     common::check_matmul_pipelined(&Device::Emulator(Target::cuda_sm80()));
 }
+
+/// Attention on tensor-core tiles on sm_80 ([`common::check_attention_matrix`]).
+#[test]
+fn attention_matrix() {
+    common::check_attention_matrix(&Device::Emulator(Target::cuda_sm80()));
+}

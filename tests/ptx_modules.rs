@@ -134,6 +134,16 @@ fn dots_use_mma_sync() {
         assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"), "num_stages={stages}: no ldmatrix\n{ptx}");
         assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "num_stages={stages}: no transposed ldmatrix\n{ptx}");
     }
+    // Attention's K^T tile is contiguous along D (the first dot's K): its ring holds it as
+    // stored and the dot reads it with untransposed matrix loads; V's with transposed ones. The
+    // probabilities reach the second dot in registers and the row statistics stay in the
+    // accumulator's rows, so the key loop's only barrier is the pipeline's.
+    let ptx = ptx_of("attention", &[1, 2, 256, 64], DType::F16, "BLOCK_M=128,BLOCK_N=64,num_warps=8,num_stages=3");
+    assert!(ptx.contains("cp.async.cg.shared.global"), "attention: no cp.async\n{ptx}");
+    assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"), "attention: K is not read by ldmatrix\n{ptx}");
+    assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "attention: V is not read by ldmatrix.trans\n{ptx}");
+    let barriers = ptx.matches("bar.sync").count();
+    assert!(barriers <= 5, "attention: {barriers} barriers (Q's conversion takes two, the rings' start and end two, each iteration one)\n{ptx}");
     let ptx = ptx_of("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=1");
     assert!(!ptx.contains("cp.async") && !ptx.contains("ldmatrix"), "num_stages=1 pipelines");
     // Past 48 KiB the shared memory is one dynamic array the launch sizes; below, static arrays.

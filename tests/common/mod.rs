@@ -143,6 +143,40 @@ pub fn failed_outputs(report: &tilekit::check::CheckReport, problem: &kernels::P
         .collect()
 }
 
+/// Attention on the tiles tensor cores take (128 and 64 query rows, every warp along them, both
+/// of its dots on `mma.sync`): the probabilities reach the second dot in registers, the row
+/// statistics stay in the accumulator's row layout, and with `num_stages` K (contiguous along
+/// D, the dot's K) and V arrive by asynchronous copies. Partial key and query blocks (S = 1,
+/// primes), causal and not, D from 16 to 128, f16 and bf16.
+#[allow(dead_code)]
+pub fn check_attention_matrix(device: &Device) {
+    use tilekit::{Config, DType};
+    let kernel = kernels::find("attention").expect("attention");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let problems =
+        [(1, 2, 67, 64, true), (1, 1, 200, 64, false), (2, 1, 45, 128, true), (1, 1, 129, 16, false), (1, 1, 1, 32, true), (1, 1, 131, 32, true)];
+    let configs = [(64, 64, 4, 1), (64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 3), (128, 32, 8, 2), (64, 128, 4, 2)];
+    for (i, &(b, h, s, d, causal)) in problems.iter().enumerate() {
+        for dtype in [DType::F16, DType::BF16] {
+            let problem = kernels::Problem::new(&[b, h, s, d], dtype).with("causal", if causal { "1" } else { "0" });
+            for &(bm, bn, w, stages) in &configs {
+                let config = Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("num_warps", w).with("num_stages", stages);
+                // Tiles that would spill at this D and dtype are refused by the plan.
+                if let Err(kernels::KernelError::Unfit(_)) = kernel.plan(&problem, &config) {
+                    continue;
+                }
+                match check(kernel.as_ref(), &problem, &config, device, 0xA77E ^ i as u64) {
+                    Ok(report) => failures.extend(failed_outputs(&report, &problem, &config)),
+                    Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
+                }
+                runs += 1;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "attention on {}: {} of {runs} runs failed:\n{}", device.name(), failures.len(), failures.join("\n"));
+}
+
 /// Matmul's software-pipelined loop (`num_stages` 2 to 5: asynchronous copies into a ring of
 /// shared-memory buffers, read with matrix loads, where the backend has them) for sizes whose
 /// tiles take it: K loops shorter than, as long as and longer than the pipeline, rows past

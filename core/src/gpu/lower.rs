@@ -351,6 +351,11 @@ struct PipeLoad {
     mask: Option<Value>,
     dtype: DType,
     shape: [usize; 2],
+    /// The tile is contiguous in memory along its first dimension (a `b` operand `[K, N]`
+    /// read from an `N x K` row-major matrix, as attention's K^T): the ring holds it
+    /// transposed, `shape[1]` rows of `shape[0]`, and the dot reads it with untransposed
+    /// matrix loads.
+    transposed: bool,
     swizzle: Swizzle,
 }
 
@@ -375,6 +380,8 @@ enum Source<V> {
 struct Ring<V> {
     dtype: DType,
     swizzle: Swizzle,
+    /// See [`PipeLoad::transposed`].
+    transposed: bool,
     /// Shared-memory index of the buffer this iteration reads.
     slot_base: V,
 }
@@ -385,6 +392,9 @@ struct MatrixLanes<V> {
     a_row: V,
     a_col: V,
     b_col: V,
+    /// For a `b` stored transposed (rows n, columns k): the lane's row `warp_n * 8 + l % 8 +
+    /// (l / 16) * 8 wn` and column `8 ((l / 8) % 2)`.
+    bt: Option<(V, V)>,
 }
 
 /// Coordinates of a distribution's registers in this thread.
@@ -752,10 +762,29 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             .collect()
     }
 
-    /// Moves a tile from one layout to another through shared memory.
+    /// Moves a tile from one layout to another: within each thread where both layouts give
+    /// every thread the same elements (an `mma` accumulator and the `a` operand of a dot with
+    /// the same warps, as attention's probabilities feed its second dot), else through shared
+    /// memory.
     fn convert(&mut self, shape: &[usize], dtype: DType, from: &Layout, regs: &[E::V], to: &Layout) -> R<Vec<E::V>> {
+        if self.moves_no_data(from, to, shape) {
+            let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
+            return self.remap(&td, &fd, regs, |r| r.to_vec());
+        }
         let shape_owned = shape.to_vec();
         self.exchange(dtype, shape, from, regs, shape, to, move |me, c| me.linear(c, &shape_owned))
+    }
+
+    /// Whether converting a `shape` tile from `from` to `to` is a renaming of each thread's
+    /// registers: the same thread-dependent terms and wrapping along every dimension, and every
+    /// register `to` needs at static offsets `from` has.
+    fn moves_no_data(&self, from: &Layout, to: &Layout, shape: &[usize]) -> bool {
+        let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
+        if fd.terms != td.terms || fd.wrap != td.wrap {
+            return false;
+        }
+        let idx = fd.index();
+        td.regs.iter().all(|r| idx.contains_key(&fd.key(r)))
     }
 
     /// Writes `regs` (layout `from` over `src_shape`) to shared memory, row-major, and reads back
@@ -1201,15 +1230,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// Consecutive elements along the last dimension that one access may move at `offsets`.
     fn vector_width(&self, offsets: Value, dtype: DType) -> u32 {
+        match self.ty(offsets).shape.len().checked_sub(1) {
+            Some(last) => self.vector_width_along(offsets, dtype, last),
+            None => 1,
+        }
+    }
+
+    /// [`Self::vector_width`] along dimension `d`.
+    fn vector_width_along(&self, offsets: Value, dtype: DType, d: usize) -> u32 {
         let shape = &self.ty(offsets).shape;
-        let Some(last) = shape.len().checked_sub(1) else {
-            return 1;
-        };
         let Some(ai) = self.axis[offsets.index()].as_ref() else {
             return 1;
         };
         let max = self.e.max_vector(dtype).min(16 / dtype.size_bytes().max(1) as u32).max(1) as u64;
-        let w = max.min(ai.contiguity[last]).min(ai.divisibility[last]).min(shape[last] as u64);
+        let w = max.min(ai.contiguity[d]).min(ai.divisibility[d]).min(shape[d] as u64);
         // A power of two (contiguity and divisibility need not be).
         1u32 << (63 - w.max(1).leading_zeros())
     }
@@ -1217,9 +1251,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// Groups of `width` registers of `dist` that hold consecutive elements along the last
     /// dimension, as (first register, count); registers outside such groups come alone.
     fn vector_groups(dist: &Dist, width: u32) -> Vec<(usize, usize)> {
+        Self::vector_groups_along(dist, width, dist.shape.len().saturating_sub(1))
+    }
+
+    /// [`Self::vector_groups`] along dimension `last` (any dimension: the registers of a group
+    /// are consecutive and differ only along it).
+    fn vector_groups_along(dist: &Dist, width: u32, last: usize) -> Vec<(usize, usize)> {
         let n = dist.num_regs();
         let w = width as usize;
-        let last = dist.shape.len().saturating_sub(1);
         let mut out = Vec::with_capacity(n);
         let mut i = 0;
         while i < n {
@@ -1229,7 +1268,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 && !dist.wrap.get(last).copied().unwrap_or(false)
                 && (1..w).all(|j| {
                     let (a, b) = (&dist.regs[i], &dist.regs[i + j]);
-                    b[last] == a[last] + j as u32 && (0..last).all(|d| a[d] == b[d])
+                    b[last] == a[last] + j as u32 && (0..a.len()).all(|d| d == last || a[d] == b[d])
                 });
             if ok {
                 out.push((i, w));
@@ -1377,10 +1416,17 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// dimension (from the offset analysis), so one lane's mask stands for a whole vector.
     fn mask_uniform(&self, mask: Option<Value>, count: usize) -> bool {
         let Some(m) = mask else { return true };
+        let last = self.ty(m).shape.len().saturating_sub(1);
+        self.mask_uniform_along(mask, count, last)
+    }
+
+    /// [`Self::mask_uniform`] along dimension `d`.
+    fn mask_uniform_along(&self, mask: Option<Value>, count: usize, d: usize) -> bool {
+        let Some(m) = mask else { return true };
         let Some(ai) = self.axis[m.index()].as_ref() else {
             return false;
         };
-        ai.constancy.last().is_some_and(|&c| c % count as u64 == 0)
+        ai.constancy.get(d).is_some_and(|&c| c % count as u64 == 0)
     }
 
     /// `mask ? buffer[index] : other`.
@@ -2263,9 +2309,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let types = [&at, &bt];
         let mut sources: Vec<Source<E::V>> = Vec::with_capacity(2);
         for (i, v) in [a, b].into_iter().enumerate() {
+            let ty = types[i];
+            let in_registers = self.data.get(&v).is_some_and(|(home, _)| self.moves_no_data(home, &layouts[i], &ty.shape));
             sources.push(match (self.rings.get(&v), self.held(v, &layouts[i])) {
                 (Some(ring), _) => Source::Ring(ring.clone()),
                 (None, Some(regs)) => Source::Registers(regs),
+                (None, None) if in_registers => Source::Registers(self.get(v, &layouts[i])?),
                 (None, None) => Source::Staged { base: 0 },
             });
         }
@@ -2331,7 +2380,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // instruction tile and its 8-column block `l / 16` (a: four matrices, a0..a7; b:
         // transposed, two matrices per instruction tile, two tiles per load).
         let [wm, wn] = mma.warps;
-        let lanes = if sources.iter().any(|s| matches!(s, Source::Ring(_))) { Some(self.matrix_lanes(mma)) } else { None };
+        let lanes = if sources.iter().any(|s| matches!(s, Source::Ring(_))) {
+            let bt = matches!(&sources[1], Source::Ring(r) if r.transposed);
+            Some(self.matrix_lanes(mma, bt))
+        } else {
+            None
+        };
         let (reps_m, reps_n, steps_k) = mma.steps(m, n, k);
         for ki in 0..steps_k {
             let frag = |me: &mut Self, i: usize, row: usize, col: usize, count: usize| -> R<Vec<Vec<E::V>>> {
@@ -2362,15 +2416,19 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     }
                     Source::Ring(ring) => {
                         let l = lanes.as_ref().expect("lane parts for matrix loads");
-                        let (r, c) = if i == 0 {
-                            (me.offset(l.a_row, (row * 16 * wm as usize) as i64), me.offset(l.a_col, (col * 16) as i64))
-                        } else {
-                            (me.offset(l.l15, (row * 16) as i64), me.offset(l.b_col, (col * 8 * wn as usize) as i64))
+                        let (r, c) = match (i, l.bt) {
+                            (0, _) => (me.offset(l.a_row, (row * 16 * wm as usize) as i64), me.offset(l.a_col, (col * 16) as i64)),
+                            // Stored transposed: row n, column k; matrices (n tile, k half)
+                            // in the order the fragments take them.
+                            (_, Some((bt_row, bt_col))) if ring.transposed => {
+                                (me.offset(bt_row, (col * 8 * wn as usize) as i64), me.offset(bt_col, (row * 16) as i64))
+                            }
+                            _ => (me.offset(l.l15, (row * 16) as i64), me.offset(l.b_col, (col * 8 * wn as usize) as i64)),
                         };
                         let idx = ring.swizzle.index(me, r, c);
                         let idx = me.e.binary(BinaryOp::Add, DType::I32, idx, ring.slot_base);
                         let n = if i == 0 { 4 } else { 2 * count as u32 };
-                        match me.e.load_shared_matrix(ring.dtype, idx, n, i == 1) {
+                        match me.e.load_shared_matrix(ring.dtype, idx, n, i == 1 && !ring.transposed) {
                             Some(vals) => vals.chunks(if i == 0 { 8 } else { 4 }).map(|c| c.to_vec()).collect(),
                             None => {
                                 return Err(LowerError::Unsupported {
@@ -2482,7 +2540,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let n = self.c_i32(l.numel() as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, read, n);
             let slot_base = self.offset(off, base as i64);
-            self.rings.insert(l.result, Ring { dtype: l.dtype, swizzle: l.swizzle, slot_base });
+            self.rings.insert(l.result, Ring { dtype: l.dtype, swizzle: l.swizzle, transposed: l.transposed, slot_base });
         }
         let advance = |me: &mut Self, x: E::V| {
             let one = me.offset(x, 1);
@@ -2512,7 +2570,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.inst(&body.insts[i])?;
         }
         for (l, &base) in pipe.loads.iter().zip(bases) {
-            let layout = Layout::Blocked(Blocked::for_shape(&l.shape, 8, self.warp, self.num_warps));
+            let layout = pipe_copy_layout(l, self.warp, self.num_warps);
+            let along = if l.transposed { 0 } else { 1 };
             let idx_dtype = self.ty(l.offsets).dtype;
             let offs = self.get(l.offsets, &layout)?;
             let masks = match l.mask {
@@ -2524,12 +2583,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let n = self.c_i32(l.numel() as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, slot, n);
             let slot_base = self.offset(off, base as i64);
-            for (first, _) in Self::vector_groups(&dist, 8) {
+            for (first, _) in Self::vector_groups_along(&dist, 8, along) {
                 let pred = match &masks {
                     Some(m) => self.e.binary(BinaryOp::And, DType::I1, in_range, m[first]),
                     None => in_range,
                 };
-                let (r, col) = (c.coords[first][0], c.coords[first][1]);
+                let (r, col) = (c.coords[first][along ^ 1], c.coords[first][along]);
                 let at = l.swizzle.index(self, r, col);
                 let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
                 self.e.async_copy(l.buffer, l.dtype, offs[first], idx_dtype, at, 8, pred);
@@ -2552,7 +2611,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// This lane's parts of the matrix-load row addresses of a dot's operands: `a` row
     /// `warp_m * 16 + l % 16` and column `8 (l / 16)`; `b` row (k) `l % 16` and column
     /// `warp_n * 8 + (l / 16) * 8 wn`.
-    fn matrix_lanes(&mut self, mma: Mma) -> MatrixLanes<E::V> {
+    fn matrix_lanes(&mut self, mma: Mma, transposed_b: bool) -> MatrixLanes<E::V> {
         let [wm, wn] = mma.warps;
         let lane = self.lane.expect("thread ids are emitted first");
         let warp_id = self.warp_id.expect("thread ids are emitted first");
@@ -2577,7 +2636,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let step = self.c_i32(8 * wn as i64);
         let b_hi = self.e.binary(BinaryOp::Mul, DType::I32, hi, step);
         let b_col = self.e.binary(BinaryOp::Add, DType::I32, b_col, b_hi);
-        MatrixLanes { l15, a_row, a_col, b_col }
+        let bt = transposed_b.then(|| {
+            let c7 = self.c_i32(7);
+            let l7 = self.e.binary(BinaryOp::And, DType::I32, lane, c7);
+            let n = self.e.binary(BinaryOp::Mul, DType::I32, warp_n, eight);
+            let n = self.e.binary(BinaryOp::Add, DType::I32, n, l7);
+            let n = self.e.binary(BinaryOp::Add, DType::I32, n, b_hi);
+            let c3 = self.c_i32(3);
+            let half = self.e.binary(BinaryOp::Shr, DType::I32, lane, c3);
+            let one = self.c_i32(1);
+            let half = self.e.binary(BinaryOp::And, DType::I32, half, one);
+            let k = self.e.binary(BinaryOp::Mul, DType::I32, half, eight);
+            (n, k)
+        });
+        MatrixLanes { l15, a_row, a_col, b_col, bt }
     }
 
     /// The registers of `v` in `layout` if they exist already (its home, or a conversion
@@ -2842,8 +2914,105 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             }
         }
     });
+    carry_dot_slices(p, &mma, &|shape: &[usize]| lw.default_layout(shape), &mut carried);
     lw.mma = mma;
     lw.carried = carried;
+}
+
+/// Loop-carried values a body computes from a `dot`'s result (attention's running row maximum
+/// and sum) are carried in the layout that computation gives them, a slice of the dot's (the
+/// matrix instruction's accumulator, or the FMA dot's blocked layout), instead of the default
+/// for their shape: carried in that, every iteration converts them through shared memory once
+/// into the body's layout and once back. Inference follows the
+/// lowering's rules for the body's top level (a reduction's result is a slice of its operand's
+/// home; an elementwise op computes in its first data operand's home; values that are not
+/// derived from a matrix `dot` keep their homes unknown) and is optimistic about carried values
+/// not yet placed, so a value carried through its own update (`m = max(m, rowmax(s))`) can be
+/// placed. A wrong guess costs a conversion at the `yield`, never a wrong value.
+fn carry_dot_slices(
+    p: &Program,
+    mma: &HashMap<Value, (MatrixInstr, Mma)>,
+    default_layout: &dyn Fn(&[usize]) -> Layout,
+    carried: &mut HashMap<Value, Layout>,
+) {
+    let mut loops: Vec<&Block> = Vec::new();
+    walk_block(&p.body, &mut |inst| {
+        if let Op::For { body, .. } = &inst.op {
+            loops.push(body);
+        }
+    });
+    // Recipes (index arithmetic) and scalars have no home; everything else is data.
+    let mut recipe: std::collections::HashSet<Value> = std::collections::HashSet::new();
+    p.walk(&mut |inst| {
+        let is_recipe = match &inst.op {
+            Op::Arange { .. } | Op::Splat { .. } => true,
+            Op::Broadcast { .. } | Op::ExpandDims { .. } | Op::Trans { .. } => {
+                inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar())
+            }
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar())
+            }
+            _ => false,
+        };
+        if is_recipe && inst.results.len() == 1 && !p.ty(inst.results[0]).is_scalar() {
+            recipe.insert(inst.results[0]);
+        }
+    });
+    loop {
+        let mut placed = false;
+        for body in &loops {
+            let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() else { continue };
+            // Some(layout): derived from a matrix dot, in that layout; None: data in some other
+            // home. Carried values not placed yet are absent (optimistic).
+            let mut homes: HashMap<Value, Option<Layout>> = HashMap::new();
+            for a in &body.args[1..] {
+                if let Some(l) = carried.get(a) {
+                    homes.insert(*a, Some(l.clone()));
+                }
+            }
+            let unplaced: std::collections::HashSet<Value> = body.args[1..].iter().filter(|a| !carried.contains_key(a)).copied().collect();
+            for inst in &body.insts {
+                let Some(&r) = inst.results.first() else { continue };
+                if p.ty(r).is_scalar() || recipe.contains(&r) {
+                    continue;
+                }
+                let home = match &inst.op {
+                    // The FMA dot computes in its accumulator's home, or the default.
+                    Op::Dot { acc, .. } => match mma.get(&r) {
+                        Some(&(_, m)) => Some(Layout::Mma(m)),
+                        None if recipe.contains(acc) => Some(default_layout(&p.ty(r).shape)),
+                        None => homes.get(acc).cloned().flatten(),
+                    },
+                    Op::Reduce { x, axis, .. } => homes.get(x).cloned().flatten().map(|l| Layout::Slice { dim: *axis, parent: Box::new(l) }),
+                    Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => inst
+                        .op
+                        .operands()
+                        .into_iter()
+                        .filter(|o| !recipe.contains(o) && !p.ty(*o).is_scalar() && !unplaced.contains(o))
+                        .map(|o| homes.get(&o).cloned().flatten())
+                        .next()
+                        .flatten(),
+                    _ => None,
+                };
+                homes.insert(r, home);
+            }
+            for (i, y) in values.iter().enumerate() {
+                let arg = body.args[i + 1];
+                if carried.contains_key(&arg) {
+                    continue;
+                }
+                if let Some(Some(l)) = homes.get(y) {
+                    if l.rank() == p.ty(arg).shape.len() {
+                        carried.insert(arg, l.clone());
+                        placed = true;
+                    }
+                }
+            }
+        }
+        if !placed {
+            break;
+        }
+    }
 }
 
 /// Chooses the loops to software-pipeline and the loads they issue early (with `num_stages`
@@ -2961,12 +3130,29 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             if !only_dot_operand || other.is_some_and(|o| !is_zero(o)) {
                 continue;
             }
-            if lw.vector_width(*offsets, t.dtype) < 8 || !lw.mask_uniform(*mask, 8) {
+            // Contiguous along the rows (as stored), or, for a `b` operand only, along the
+            // columns (stored transposed).
+            let only_b = uses.get(&r).is_some_and(|us| us.iter().all(|&(_, u)| matches!(&u.op, Op::Dot { a, b, .. } if *b == r && *a != r)));
+            let transposed = if lw.vector_width(*offsets, t.dtype) >= 8 && lw.mask_uniform(*mask, 8) {
+                false
+            } else if only_b && t.shape[0] % 8 == 0 && lw.vector_width_along(*offsets, t.dtype, 0) >= 8 && lw.mask_uniform_along(*mask, 8, 0) {
+                true
+            } else {
                 continue;
-            }
+            };
             let shape = [t.shape[0], t.shape[1]];
-            let dist = Layout::Blocked(Blocked::for_shape(&shape, 8, lw.warp, lw.num_warps)).dist(&shape, lw.warp);
-            let whole = Lowerer::<E>::vector_groups(&dist, 8).iter().all(|&(_, n)| n == 8);
+            let probe = PipeLoad {
+                result: r,
+                buffer: *buffer,
+                offsets: *offsets,
+                mask: *mask,
+                dtype: t.dtype,
+                shape,
+                transposed,
+                swizzle: Swizzle::for_row(if transposed { shape[0] } else { shape[1] }),
+            };
+            let dist = pipe_copy_layout(&probe, lw.warp, lw.num_warps).dist(&shape, lw.warp);
+            let whole = Lowerer::<E>::vector_groups_along(&dist, 8, if transposed { 0 } else { 1 }).iter().all(|&(_, n)| n == 8);
             if !whole || dist.num_regs() as u64 * lw.threads as u64 != (shape[0] * shape[1]) as u64 {
                 continue;
             }
@@ -2975,21 +3161,25 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
                 continue;
             }
             slice = s;
-            loads.push(PipeLoad {
-                result: r,
-                buffer: *buffer,
-                offsets: *offsets,
-                mask: *mask,
-                dtype: t.dtype,
-                shape,
-                swizzle: Swizzle::for_row(shape[1]),
-            });
+            loads.push(probe);
         }
         if !loads.is_empty() {
             pipelines.insert(body.args[0], Pipeline { loads, slice: slice.into_iter().collect() });
         }
     }
     lw.pipelines = pipelines;
+}
+
+/// The layout a pipelined load's copies are issued in: 16-byte vectors along the tile's
+/// contiguous dimension (the last, or the first for a transposed one), lanes along it first.
+fn pipe_copy_layout(l: &PipeLoad, warp: u32, num_warps: u32) -> Layout {
+    if l.transposed {
+        let stored = [l.shape[1], l.shape[0]];
+        let b = Layout::Blocked(Blocked::for_shape(&stored, 8, warp, num_warps));
+        b.permuted(&[1, 0]).expect("a blocked layout permutes")
+    } else {
+        Layout::Blocked(Blocked::for_shape(&l.shape, 8, warp, num_warps))
+    }
 }
 
 /// The warp-level matrix instruction a `dot` of these operand types lowers to on `target` with

@@ -1,7 +1,7 @@
 //! The PTX of every library kernel, for every dtype, test problem and configuration, assembles
 //! with ptxas for sm_80 and sm_90 without spilling registers; the PTX of vector add and softmax
 //! matches its golden file (`tests/golden/*.ptx`; `TILEKIT_BLESS=1` rewrites them).
-//! Any spill fails: the library's configurations are sized for the FMA `dot` (see matmul's and
+//! Any spill fails: the library's configurations are sized so that none spills (see matmul's and
 //! attention's `configs`), and shared-memory addresses are 32-bit (`-nvptx-short-ptr`).
 //!
 //! Needs the `ptx` feature, and ptxas (the PyPI wheel nvidia-cuda-nvcc-cu12, `TILEKIT_PTXAS`, or

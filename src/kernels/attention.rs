@@ -120,6 +120,21 @@ impl<'b> Ctx<'b> {
     }
 }
 
+/// The most 32-bit words of tiles (see [`register_words`]) a thread may hold: what remains of
+/// the 255 registers an NVIDIA thread may have holds addresses, the row statistics and the
+/// operand fragments in flight. Configurations past it spilled in ptxas (sm_80 and sm_90).
+const MAX_REGISTER_WORDS: usize = 160;
+
+/// 32-bit words per thread (warps of 32 threads) that a program's tiles take in registers:
+/// the f32 output `[BLOCK_M, D]` and scores `[BLOCK_M, BLOCK_N]`, plus Q and the
+/// probabilities in the input dtype (f16 packs two per register; bf16 is held in f32
+/// registers, as f32 is).
+fn register_words(dtype: DType, bm: usize, bn: usize, d: usize, num_warps: usize) -> usize {
+    let threads = 32 * num_warps.max(1);
+    let operand = |n: usize| if dtype == DType::F16 { n.div_ceil(2) } else { n };
+    (bm * d + bm * bn + operand(bm * d) + operand(bm * bn)).div_ceil(threads)
+}
+
 /// `(B, H, S, D)` of a problem, checked.
 fn dims(problem: &Problem) -> Result<(usize, usize, usize, usize), KernelError> {
     let expected = "B x H x S x D, each at least 1, D a power of two from 16 to 256";
@@ -183,18 +198,31 @@ impl Kernel for Attention {
     fn configs(&self) -> Vec<Config> {
         let c = |bm: i64, bn: i64, w: i64, s: i64| Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("num_warps", w).with("num_stages", s);
         // The first two differ in which block is larger, so the diagonal stage starts inside
-        // a key block in one and spans several in the other. All are sized for the FMA `dot`
-        // every backend lowers to today: a thread holds about (BLOCK_M * BLOCK_N + 2 * BLOCK_M *
-        // D) / threads elements (scores, queries and the output) in registers. The default is
-        // 32 x 16 on 4 warps: 64 x 32 on 4 spilled on gfx1100 (wave32, at most 256 VGPRs) in
-        // f32 at D = 128, and on 8 warps ptxas took all 255 registers for bf16 at D = 64 and
-        // spilled; 32 x 16 needs at most 186 registers on NVIDIA and 135 VGPRs on gfx1100 at
-        // D = 128. Triton's tensor-core choices (128-row blocks on 8 warps) spilled on NVIDIA
-        // targets at D = 128 (128 x 32 even at D = 32); 16 warps cap a thread at 128
-        // registers and spilled as well. 64 x 128 on 8 warps is out too: the slowest to compile
-        // (243 ms to PTX on the H200 machine's processors, against a goal of 150) and slower than
-        // 64 x 32 on 4 warps there (17.5 against 21.0 TFLOP/s through CUDA, f16 4x32x4096x64).
-        vec![c(32, 16, 4, 3), c(16, 32, 4, 2), c(64, 64, 8, 3), c(32, 32, 4, 3), c(32, 64, 4, 3), c(64, 32, 4, 3)]
+        // a key block in one and spans several in the other. The first six are sized for the
+        // FMA `dot` (lavapipe, Vulkan, AMDGCN and f32 everywhere): a thread holds about
+        // (BLOCK_M * BLOCK_N + 2 * BLOCK_M * D) / threads elements (scores, queries and the
+        // output) in registers. The default is 32 x 16 on 4 warps: 64 x 32 on 4 spilled on
+        // gfx1100 (wave32, at most 256 VGPRs) in f32 at D = 128; 32 x 16 needs at most 186
+        // registers on NVIDIA and 135 VGPRs on gfx1100 at D = 128. 64 x 128 on 8 warps is out:
+        // the slowest to compile (243 ms to PTX on the H200 machine's processors, against a
+        // goal of 150). The last five are tensor-core tiles (FlashAttention's and Triton's
+        // choices: 64 or 128 query rows, every warp along them, so each warp's probabilities
+        // feed its second `mma.sync` in registers); where their registers would spill (D = 128
+        // in bf16 and f32, 128 x 128 past D = 64) `plan` refuses them as unfit
+        // ([`register_words`]).
+        vec![
+            c(32, 16, 4, 3),
+            c(16, 32, 4, 2),
+            c(64, 64, 8, 3),
+            c(32, 32, 4, 3),
+            c(32, 64, 4, 3),
+            c(64, 32, 4, 3),
+            c(128, 64, 8, 3),
+            c(64, 64, 4, 3),
+            c(128, 128, 8, 2),
+            c(64, 128, 4, 2),
+            c(128, 64, 8, 4),
+        ]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
@@ -209,6 +237,16 @@ impl Kernel for Attention {
             if config.get(key).is_ok() {
                 config.count(key)?;
             }
+        }
+        let words = register_words(problem.dtype, bm, bn, d, config.num_warps());
+        if words > MAX_REGISTER_WORDS {
+            return Err(KernelError::Unfit(format!(
+                "BLOCK_M = {bm}, BLOCK_N = {bn} at D = {d} in {} on {} warps keep {words} 32-bit words per thread of a warp of 32 \
+                 in registers (output, scores, Q and probabilities), more than the {MAX_REGISTER_WORDS} that leave room for \
+                 addresses within the 255 an NVIDIA thread may have: it would spill",
+                problem.dtype,
+                config.num_warps()
+            )));
         }
         // Masked-off rows still compute offsets: bound them over S padded to either block.
         let padded = (cdiv(s, bm) * bm).max(cdiv(s, bn) * bn);

@@ -33,6 +33,23 @@ case "${1:-all}" in
     # diagnosis: `bash scripts/gpu-run.sh exec 'cmd'`.
     shift; export bin; bash -c "$*"
     ;;
+  pending|pending-attention)
+    # Issue 15: attention on tensor cores (both dots on mma.sync, K and V pipelined, the
+    # probabilities in registers): the CUDA kernel tests first, then the issue's four attention
+    # problems with cuBLAS's matmul in the same `tilekit bench` run, then torch's SDPA (flash)
+    # and Triton in the same call.
+    for k in attention attention_matrix matmul_pipelined; do
+      echo "== kernels_cuda $k"; timeout 150 "$bin/kernels_cuda" --exact "$k" 2>&1 | tail -8; echo "rc=$?"
+    done > "$OUT/attention-tests.txt" 2>&1
+    grep -E "^== |test result|^rc=" "$OUT/attention-tests.txt"
+    timeout 300 "$bin/tilekit" bench --device cuda --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 \
+      --problem attention:4x32x4096x64:f16:causal=1 --problem attention:4x32x4096x128:f16:causal=1 \
+      --problem matmul:4096x4096x4096:f16 -o "$OUT/bench-attention.json" 2>&1 \
+      | grep --line-buffered -v XDG_RUNTIME | tail -60 > "$OUT/bench-attention.log"
+    tail -8 "$OUT/bench-attention.log"
+    timeout 150 python3 bench/triton/reference.py --only attention --only matmul > "$OUT/reference-attention.jsonl" 2> "$OUT/reference-attention.err"
+    tail -12 "$OUT/reference-attention.jsonl"
+    ;;&
   pending|pending-tests)
     # What the open issues still need measured; `pending` runs every part (more than one call's
     # ten minutes when all run long), `pending-<part>` one of them. Each step is bounded and

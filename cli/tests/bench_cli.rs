@@ -40,6 +40,10 @@ fn bad_bench_and_report_arguments_are_named() {
     bad_input(&["bench", "--problem", "nonesuch:64"], &["no kernel `nonesuch`", "layernorm"]);
     bad_input(&["bench", "--problem", "softmax:64x0q"], &["64x0q"]);
     bad_input(&["bench", "--problem", "softmax:64x64:i8"], &["softmax does not take i8", "f32"]);
+    bad_input(&["bench", "--problem", "attention:1x1x17x16:f16:casual=1"], &["no option `casual`", "causal"]);
+    bad_input(&["bench", "--problem", "attention:1x1x17x16:causal=maybe"], &["causal", "maybe"]);
+    bad_input(&["bench", "--problem", "attention:1x1x17x16:f16:causal"], &["option `causal` is not KEY=VALUE"]);
+    bad_input(&["bench", "--problem", "attention:1x1x17x16:f16:causal=1:x"], &["KERNEL:SHAPE[:DTYPE]:KEY=VALUE"]);
     bad_input(&["bench", "--problem", "softmax:8x8", "--config", "BLOK=64"], &["BLOK", "num_warps"]);
     bad_input(&["bench", "--problem", "softmax:8x8", "--config", "num_warps"], &["num_warps"]);
     bad_input(&["report", "/nonexistent/r.json", "-o", "/tmp/x"], &["/nonexistent/r.json"]);
@@ -130,6 +134,8 @@ fn named_problems_replace_the_suite() {
         "layernorm:3x97:f32",
         "--problem",
         "vector_add:1031",
+        "--problem",
+        "attention:1x1x17x16:f32:causal=1",
         "--device",
         "interp",
         "--no-tune",
@@ -151,7 +157,8 @@ fn named_problems_replace_the_suite() {
         .map(|e| (e.kernel.clone(), e.problem_text.clone()))
         .collect();
     timed.sort();
-    assert_eq!(timed, [("layernorm".to_string(), "3x97 f32".to_string()), ("vector_add".to_string(), "1031 f32".to_string())]);
+    let want = [("attention", "1x1x17x16 f32 causal=1"), ("layernorm", "3x97 f32"), ("vector_add", "1031 f32")];
+    assert_eq!(timed, want.map(|(k, p)| (k.to_string(), p.to_string())));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

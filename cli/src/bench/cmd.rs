@@ -30,10 +30,11 @@ pub struct BenchArgs {
     /// Kernels to keep (repeatable). Default: every kernel of the suite.
     #[arg(long = "kernel", value_name = "KERNEL")]
     pub kernels: Vec<String>,
-    /// Problems to time instead of the suite's (repeatable): `KERNEL:SHAPE[:DTYPE]`, the shape
-    /// as `tilekit run --shape` takes it, the dtype the kernel's default when absent, e.g.
-    /// `layernorm:4096x8192:f32`. The suite still sets the copy ceiling's size.
-    #[arg(long = "problem", value_name = "KERNEL:SHAPE[:DTYPE]")]
+    /// Problems to time instead of the suite's (repeatable): `KERNEL:SHAPE[:DTYPE][:KEY=VALUE,...]`,
+    /// the shape as `tilekit run --shape` takes it, the dtype the kernel's default when absent,
+    /// options as `tilekit run --opt` takes them, e.g. `layernorm:4096x8192:f32` or
+    /// `attention:4x32x4096x128:f16:causal=1`. The suite still sets the copy ceiling's size.
+    #[arg(long = "problem", value_name = "KERNEL:SHAPE[:DTYPE][:OPTS]")]
     pub problems: Vec<String>,
     /// Results file, which must not exist yet: a run never replaces results it did not
     /// produce. Default: `bench/local/bench-<host>-<suite>-<UTC time>.json` (git ignores
@@ -165,18 +166,26 @@ fn devices(names: &[String]) -> Result<Vec<Device>, CliError> {
     Ok(out)
 }
 
-/// A `--problem` value: `KERNEL:SHAPE[:DTYPE]`.
+/// A `--problem` value: `KERNEL:SHAPE[:DTYPE][:KEY=VALUE,...]`.
 fn parse_problem(text: &str) -> Result<suite::Case, CliError> {
     let parts: Vec<&str> = text.split(':').collect();
-    if !(2..=3).contains(&parts.len()) {
-        return Err(CliError::Usage(format!("--problem `{text}`: expected KERNEL:SHAPE or KERNEL:SHAPE:DTYPE")));
+    let usage = || CliError::Usage(format!("--problem `{text}`: expected KERNEL:SHAPE, KERNEL:SHAPE:DTYPE or KERNEL:SHAPE[:DTYPE]:KEY=VALUE,..."));
+    let (dtype_part, opts_part) = match parts.get(2..).unwrap_or(&[]) {
+        [] => (None, None),
+        [o] if o.contains('=') => (None, Some(*o)),
+        [d] => (Some(*d), None),
+        [d, o] => (Some(*d), Some(*o)),
+        _ => return Err(usage()),
+    };
+    if parts.len() < 2 {
+        return Err(usage());
     }
     let kernel = crate::kernels::find(parts[0].trim()).ok_or_else(|| {
         let known: Vec<&str> = crate::kernels::all().iter().map(|k| k.name()).collect();
         CliError::Usage(format!("--problem `{text}`: no kernel `{}`; kernels: {}", parts[0], known.join(", ")))
     })?;
     let shape = crate::cli::parse_shape(parts[1])?;
-    let dtype = match parts.get(2) {
+    let dtype = match dtype_part {
         Some(d) => crate::cli::parse_dtype(d)?,
         None => kernel.default_problem().dtype,
     };
@@ -184,7 +193,17 @@ fn parse_problem(text: &str) -> Result<suite::Case, CliError> {
         let known: Vec<&str> = kernel.dtypes().iter().map(|d| d.name()).collect();
         return Err(CliError::Usage(format!("--problem `{text}`: {} does not take {dtype}; it takes {}", kernel.name(), known.join(", "))));
     }
-    Ok(suite::Case { kernel: kernel.name(), problem: crate::kernels::Problem::new(&shape, dtype) })
+    let mut problem = crate::kernels::Problem::new(&shape, dtype);
+    for opt in opts_part.map(|o| o.split(',').collect::<Vec<_>>()).unwrap_or_default() {
+        match opt.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                problem.opts.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            _ => return Err(CliError::Usage(format!("--problem `{text}`: option `{opt}` is not KEY=VALUE"))),
+        }
+    }
+    kernel.check_options(&problem).map_err(|e| CliError::Usage(format!("--problem `{text}`: {e}")))?;
+    Ok(suite::Case { kernel: kernel.name(), problem })
 }
 
 pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<i32, CliError> {

@@ -1,13 +1,16 @@
-//! The GPU IR (`tilekit ir --gpu`) of library kernels on the targets whose lowering decisions
-//! matter most, as golden files (`tests/golden/gpu/*.gpu`; `TILEKIT_BLESS=1` rewrites them):
-//! every value's layout, the layout conversions, the shared memory and the pipelined loads
-//! are data a change to the lowering must answer for.
+//! The GPU IR (`tilekit ir --gpu`) as golden files (`tests/golden/gpu/*.gpu`; `TILEKIT_BLESS=1`
+//! rewrites them): every value's layout, the layout conversions, the shared memory and the
+//! pipelined loads are data a change to the lowering must answer for. Two sources: library
+//! kernels on the targets whose lowering decisions matter most, and filetests,
+//! `tests/gpu-ir/*.tile`: a tile program in its text form headed by `; target: PRESET`,
+//! `; num_warps: N`, `; num_stages: N` and `; specialize: PARAM...` (scalar parameters known
+//! to be multiples of 16), whose GPU IR is `tests/golden/gpu/NAME.gpu`.
 
 #[path = "common/golden.rs"]
 mod golden;
 use golden::check_golden;
 
-use tilekit::device::launch_options;
+use tilekit::device::{launch_options, target_preset};
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;
 use tilekit::kernels::{self, Problem};
@@ -58,4 +61,30 @@ fn matmul_sm90() {
 fn softmax_lavapipe() {
     let p = Problem::new(&[37, 1000], DType::F16);
     golden("softmax_lavapipe", "softmax", &p, "num_warps=4", &Target::lavapipe());
+}
+
+/// Every filetest of tests/gpu-ir against its golden GPU IR.
+#[test]
+fn filetests() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-ir");
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tile")).collect();
+    files.sort();
+    assert!(!files.is_empty(), "no filetests in {}", dir.display());
+    for path in files {
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header =
+            |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(';').and_then(|h| h.trim().strip_prefix(key)).map(|v| v.trim().to_string()));
+        let target = target_preset(&header("target:").unwrap_or_else(|| panic!("{name}: no `; target:` line"))).unwrap();
+        let mut options = LowerOptions::new(header("num_warps:").map_or(4, |v| v.parse().unwrap()));
+        options.num_stages = header("num_stages:").map_or(1, |v| v.parse().unwrap());
+        let program = tilekit::text::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for param in header("specialize:").unwrap_or_default().split_whitespace() {
+            let p = program.params.iter().position(|q| q.name == param).unwrap_or_else(|| panic!("{name}: no parameter `{param}`"));
+            options.divisible_by_16 |= 1 << p;
+        }
+        let ir = tilekit::gpu::describe(&program, &target, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_golden(&format!("gpu/{name}.gpu"), &ir, &format!("{name}: the GPU IR"));
+    }
 }

@@ -398,6 +398,7 @@ fn ir_gpu_says_what_num_stages_did() {
     let args = |t| ["ir", "matmul", "--shape", "256x256x256", "--dtype", "f16", "--config", config, "--gpu", "--target", t];
     let out = ok(&args("sm_80"));
     assert!(out.contains("; num_stages = 3: 2 loads pipelined, 2 iterations ahead"), "{out}");
+    assert_eq!(out.matches("; #ring<3 stages, ").count(), 2, "{out}");
     let out = ok(&args("lavapipe"));
     assert!(out.contains("; num_stages = 3: no load pipelined (it takes a target with asynchronous copies"), "{out}");
 }

@@ -155,6 +155,10 @@ pub struct LowerInfo {
     /// Loads issued `num_stages - 1` iterations ahead into shared-memory rings (0 with one
     /// stage, and where neither the target nor any loop allows it).
     pub pipelined_loads: usize,
+    /// Each pipelined load (by value index) with its ring as the GPU IR prints it:
+    /// `#ring<S stages, R x C, swizzled>`, the buffer's rows and columns as stored (a tile
+    /// contiguous along its first dimension is stored transposed, and says so).
+    pub rings: Vec<(usize, String)>,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -233,7 +237,19 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
     }
     let pipelined_loads = lw.pipelines.values().map(|p| p.loads.len()).sum();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, pipelined_loads })
+    let mut rings: Vec<(usize, String)> = lw
+        .pipelines
+        .values()
+        .flat_map(|p| &p.loads)
+        .map(|l| {
+            let [r, c] = if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape };
+            let swizzled = if l.swizzle.max_phase > 1 { ", swizzled" } else { "" };
+            let how = if l.transposed { ", stored transposed" } else { "" };
+            (l.result.index(), format!("#ring<{} stages, {r} x {c}{swizzled}{how}>", lw.num_stages))
+        })
+        .collect();
+    rings.sort();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, pipelined_loads, rings })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).

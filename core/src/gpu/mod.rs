@@ -51,8 +51,9 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
 }
 
 /// The GPU IR as text: the tile program with the layout the lowering gave every data value
-/// (recipes, materialized per use, and scalars are marked as such), headed by the launch shape
-/// and resources. This is what `tilekit ir --gpu` prints.
+/// (recipes, materialized per use, and scalars are marked as such; a pipelined load, its
+/// shared-memory ring), headed by the launch shape and resources. This is what `tilekit ir
+/// --gpu` prints.
 pub fn describe(program: &Program, target: &Target, options: &lower::LowerOptions) -> Result<String, lower::LowerError> {
     let lowered = simt::compile(program, target, options)?;
     let info = &lowered.info;
@@ -104,8 +105,10 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         let first = t.strip_prefix('%').and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next());
         if let Some(idx) = first.and_then(|d| d.parse::<usize>().ok()) {
             if t.contains(" = ") {
-                let note = match info.homes.get(idx) {
-                    Some(Some(l)) => format!("{l}"),
+                let ring = info.rings.iter().find(|(v, _)| *v == idx).map(|(_, r)| r.clone());
+                let note = match (ring, info.homes.get(idx)) {
+                    (Some(r), _) => r,
+                    (None, Some(Some(l))) => format!("{l}"),
                     _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),
                     _ => "#recipe".to_string(),
                 };

@@ -56,6 +56,16 @@ fn matmul_sm90() {
     golden("matmul_sm90", "matmul", &p, "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3", &Target::cuda_sm90());
 }
 
+/// Matmul with B as N x K (`trans_b`, a linear layer's weight) on sm_90: B's tile is
+/// contiguous along K, so its ring holds it as stored (`stored transposed`).
+#[test]
+fn matmul_trans_b_sm90() {
+    let p = Problem::new(&[4096, 4096, 4096], DType::F16).with("trans_b", "1");
+    golden("matmul_trans_b_sm90", "matmul", &p, "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3", &Target::cuda_sm90());
+    let ir = gpu_ir("matmul", &p, "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3", &Target::cuda_sm90());
+    assert!(ir.contains("#ring<3 stages, 256 x 64, swizzled, stored transposed>"), "{ir}");
+}
+
 /// Softmax on lavapipe (warp of 8): a row per program, reductions by shuffles then shared memory.
 #[test]
 fn softmax_lavapipe() {

@@ -10,7 +10,10 @@
 //! optimizations"). Every load and store is masked, so M, N and K need not be multiples of the
 //! blocks.
 //!
-//! Options: `bias=1` adds a length-N vector to every row; `act=` is `none`, `relu`, `gelu` or
+//! Options: `trans_b=1` takes B as `N x K` row-major and computes `A @ B^T` (a linear layer's
+//! weight, as torch.nn.Linear stores it): the B tile is then contiguous along K, which the
+//! pipeliner keeps as stored and the matrix instruction reads untransposed; `bias=1` adds a
+//! length-N vector to every row; `act=` is `none`, `relu`, `gelu` or
 //! `silu`, applied in f32 before the cast to the output dtype. `gelu` is the tanh approximation
 //! `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2's, and PyTorch's
 //! `approximate="tanh"`): it needs only `tanh`, which every target has.
@@ -123,9 +126,9 @@ impl MatmulMeta {
     }
 }
 
-/// The tile program for one configuration. Parameters: `a`, `b`, \[`bias`\], `c`, then the i32
-/// scalars `M`, `N`, `K`.
-pub fn build(dtype: DType, meta: MatmulMeta, bias: bool, act: Activation) -> Result<Program, KernelError> {
+/// The tile program for one configuration. Parameters: `a`, `b` (`K x N`, or `N x K` with
+/// `trans_b`), \[`bias`\], `c`, then the i32 scalars `M`, `N`, `K`.
+pub fn build(dtype: DType, meta: MatmulMeta, trans_b: bool, bias: bool, act: Activation) -> Result<Program, KernelError> {
     let MatmulMeta { block_m: bm, block_n: bn, block_k: bk, group_m } = meta;
     let k = Builder::new("matmul");
     let a = k.input("a", dtype);
@@ -162,7 +165,8 @@ pub fn build(dtype: DType, meta: MatmulMeta, bias: bool, act: Activation) -> Res
         let kk = kt * bk_i + rk;
         let a_offs = rm.expand_dims(1) * kdim + kk.expand_dims(0);
         let a_tile = k.load_masked(a, a_offs, mask_m & kk.expand_dims(0).lt(kdim), 0);
-        let b_offs = kk.expand_dims(1) * n + rn.expand_dims(0);
+        // Element (k, n) of the B tile: row k of B, or row n of B stored as N x K.
+        let b_offs = if trans_b { rn.expand_dims(0) * kdim + kk.expand_dims(1) } else { kk.expand_dims(1) * n + rn.expand_dims(0) };
         let b_tile = k.load_masked(b, b_offs, kk.expand_dims(1).lt(kdim) & mask_n, 0);
         [a_tile.dot(b_tile, acc)]
     });
@@ -203,10 +207,11 @@ impl Kernel for Matmul {
         &[DType::F16, DType::BF16, DType::F32]
     }
     fn shape_doc(&self) -> &'static str {
-        "M x N x K (options: bias=1, act=none|relu|gelu|silu)"
+        "M x N x K (options: trans_b=1, bias=1, act=none|relu|gelu|silu)"
     }
     fn options(&self) -> &'static [OptionSpec] {
         &[
+            OptionSpec { name: "trans_b", kind: OptionKind::Bool, doc: "B is N x K (A @ B^T, a linear layer's weight)" },
             OptionSpec { name: "bias", kind: OptionKind::Bool, doc: "add a bias row to the product" },
             OptionSpec { name: "act", kind: OptionKind::Choice(&ACTIVATIONS), doc: "activation applied to the result" },
         ]
@@ -219,8 +224,10 @@ impl Kernel for Matmul {
         // make 5 tile rows at BLOCK_M=16, so GROUP_M=2 leaves a short last group; K = 1 and 130
         // give one partial and several K steps; 520 rows make 9 tile rows at BLOCK_M=64, so
         // GROUP_M=8 has a full group and a short one; K and N multiples of 16 (67 x 48 x 96)
-        // take the pipelined path and the largest tiles.
-        let cases: [(usize, usize, usize, bool, &str); 12] = [
+        // take the pipelined path and the largest tiles. The last three take B as N x K: a
+        // ragged one, and two whose K is a multiple of 16 (N ragged in one), where B's tiles
+        // are pipelined as stored.
+        let cases: [(usize, usize, usize, bool, &str); 15] = [
             (1, 1, 1, false, "none"),
             (1, 1, 1, true, "relu"),
             (17, 31, 67, true, "relu"),
@@ -233,11 +240,18 @@ impl Kernel for Matmul {
             (130, 97, 75, true, "gelu"),
             (520, 40, 16, false, "none"),
             (67, 48, 96, true, "gelu"),
+            (17, 31, 67, false, "none"),
+            (67, 48, 96, false, "relu"),
+            (130, 45, 160, true, "none"),
         ];
         cases
             .iter()
-            .map(|&(m, n, kd, bias, act)| {
-                let p = Problem::new(&[m, n, kd], dtype).with("act", act);
+            .enumerate()
+            .map(|(i, &(m, n, kd, bias, act))| {
+                let mut p = Problem::new(&[m, n, kd], dtype).with("act", act);
+                if i >= 12 {
+                    p = p.with("trans_b", "1");
+                }
                 if bias {
                     p.with("bias", "1")
                 } else {
@@ -281,6 +295,7 @@ impl Kernel for Matmul {
         self.check_problem(problem)?;
         let (m, n, kd) = dims(problem)?;
         let bias = problem.flag("bias");
+        let trans_b = problem.flag("trans_b");
         let act = Activation::parse(problem.opt("act"))?;
         let meta = MatmulMeta::from_config(config)?;
         // Masked-off lanes still compute offsets, so bound them over the padded extents.
@@ -292,14 +307,17 @@ impl Kernel for Matmul {
         // (the FMA `dot`, or matrix instructions fed from registers) spilled past 128 of them
         // (128 x 128 x 32 and 128 x 64 x 64 on 4 warps). Those tiles need the pipelined path,
         // where asynchronous copies keep the operands in shared memory: 16-bit operands, at
-        // least two stages, and K and N multiples of 16 so that every 16-byte copy is whole.
+        // least two stages, and the operands' row lengths (K, and N or with `trans_b` K again)
+        // multiples of 16 so that every 16-byte copy is whole.
         let threads = 32 * config.num_warps().max(1);
         let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
         let stages = config.count("num_stages").unwrap_or(1);
-        if per_thread > 128 && !(problem.dtype.size_bytes() == 2 && stages >= 2 && kd % 16 == 0 && n % 16 == 0) {
+        let whole_rows = kd % 16 == 0 && (trans_b || n % 16 == 0);
+        if per_thread > 128 && !(problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows) {
+            let rows = if trans_b { "K a multiple" } else { "K and N multiples" };
             return Err(KernelError::Unfit(format!(
                 "{per_thread} accumulator and operand elements per thread (above 128) spill unless pipelined, \
-                 which needs 16-bit operands, num_stages >= 2 and K and N multiples of 16"
+                 which needs 16-bit operands, num_stages >= 2 and {rows} of 16"
             )));
         }
         let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));
@@ -315,7 +333,7 @@ impl Kernel for Matmul {
         for d in [m, n, kd] {
             args.push(LaunchArg::Scalar(Scalar::Int(d as i64)));
         }
-        Ok(Plan { buffers, launches: vec![Launch { program: build(dtype, meta, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }] })
+        Ok(Plan { buffers, launches: vec![Launch { program: build(dtype, meta, trans_b, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }] })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
@@ -330,6 +348,7 @@ impl Kernel for Matmul {
         let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
         let act = Activation::parse(problem.opt("act")).unwrap_or(Activation::None);
         let (a, b) = (&inputs[0], &inputs[1]);
+        let trans_b = problem.flag("trans_b");
         let bias = if problem.flag("bias") { inputs.get(2) } else { None };
         let mut c = vec![0.0; m * n];
         // Rows are independent: the host's cores share them (the benchmark checks 8192^3).
@@ -337,7 +356,7 @@ impl Kernel for Matmul {
             for p in 0..kd {
                 let aip = a[i * kd + p];
                 for (j, cj) in row.iter_mut().enumerate() {
-                    *cj += aip * b[p * n + j];
+                    *cj += aip * if trans_b { b[j * kd + p] } else { b[p * n + j] };
                 }
             }
             for (j, cj) in row.iter_mut().enumerate() {

@@ -187,10 +187,18 @@ pub fn check_matmul_pipelined(device: &Device) {
     let kernel = kernels::find("matmul").expect("matmul");
     let mut failures = Vec::new();
     let mut runs = 0;
-    let problems =
-        [(64, 64, 32, DType::F16), (128, 64, 96, DType::F16), (96, 128, 160, DType::BF16), (64, 64, 256, DType::F16), (80, 64, 64, DType::BF16)];
-    for (i, &(m, n, k, dtype)) in problems.iter().enumerate() {
-        let problem = kernels::Problem::new(&[m, n, k], dtype);
+    // The last two take B as N x K (`trans_b`): its ring holds the tile as stored.
+    let problems = [
+        (64, 64, 32, DType::F16, false),
+        (128, 64, 96, DType::F16, false),
+        (96, 128, 160, DType::BF16, false),
+        (64, 64, 256, DType::F16, false),
+        (80, 64, 64, DType::BF16, false),
+        (128, 67, 96, DType::F16, true),
+        (80, 64, 160, DType::BF16, true),
+    ];
+    for (i, &(m, n, k, dtype, trans_b)) in problems.iter().enumerate() {
+        let problem = kernels::Problem::new(&[m, n, k], dtype).with("trans_b", if trans_b { "1" } else { "0" });
         for (bm, bn, bk, w, most) in [(64, 64, 32, 4, 5), (32, 64, 32, 2, 5), (64, 32, 64, 4, 3)] {
             for stages in 2..=most {
                 let config = Config::new()

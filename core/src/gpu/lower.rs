@@ -2939,12 +2939,12 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
 /// and sum) are carried in the layout that computation gives them, a slice of the dot's (the
 /// matrix instruction's accumulator, or the FMA dot's blocked layout), instead of the default
 /// for their shape: carried in that, every iteration converts them through shared memory once
-/// into the body's layout and once back. Inference follows the
-/// lowering's rules for the body's top level (a reduction's result is a slice of its operand's
-/// home; an elementwise op computes in its first data operand's home; values that are not
-/// derived from a matrix `dot` keep their homes unknown) and is optimistic about carried values
-/// not yet placed, so a value carried through its own update (`m = max(m, rowmax(s))`) can be
-/// placed. A wrong guess costs a conversion at the `yield`, never a wrong value.
+/// into the body's layout and once back. Inference follows the lowering's rules for the body's
+/// top level (a reduction's result is a slice of its operand's home; an elementwise op computes
+/// in its first data operand's home; values not derived from a `dot` in the body keep their
+/// homes unknown) and is optimistic about carried values not yet placed, so a value carried
+/// through its own update (`m = max(m, rowmax(s))`) can be placed. A wrong guess costs a
+/// conversion at the `yield`, never a wrong value.
 fn carry_dot_slices(
     p: &Program,
     mma: &HashMap<Value, (MatrixInstr, Mma)>,
@@ -2962,12 +2962,15 @@ fn carry_dot_slices(
     p.walk(&mut |inst| {
         let is_recipe = match &inst.op {
             Op::Arange { .. } | Op::Splat { .. } => true,
-            Op::Broadcast { .. } | Op::ExpandDims { .. } | Op::Trans { .. } => {
-                inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar())
-            }
-            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
-                inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar())
-            }
+            Op::Broadcast { .. }
+            | Op::ExpandDims { .. }
+            | Op::Trans { .. }
+            | Op::Unary { .. }
+            | Op::Binary { .. }
+            | Op::Cmp { .. }
+            | Op::Select { .. }
+            | Op::Fma { .. }
+            | Op::Cast { .. } => inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar()),
             _ => false,
         };
         if is_recipe && inst.results.len() == 1 && !p.ty(inst.results[0]).is_scalar() {
@@ -2978,8 +2981,8 @@ fn carry_dot_slices(
         let mut placed = false;
         for body in &loops {
             let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() else { continue };
-            // Some(layout): derived from a matrix dot, in that layout; None: data in some other
-            // home. Carried values not placed yet are absent (optimistic).
+            // Some(layout): derived from a dot, in that layout; None: data in some other home.
+            // Carried values not placed yet are absent (optimistic).
             let mut homes: HashMap<Value, Option<Layout>> = HashMap::new();
             for a in &body.args[1..] {
                 if let Some(l) = carried.get(a) {

@@ -24,7 +24,8 @@ fn skipped(reason: &str) {
     use std::io::Write;
     let thread = std::thread::current();
     let test = thread.name().unwrap_or("a test");
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {test} ({reason})");
+    // One write: piecewise, lines of tests running beside it could land inside it.
+    let _ = std::io::stderr().lock().write_all(format!("SKIPPED: {test} ({reason})\n").as_bytes());
 }
 
 /// Runs `args`, expects exit code 0 and returns stdout.

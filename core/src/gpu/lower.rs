@@ -152,13 +152,29 @@ pub struct LowerInfo {
     pub shared_bytes: u64,
     /// Layout conversions through shared memory that were emitted.
     pub conversions: usize,
-    /// Loads issued `num_stages - 1` iterations ahead into shared-memory rings (0 with one
-    /// stage, and where neither the target nor any loop allows it).
-    pub pipelined_loads: usize,
-    /// Each pipelined load (by value index) with its ring as the GPU IR prints it:
-    /// `#ring<S stages, R x C, swizzled>`, the buffer's rows and columns as stored (a tile
-    /// contiguous along its first dimension is stored transposed, and says so).
-    pub rings: Vec<(usize, String)>,
+    /// Loads issued `num_stages - 1` iterations ahead into shared-memory rings, by value
+    /// (none with one stage, and where neither the target nor any loop allows it).
+    pub rings: Vec<RingInfo>,
+}
+
+impl LowerInfo {
+    /// Loads pipelined by `num_stages`.
+    pub fn pipelined_loads(&self) -> usize {
+        self.rings.len()
+    }
+}
+
+/// A pipelined load's ring of shared-memory buffers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingInfo {
+    /// The load's value index.
+    pub value: usize,
+    pub stages: u32,
+    /// Rows and columns of one buffer as stored.
+    pub stored: [usize; 2],
+    pub swizzled: bool,
+    /// The tile is contiguous along its first dimension and stored transposed.
+    pub transposed: bool,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -236,20 +252,20 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         }
         return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
     }
-    let pipelined_loads = lw.pipelines.values().map(|p| p.loads.len()).sum();
-    let mut rings: Vec<(usize, String)> = lw
+    let mut rings: Vec<RingInfo> = lw
         .pipelines
         .values()
         .flat_map(|p| &p.loads)
-        .map(|l| {
-            let [r, c] = if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape };
-            let swizzled = if l.swizzle.max_phase > 1 { ", swizzled" } else { "" };
-            let how = if l.transposed { ", stored transposed" } else { "" };
-            (l.result.index(), format!("#ring<{} stages, {r} x {c}{swizzled}{how}>", lw.num_stages))
+        .map(|l| RingInfo {
+            value: l.result.index(),
+            stages: lw.num_stages,
+            stored: if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape },
+            swizzled: l.swizzle.max_phase > 1,
+            transposed: l.transposed,
         })
         .collect();
-    rings.sort();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, pipelined_loads, rings })
+    rings.sort_by_key(|r| r.value);
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -783,8 +799,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// the same warps, as attention's probabilities feed its second dot), else through shared
     /// memory.
     fn convert(&mut self, shape: &[usize], dtype: DType, from: &Layout, regs: &[E::V], to: &Layout) -> R<Vec<E::V>> {
-        if self.moves_no_data(from, to, shape) {
-            let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
+        let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
+        if same_threads(&fd, &td) {
             return self.remap(&td, &fd, regs, |r| r.to_vec());
         }
         let shape_owned = shape.to_vec();
@@ -795,12 +811,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// registers: the same thread-dependent terms and wrapping along every dimension, and every
     /// register `to` needs at static offsets `from` has.
     fn moves_no_data(&self, from: &Layout, to: &Layout, shape: &[usize]) -> bool {
-        let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
-        if fd.terms != td.terms || fd.wrap != td.wrap {
-            return false;
-        }
-        let idx = fd.index();
-        td.regs.iter().all(|r| idx.contains_key(&fd.key(r)))
+        same_threads(&self.dist(from, shape), &self.dist(to, shape))
     }
 
     /// Writes `regs` (layout `from` over `src_shape`) to shared memory, row-major, and reads back
@@ -2957,20 +2968,16 @@ fn carry_dot_slices(
             loops.push(body);
         }
     });
-    // Recipes (index arithmetic) and scalars have no home; everything else is data.
+    // Recipes and scalars have no home; everything else is data. As `Lowerer::inst` decides:
+    // views (arange, splat, broadcast, expand_dims, trans) are always recipes, materialized per
+    // use from their operand's home; an elementwise op is a recipe unless an operand is data.
     let mut recipe: std::collections::HashSet<Value> = std::collections::HashSet::new();
     p.walk(&mut |inst| {
         let is_recipe = match &inst.op {
-            Op::Arange { .. } | Op::Splat { .. } => true,
-            Op::Broadcast { .. }
-            | Op::ExpandDims { .. }
-            | Op::Trans { .. }
-            | Op::Unary { .. }
-            | Op::Binary { .. }
-            | Op::Cmp { .. }
-            | Op::Select { .. }
-            | Op::Fma { .. }
-            | Op::Cast { .. } => inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar()),
+            Op::Arange { .. } | Op::Splat { .. } | Op::Broadcast { .. } | Op::ExpandDims { .. } | Op::Trans { .. } => true,
+            Op::Unary { .. } | Op::Binary { .. } | Op::Cmp { .. } | Op::Select { .. } | Op::Fma { .. } | Op::Cast { .. } => {
+                inst.op.operands().iter().all(|o| recipe.contains(o) || p.ty(*o).is_scalar())
+            }
             _ => false,
         };
         if is_recipe && inst.results.len() == 1 && !p.ty(inst.results[0]).is_scalar() {
@@ -3187,6 +3194,17 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
         }
     }
     lw.pipelines = pipelines;
+}
+
+/// Whether every register `to` needs is held by the same thread at the same static offsets in
+/// `from`: the same thread-dependent terms and wrapping along every dimension, and every static
+/// offset of `to` present in `from` ([`Lowerer::moves_no_data`]).
+fn same_threads(from: &Dist, to: &Dist) -> bool {
+    if from.terms != to.terms || from.wrap != to.wrap {
+        return false;
+    }
+    let idx = from.index();
+    to.regs.iter().all(|r| idx.contains_key(&from.key(r)))
 }
 
 /// The layout a pipelined load's copies are issued in: 16-byte vectors along the tile's

@@ -47,7 +47,7 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
             });
         }
     });
-    Ok(Decisions { dots, pipelined_loads: info.pipelined_loads, shared_bytes: info.shared_bytes, threads: info.threads })
+    Ok(Decisions { dots, pipelined_loads: info.pipelined_loads(), shared_bytes: info.shared_bytes, threads: info.threads })
 }
 
 /// The GPU IR as text: the tile program with the layout the lowering gave every data value
@@ -89,7 +89,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
     ));
     if options.num_stages > 1 {
         // Whether the knob took effect, and where it could not, what it needs.
-        out.push_str(&match info.pipelined_loads {
+        out.push_str(&match info.pipelined_loads() {
             0 => format!(
                 "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and matrix instructions, and \
                  2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
@@ -105,9 +105,14 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         let first = t.strip_prefix('%').and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next());
         if let Some(idx) = first.and_then(|d| d.parse::<usize>().ok()) {
             if t.contains(" = ") {
-                let ring = info.rings.iter().find(|(v, _)| *v == idx).map(|(_, r)| r.clone());
+                let ring = info.rings.iter().find(|r| r.value == idx);
                 let note = match (ring, info.homes.get(idx)) {
-                    (Some(r), _) => r,
+                    (Some(r), _) => {
+                        let [rows, cols] = r.stored;
+                        let swizzled = if r.swizzled { ", swizzled" } else { "" };
+                        let transposed = if r.transposed { ", stored transposed" } else { "" };
+                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{transposed}>", r.stages)
+                    }
                     (None, Some(Some(l))) => format!("{l}"),
                     _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),
                     _ => "#recipe".to_string(),

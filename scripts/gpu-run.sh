@@ -34,19 +34,24 @@ case "${1:-all}" in
     shift; export bin; bash -c "$*"
     ;;
   pending|pending-attention)
-    # Issue 15: attention on tensor cores (both dots on mma.sync, K and V pipelined, the
-    # probabilities in registers): the CUDA kernel tests first, then the issue's four attention
-    # problems with cuBLAS's matmul in the same `tilekit bench` run, then torch's SDPA (flash)
-    # and Triton in the same call.
-    for k in attention attention_matrix matmul_pipelined; do
-      echo "== kernels_cuda $k"; timeout 150 "$bin/kernels_cuda" --exact "$k" 2>&1 | tail -8; echo "rc=$?"
+    # Issue 15: matmul and attention on tensor cores. The H200 compiles for sm_90a (warpgroup
+    # matrix instructions); TILEKIT_CUDA_ARCH=sm_90 gives the mma.sync code beside it. The CUDA
+    # kernel tests for both, then the issue's problems with cuBLAS in each `tilekit bench` run,
+    # then torch's SDPA (flash) and Triton in the same call.
+    for arch in sm_90a sm_90; do
+      for k in attention attention_matrix matmul matmul_pipelined; do
+        echo "== kernels_cuda $k $arch"; TILEKIT_CUDA_ARCH=$arch timeout 150 "$bin/kernels_cuda" --exact "$k" 2>&1 | tail -8; echo "rc=$?"
+      done
     done > "$OUT/attention-tests.txt" 2>&1
     grep -E "^== |test result|^rc=" "$OUT/attention-tests.txt"
-    timeout 300 "$bin/tilekit" bench --device cuda --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 \
-      --problem attention:4x32x4096x64:f16:causal=1 --problem attention:4x32x4096x128:f16:causal=1 \
-      --problem matmul:4096x4096x4096:f16 -o "$OUT/bench-attention.json" 2>&1 \
-      | grep --line-buffered -v XDG_RUNTIME | tail -60 > "$OUT/bench-attention.log"
-    tail -8 "$OUT/bench-attention.log"
+    for arch in sm_90a sm_90; do
+      TILEKIT_CUDA_ARCH=$arch timeout 200 "$bin/tilekit" bench --device cuda --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 \
+        --problem attention:4x32x4096x64:f16:causal=1 --problem attention:4x32x4096x128:f16:causal=1 \
+        --problem matmul:4096x4096x4096:f16 --problem matmul:4096x4096x4096:bf16 --problem matmul:8192x8192x8192:f16 \
+        --problem matmul:2048x2048x2048:f16 --problem matmul:1024x1024x1024:f16 -o "$OUT/bench-tc-$arch.json" 2>&1 \
+        | grep --line-buffered -v XDG_RUNTIME | tail -60 > "$OUT/bench-tc-$arch.log"
+      tail -14 "$OUT/bench-tc-$arch.log"
+    done
     timeout 150 python3 bench/triton/reference.py --only attention --only matmul > "$OUT/reference-attention.jsonl" 2> "$OUT/reference-attention.err"
     tail -12 "$OUT/reference-attention.jsonl"
     ;;&

@@ -66,6 +66,30 @@ fn matmul_trans_b_sm90() {
     assert!(ir.contains("#ring<3 stages, 256 x 64, swizzled, stored transposed>"), "{ir}");
 }
 
+/// Matmul on sm_90a: both operands pipelined into 64-column panels with the 128-byte swizzle
+/// (B's four panels side by side), the dot on warpgroup matrix instructions, every warp along
+/// M (each warpgroup 64 rows by all 256 columns).
+#[test]
+fn matmul_sm90a() {
+    let p = Problem::new(&[4096, 4096, 4096], DType::F16);
+    let config = "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3";
+    golden("matmul_sm90a", "matmul", &p, config, &Target::cuda_sm90a());
+    let ir = gpu_ir("matmul", &p, config, &Target::cuda_sm90a());
+    assert!(ir.contains("#ring<3 stages, 64 x 256, swizzled, 64-column panels>"), "{ir}");
+    assert!(ir.contains("#mma<m16n8k16, warps [8, 1]> via wgmma"), "{ir}");
+}
+
+/// Attention on sm_90a: both dots on warpgroup matrix instructions, Q and the probabilities
+/// from registers, K (transposed) and V from their panels.
+#[test]
+fn attention_sm90a() {
+    let p = Problem::new(&[4, 32, 4096, 128], DType::F16);
+    let config = "BLOCK_M=128,BLOCK_N=64,num_warps=8,num_stages=3";
+    golden("attention_sm90a", "attention", &p, config, &Target::cuda_sm90a());
+    let ir = gpu_ir("attention", &p, config, &Target::cuda_sm90a());
+    assert_eq!(ir.matches(" via wgmma").count(), 2, "{ir}");
+}
+
 /// Softmax on lavapipe (warp of 8): a row per program, reductions by shuffles then shared memory.
 #[test]
 fn softmax_lavapipe() {

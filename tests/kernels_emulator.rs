@@ -37,3 +37,17 @@ fn matmul_pipelined() {
 fn attention_matrix() {
     common::check_attention_matrix(&Device::Emulator(Target::cuda_sm80()));
 }
+
+/// Matmul's pipelined loop on sm_90a, whose dots on 64-column panels lower to warpgroup matrix
+/// instructions (the emulator's model of `wgmma` reads the panels as the descriptors say).
+#[test]
+fn matmul_pipelined_wgmma() {
+    common::check_matmul_pipelined(&Device::Emulator(Target::cuda_sm90a()));
+}
+
+/// Attention on sm_90a: both dots on warpgroup matrix instructions where the head dimension
+/// fills panels.
+#[test]
+fn attention_matrix_wgmma() {
+    common::check_attention_matrix(&Device::Emulator(Target::cuda_sm90a()));
+}

@@ -23,7 +23,7 @@ use tilekit::{Config, DType};
 use tilekit_ptx::{compile, Arch};
 
 #[test]
-fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
+fn every_library_kernel_assembles_for_sm80_sm90_and_sm90a_without_spills() {
     // Distinct programs only: many test problems of a kernel share one program.
     // TILEKIT_PTX_FILTER=text keeps the jobs whose description contains it.
     let filter = std::env::var("TILEKIT_PTX_FILTER").ok();
@@ -53,7 +53,7 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
     }
     let failures = Mutex::new(Vec::new());
     let assembled = Mutex::new(0usize);
-    let targets = [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90)];
+    let targets = [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90), (Target::cuda_sm90a(), Arch::Sm90a)];
     jobs.par_iter().for_each(|(what, program, options)| {
         for (target, arch) in &targets {
             let options = *options;
@@ -82,11 +82,15 @@ fn every_library_kernel_assembles_for_sm80_and_sm90_without_spills() {
 /// The sm_90 PTX of `kernel`'s first launch for one problem, specialised on the launch's
 /// scalars as the CUDA runtime compiles it.
 fn compiled(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> tilekit_ptx::Compiled {
+    compiled_for(kernel, &Problem::new(shape, dtype), config, &Target::cuda_sm90(), Arch::Sm90)
+}
+
+fn compiled_for(kernel: &str, problem: &Problem, config: &str, target: &Target, arch: Arch) -> tilekit_ptx::Compiled {
     let k = kernels::find(kernel).unwrap();
     let config: Config = config.parse().unwrap();
-    let plan = k.plan(&Problem::new(shape, dtype), &config).unwrap();
+    let plan = k.plan(problem, &config).unwrap();
     let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
-    compile(&plan.launches[0].program, &Target::cuda_sm90(), &options, Arch::Sm90).unwrap()
+    compile(&plan.launches[0].program, target, &options, arch).unwrap()
 }
 
 fn golden(name: &str, kernel: &str, shape: &[usize], dtype: DType, config: &str) {
@@ -156,6 +160,61 @@ fn dots_use_mma_sync() {
     // f32 operands keep the FMA dot (tf32 is an opt-in the IR does not have yet).
     let ptx = ptx_of("matmul", &[64, 64, 64], DType::F32, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4");
     assert!(!ptx.contains("mma.sync"));
+}
+
+/// On sm_90a the pipelined dots are warpgroup matrix instructions: matmul's reads both
+/// operands through descriptors (B N-contiguous, so transposed; as a linear layer's N x K
+/// weight, not), attention's reads Q and the probabilities from registers; the copies are
+/// fenced for the async proxy, each dot waits for its instructions once, and ptxas takes the
+/// modules without spills.
+#[test]
+fn dots_use_wgmma_on_sm90a() {
+    let target = Target::cuda_sm90a();
+    let config = "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3";
+    for (dtype, trans_b) in [(DType::F16, "0"), (DType::BF16, "0"), (DType::F16, "1")] {
+        let ty = if dtype == DType::F16 { "f16" } else { "bf16" };
+        let problem = Problem::new(&[4096, 4096, 4096], dtype).with("trans_b", trans_b);
+        let mut c = compiled_for("matmul", &problem, config, &target, Arch::Sm90a);
+        let ptx = c.kernel.ptx.clone();
+        let want = format!("wgmma.mma_async.sync.aligned.m64n256k16.f32.{ty}.{ty}");
+        // Four K steps per iteration, one instruction each (a warpgroup, 64 x 256).
+        assert_eq!(ptx.matches(&want).count(), 4, "matmul {dtype} trans_b={trans_b}: {want}\n{ptx}");
+        let imm = if trans_b == "1" { "p, 1, 1, 0, 0;" } else { "p, 1, 1, 0, 1;" };
+        assert!(ptx.contains(imm), "matmul {dtype} trans_b={trans_b}: {imm}\n{ptx}");
+        assert!(ptx.contains("wgmma.fence.sync.aligned") && ptx.contains("wgmma.wait_group.sync.aligned 0"), "{ptx}");
+        assert!(ptx.contains("fence.proxy.async.shared::cta"), "{ptx}");
+        assert!(!ptx.contains("mma.sync") && !ptx.contains("ldmatrix"), "{ptx}");
+        assert!(ptx.contains(".extern .shared .align 1024 .b8 shared_dyn[];"), "{ptx}");
+        let r = c.kernel.assemble().unwrap_or_else(|e| panic!("matmul {dtype} trans_b={trans_b}: {e}"));
+        assert!(!r.spills(), "matmul {dtype}: {r}");
+    }
+    for d in [64, 128] {
+        let problem = Problem::new(&[4, 32, 4096, d], DType::F16);
+        let mut c = compiled_for("attention", &problem, "BLOCK_M=128,BLOCK_N=64,num_warps=8,num_stages=3", &target, Arch::Sm90a);
+        let ptx = c.kernel.ptx.clone();
+        // QK^T: n = BLOCK_N, A (Q) in registers, K-major K; PV: n = D, P in registers, V N-major.
+        let qk = "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16";
+        let pv = format!("wgmma.mma_async.sync.aligned.m64n{d}k16.f32.f16.f16");
+        assert!(ptx.contains(qk) && ptx.contains(&pv), "attention D={d}\n{ptx}");
+        assert!(ptx.contains("p, 1, 1, 0;") && ptx.contains("p, 1, 1, 1;"), "attention D={d}: K K-major, V N-major\n{ptx}");
+        let r = c.kernel.assemble().unwrap_or_else(|e| panic!("attention D={d}: {e}"));
+        assert!(!r.spills(), "attention D={d}: {r}");
+    }
+}
+
+/// A matmul on sm_90a whose `dot` lowers to `wgmma.mma_async` with both operands read through
+/// shared-memory descriptors.
+#[test]
+fn golden_matmul_wgmma() {
+    let mut c = compiled_for(
+        "matmul",
+        &Problem::new(&[256, 256, 256], DType::F16),
+        "BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,GROUP_M=8,num_warps=4,num_stages=3",
+        &Target::cuda_sm90a(),
+        Arch::Sm90a,
+    );
+    c.kernel.assemble().unwrap();
+    check_golden("matmul_wgmma.ptx", &c.kernel.ptx, "matmul_wgmma: the PTX");
 }
 
 fn ptx_of(kernel: &str, shape: &[usize], dtype: DType, config: &str) -> String {

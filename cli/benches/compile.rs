@@ -118,7 +118,7 @@ fn ptx() {
     }
     const PTX_RUNS: usize = 7;
     let target = Target::h200_cuda();
-    let arch = tilekit_ptx::Arch::Sm90;
+    let arch = tilekit_ptx::arch_of(&target);
     let mut rows = Vec::new();
     let mut worst: f64 = 0.0;
     println!("\nPTX ({arch}), every configuration of each kernel's default problem");

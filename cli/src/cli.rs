@@ -630,7 +630,11 @@ fn ptx_text(
         None => Arch::Sm90,
         Some(a) => Arch::parse(a).ok_or_else(|| CliError::Usage(format!("unknown --arch `{a}`; known: sm_80, sm_90, sm_90a")))?,
     };
-    let target = if arch == Arch::Sm80 { tilekit_core::gpu::Target::cuda_sm80() } else { tilekit_core::gpu::Target::cuda_sm90() };
+    let target = match arch {
+        Arch::Sm80 => tilekit_core::gpu::Target::cuda_sm80(),
+        Arch::Sm90 => tilekit_core::gpu::Target::cuda_sm90(),
+        Arch::Sm90a => tilekit_core::gpu::Target::cuda_sm90a(),
+    };
     // Specialized on this launch's arguments, as a device compiles it.
     let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(config), launch);
     let cannot = |e: tilekit_ptx::PtxError| CliError::Usage(format!("kernel `{kernel}` cannot be compiled to PTX for {arch}: {e}"));

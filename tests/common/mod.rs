@@ -202,7 +202,11 @@ pub fn check_matmul_pipelined(device: &Device) {
     ];
     for (i, &(m, n, k, dtype, trans_b)) in problems.iter().enumerate() {
         let problem = kernels::Problem::new(&[m, n, k], dtype).with("trans_b", if trans_b { "1" } else { "0" });
-        for (bm, bn, bk, w, most) in [(64, 64, 32, 4, 5), (32, 64, 32, 2, 5), (64, 32, 64, 4, 3)] {
+        // The last three fill 64-column panels (warpgroup matrix instructions on sm_90a; two
+        // panels along K in the last).
+        for (bm, bn, bk, w, most) in
+            [(64, 64, 32, 4, 5), (32, 64, 32, 2, 5), (64, 32, 64, 4, 3), (64, 64, 64, 4, 3), (128, 128, 64, 8, 2), (64, 64, 128, 4, 2)]
+        {
             for stages in 2..=most {
                 let config = Config::new()
                     .with("BLOCK_M", bm)

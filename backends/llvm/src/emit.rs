@@ -32,11 +32,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
 use half::{bf16, f16};
+use tilekit_core::gpu::emit::{SharedMatrix, WgmmaA};
 use tilekit_core::gpu::{Emitter, MatrixInstr, Target};
 use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
 use tilekit_core::{DType, Program, Scalar};
 
-use crate::hooks::{Hooks, MathFn};
+use crate::hooks::{Hooks, MathFn, WgmmaOperand};
 use crate::LlvmError;
 
 /// An operand: an SSA register or an immediate. `Copy`, so it can be the emitter's value type.
@@ -194,6 +195,9 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     externals: BTreeSet<String>,
     /// The unroll count for the loop opened next ([`Emitter::mark_dot_loop`]).
     next_unroll: Option<u32>,
+    /// A warpgroup matrix instruction was emitted: its shared-memory operands are swizzled
+    /// on absolute addresses, so the arrays start 1024-byte aligned.
+    uses_wgmma: bool,
     /// Loop metadata nodes, written after the function.
     loop_metadata: Vec<String>,
     /// Pure instructions of the current block by their text, so that the per-element index
@@ -291,6 +295,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             declarations: BTreeSet::new(),
             externals: BTreeSet::new(),
             next_unroll: None,
+            uses_wgmma: false,
             cse: HashMap::new(),
             sums: HashMap::new(),
             barriers: 0,
@@ -364,9 +369,11 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             // as they were emitted, which becomes a constant address into the array.
             let mut order: Vec<(DType, u32)> = self.shared.iter().map(|(d, l)| (*d, *l)).collect();
             order.sort_by_key(|(d, _)| std::cmp::Reverse(d.size_bytes()));
+            let align: u64 = if self.uses_wgmma { 1024 } else { 16 };
             let mut offset: u64 = 0;
             let mut bases = Vec::new();
             for (d, len) in order {
+                offset = offset.next_multiple_of(align);
                 let base = if offset == 0 {
                     "@shared_dyn".to_string()
                 } else {
@@ -375,6 +382,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
                 bases.push((format!("@shared_{},", d.name()), format!("{base},")));
                 offset += (len.max(1) as u64 * d.size_bytes() as u64).div_ceil(16) * 16;
             }
+            offset = offset.next_multiple_of(16);
             for line in self.lines.iter_mut() {
                 if line.contains("@shared_") {
                     for (name, base) in &bases {
@@ -385,10 +393,12 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
                 }
             }
             shared_bytes = offset;
-            let _ = writeln!(m, "@shared_dyn = external addrspace({sas}) global [0 x i8], align 16");
+            let _ = writeln!(m, "@shared_dyn = external addrspace({sas}) global [0 x i8], align {align}");
         } else {
+            let align = if self.uses_wgmma { 1024 } else { 16 };
             for (d, len) in &self.shared {
-                let _ = writeln!(m, "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align 16", d.name(), len.max(&1), mem_ty(*d));
+                let _ =
+                    writeln!(m, "@shared_{} = internal addrspace({sas}) global [{} x {}] undef, align {align}", d.name(), len.max(&1), mem_ty(*d));
             }
         }
         if !self.shared.is_empty() {
@@ -520,6 +530,40 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
 
     fn br(&mut self, label: u32) {
         self.stmt(format!("br label %L{label}"));
+    }
+
+    /// Two 16-bit elements per 32-bit word, the first in the low half (matrix operands).
+    fn pack_halves(&mut self, vals: &[LlvmValue], dtype: DType) -> Vec<Operand> {
+        vals.chunks(2)
+            .map(|pair| {
+                let half = |me: &mut Self, v: LlvmValue| {
+                    me.expect(v, dtype, "matrix operand");
+                    let bits = if dtype == DType::F16 { me.inst(format!("bitcast half {} to i16", v.op)) } else { v.op };
+                    me.inst(format!("zext i16 {bits} to i32"))
+                };
+                let lo = half(self, pair[0]);
+                let hi = match pair.get(1) {
+                    Some(&v) => half(self, v),
+                    None => Operand::Int(0),
+                };
+                let hi = self.bin("shl", "i32", hi, Operand::Int(16));
+                self.bin("or", "i32", hi, lo)
+            })
+            .collect()
+    }
+
+    /// The 64-bit shared-memory matrix descriptor of `m` (`wgmma`'s): the start address, the
+    /// leading and stride byte offsets, each in 16-byte units in 14 bits, and the 128-byte
+    /// swizzle (mode 1, bits 62-63).
+    fn matrix_descriptor(&mut self, dtype: DType, m: SharedMatrix<LlvmValue>) -> Option<Operand> {
+        let p = self.shared_ptr(dtype, m.start, "matrix descriptor")?;
+        let sas = self.hooks.shared_addrspace();
+        let addr = self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32"));
+        let addr = self.inst(format!("zext i32 {addr} to i64"));
+        let field = self.bin("lshr", "i64", addr, Operand::Int(4));
+        let field = self.bin("and", "i64", field, Operand::Int(0x3fff));
+        let fixed = ((m.lbo as i64 >> 4) & 0x3fff) << 16 | ((m.sbo as i64 >> 4) & 0x3fff) << 32 | 1 << 62;
+        Some(self.bin("or", "i64", field, Operand::Int(fixed)))
     }
 
     fn val(&self, op: Operand, dtype: DType) -> LlvmValue {
@@ -1617,30 +1661,11 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     }
 
     fn mma(&mut self, instr: MatrixInstr, a: &[LlvmValue], b: &[LlvmValue], c: &[LlvmValue]) -> Option<Vec<LlvmValue>> {
-        // Two 16-bit elements per 32-bit word, the first in the low half.
-        let pack = |me: &mut Self, vals: &[LlvmValue], dtype: DType| -> Vec<Operand> {
-            vals.chunks(2)
-                .map(|pair| {
-                    let half = |me: &mut Self, v: LlvmValue| {
-                        me.expect(v, dtype, "matrix operand");
-                        let bits = if dtype == DType::F16 { me.inst(format!("bitcast half {} to i16", v.op)) } else { v.op };
-                        me.inst(format!("zext i16 {bits} to i32"))
-                    };
-                    let lo = half(me, pair[0]);
-                    let hi = match pair.get(1) {
-                        Some(&v) => half(me, v),
-                        None => Operand::Int(0),
-                    };
-                    let hi = me.bin("shl", "i32", hi, Operand::Int(16));
-                    me.bin("or", "i32", hi, lo)
-                })
-                .collect()
-        };
         if !matches!(instr.a, DType::F16 | DType::BF16) || instr.b != instr.a {
             return None;
         }
-        let aw = pack(self, a, instr.a);
-        let bw = pack(self, b, instr.b);
+        let aw = self.pack_halves(a, instr.a);
+        let bw = self.pack_halves(b, instr.b);
         for &v in c {
             self.expect(v, DType::F32, "matrix accumulator");
         }
@@ -1648,6 +1673,46 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let h = self.hooks;
         let d = h.mma(&mut self.builder(), &instr, &aw, &bw, &cw)?;
         Some(d.into_iter().map(|op| self.val(op, DType::F32)).collect())
+    }
+
+    fn wgmma(&mut self, instr: MatrixInstr, n: u32, a: WgmmaA<'_, LlvmValue>, b: SharedMatrix<LlvmValue>, c: &[LlvmValue]) -> Option<Vec<LlvmValue>> {
+        if !matches!(instr.a, DType::F16 | DType::BF16) || instr.b != instr.a {
+            return None;
+        }
+        let words;
+        let a_op = match a {
+            WgmmaA::Registers(vals) => {
+                words = self.pack_halves(vals, instr.a);
+                WgmmaOperand::Words(&words)
+            }
+            WgmmaA::Shared(m) => WgmmaOperand::Descriptor(self.matrix_descriptor(instr.a, m)?),
+        };
+        let b_desc = self.matrix_descriptor(instr.b, b)?;
+        for &v in c {
+            self.expect(v, DType::F32, "matrix accumulator");
+        }
+        let cw: Vec<Operand> = c.iter().map(|v| v.op).collect();
+        self.uses_wgmma = true;
+        let h = self.hooks;
+        let d = h.wgmma(&mut self.builder(), &instr, n, a_op, b_desc, !b.k_major, &cw)?;
+        Some(d.into_iter().map(|op| self.val(op, DType::F32)).collect())
+    }
+
+    fn wgmma_fence(&mut self) {
+        let h = self.hooks;
+        h.wgmma_fence(&mut self.builder());
+    }
+
+    fn wgmma_wait(&mut self, values: &[LlvmValue]) -> Vec<LlvmValue> {
+        let ops: Vec<Operand> = values.iter().map(|v| v.op).collect();
+        let h = self.hooks;
+        let out = h.wgmma_wait(&mut self.builder(), &ops);
+        out.into_iter().zip(values).map(|(op, v)| self.val(op, v.dtype)).collect()
+    }
+
+    fn fence_async_shared(&mut self) {
+        let h = self.hooks;
+        h.fence_async_shared(&mut self.builder());
     }
 
     fn load_shared_matrix(&mut self, dtype: DType, row: LlvmValue, count: u32, trans: bool) -> Option<Vec<LlvmValue>> {

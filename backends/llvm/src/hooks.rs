@@ -90,6 +90,39 @@ pub trait Hooks {
         let _ = (b, instr, a, bw, c);
         None
     }
+    /// One warpgroup matrix instruction ([`tilekit_core::gpu::Emitter::wgmma`]) of `n`
+    /// columns: `a` as four 32-bit words of two 16-bit elements or a shared-memory descriptor
+    /// (an i64), `b` as a descriptor, `trans_b` when `b` is stored N-contiguous; `c` as f32.
+    /// Returns the f32 results (readable after [`Hooks::wgmma_wait`]). `None` when the target
+    /// has no such instruction.
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        &self,
+        b: &mut Builder<'_>,
+        instr: &MatrixInstr,
+        n: u32,
+        a: WgmmaOperand<'_>,
+        b_desc: Operand,
+        trans_b: bool,
+        c: &[Operand],
+    ) -> Option<Vec<Operand>> {
+        let _ = (b, instr, n, a, b_desc, trans_b, c);
+        None
+    }
+    /// `wgmma.fence` ([`tilekit_core::gpu::Emitter::wgmma_fence`]).
+    fn wgmma_fence(&self, b: &mut Builder<'_>) {
+        let _ = b;
+    }
+    /// Commits the warpgroup matrix instructions issued and waits for them; returns the f32
+    /// `values` (their results) as the wait defines them, so nothing reads them earlier.
+    fn wgmma_wait(&self, b: &mut Builder<'_>, values: &[Operand]) -> Vec<Operand> {
+        let _ = b;
+        values.to_vec()
+    }
+    /// `fence.proxy.async.shared::cta` ([`tilekit_core::gpu::Emitter::fence_async_shared`]).
+    fn fence_async_shared(&self, b: &mut Builder<'_>) {
+        let _ = b;
+    }
     /// `ldmatrix` ([`tilekit_core::gpu::Emitter::load_shared_matrix`]): `count` 8 x 8 matrices
     /// of 16-bit elements, this lane naming one row at the shared-memory address `addr` (an i32
     /// in the shared address space); returns one 32-bit word per matrix (two elements, the
@@ -178,4 +211,13 @@ pub trait Hooks {
     fn initialize(&self);
     /// Links the definitions of the external functions `names` into `module`.
     fn link_externals<'ctx>(&self, context: &'ctx Context, module: &Module<'ctx>, names: &[String]) -> Result<(), String>;
+}
+
+/// The `a` operand of [`Hooks::wgmma`].
+#[derive(Clone, Copy, Debug)]
+pub enum WgmmaOperand<'a> {
+    /// Four i32 words, two 16-bit elements each.
+    Words(&'a [Operand]),
+    /// A shared-memory matrix descriptor, an i64.
+    Descriptor(Operand),
 }

@@ -99,9 +99,12 @@ impl PtxKernel {
     }
 }
 
-/// The architecture a PTX target preset implies.
+/// The architecture a PTX target implies: sm_90a where it lists warpgroup matrix
+/// instructions, sm_80 where its name says so, else sm_90.
 pub fn arch_of(target: &Target) -> Arch {
-    if target.name.contains("sm_80") {
+    if target.matrix.iter().any(|m| m.kind == tilekit_core::gpu::MatrixKind::Wgmma) {
+        Arch::Sm90a
+    } else if target.name.contains("sm_80") {
         Arch::Sm80
     } else {
         Arch::Sm90

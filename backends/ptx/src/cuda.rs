@@ -35,6 +35,8 @@ pub enum CudaError {
     Driver { ordinal: usize, what: String, source: DriverError },
     #[error("CUDA device {ordinal} ({name}) has compute capability {major}.{minor}; the PTX backend needs 8.0 or newer")]
     TooOld { ordinal: usize, name: String, major: i32, minor: i32 },
+    #[error("CUDA device {ordinal} ({name}, compute capability {major}.{minor}): TILEKIT_CUDA_ARCH={asked} {what}")]
+    Arch { ordinal: usize, name: String, major: i32, minor: i32, asked: String, what: String },
     #[error("kernel `{kernel}` on {device}: {what}")]
     Launch { kernel: String, device: String, what: String },
     /// A launch's arguments do not match the kernel's parameters (found before the driver is
@@ -99,16 +101,49 @@ pub struct CudaDeviceInfo {
 }
 
 impl CudaDeviceInfo {
-    /// The architecture PTX is generated for on this device, if the backend supports it.
+    /// The architecture PTX is generated for on this device, if the backend supports it: the
+    /// newest the device runs, or the one `TILEKIT_CUDA_ARCH` names (sm_80, sm_90, sm_90a)
+    /// where the device runs that ([`CudaRuntime::new`] refuses one it does not).
     pub fn arch(&self) -> Option<Arch> {
-        Arch::for_compute_capability(self.compute_capability.0, self.compute_capability.1)
+        let (major, minor) = self.compute_capability;
+        match Self::arch_override() {
+            Some(Some(a)) if Self::runs(a, major, minor) => Some(a),
+            _ => Arch::for_compute_capability(major, minor),
+        }
     }
 
-    /// The compiler's target for this device.
+    /// `TILEKIT_CUDA_ARCH`, parsed: `None` when unset, `Some(None)` when it names no
+    /// architecture.
+    fn arch_override() -> Option<Option<Arch>> {
+        std::env::var("TILEKIT_CUDA_ARCH").ok().filter(|v| !v.is_empty()).map(|v| Arch::parse(&v))
+    }
+
+    /// Whether a device of compute capability `major.minor` runs PTX for `arch` (sm_90a's
+    /// instructions exist on 9.0 only).
+    fn runs(arch: Arch, major: i32, minor: i32) -> bool {
+        match arch {
+            Arch::Sm80 => major >= 8,
+            Arch::Sm90 => major >= 9,
+            Arch::Sm90a => (major, minor) == (9, 0),
+        }
+    }
+
+    /// The compiler's target for this device: its architecture's preset (warpgroup matrix
+    /// instructions on sm_90a) within the device's limits, named after the device (and the
+    /// architecture where `TILEKIT_CUDA_ARCH` chose it).
     pub fn target(&self) -> Target {
-        let base = if self.compute_capability.0 >= 9 { Target::cuda_sm90() } else { Target::cuda_sm80() };
+        let arch = self.arch();
+        let base = match arch {
+            Some(Arch::Sm90a) => Target::cuda_sm90a(),
+            Some(Arch::Sm90) => Target::cuda_sm90(),
+            _ => Target::cuda_sm80(),
+        };
+        let chosen = match (Self::arch_override(), arch) {
+            (Some(Some(_)), Some(a)) => format!(" ({a})"),
+            _ => String::new(),
+        };
         Target {
-            name: format!("cuda:{}", self.name),
+            name: format!("cuda:{}{chosen}", self.name),
             max_threads_per_program: self.max_threads_per_block.min(base.max_threads_per_program),
             shared_memory_bytes: self.shared_per_block.min(base.shared_memory_bytes),
             ..base
@@ -210,9 +245,20 @@ impl CudaRuntime {
                 .or_else(|_| attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK))? as u32,
             max_threads_per_block: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
         };
+        let (major, minor) = info.compute_capability;
         if info.arch().is_none() {
-            let (major, minor) = info.compute_capability;
             return Err(CudaError::TooOld { ordinal, name: info.name, major, minor });
+        }
+        if let Some(asked) = CudaDeviceInfo::arch_override() {
+            let what = match asked {
+                None => Some("names no architecture (sm_80, sm_90, sm_90a)".to_string()),
+                Some(a) if !CudaDeviceInfo::runs(a, major, minor) => Some(format!("names {a}, which this device does not run")),
+                Some(_) => None,
+            };
+            if let Some(what) = what {
+                let asked = std::env::var("TILEKIT_CUDA_ARCH").unwrap_or_default();
+                return Err(CudaError::Arch { ordinal, name: info.name, major, minor, asked, what });
+            }
         }
         let stream = ctx.default_stream();
         let rt = CudaRuntime { ctx, stream, info, lost: AtomicBool::new(false), transfers: Default::default() };

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use tilekit_core::gpu::MatrixInstr;
 use tilekit_core::DType;
 use tilekit_llvm::emit::{Builder, Operand};
+use tilekit_llvm::hooks::WgmmaOperand;
 use tilekit_llvm::inkwell::context::Context;
 use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
 use tilekit_llvm::inkwell::module::{Linkage, Module};
@@ -44,9 +45,12 @@ impl Arch {
     }
 
     /// The architecture of a device of compute capability `major.minor`: the newest one this
-    /// backend emits that the device runs (PTX is forward-compatible through the driver's JIT).
+    /// backend emits that the device runs (PTX is forward-compatible through the driver's JIT,
+    /// except sm_90a's).
     pub fn for_compute_capability(major: i32, minor: i32) -> Option<Arch> {
         match (major, minor) {
+            // Hopper itself: its warpgroup matrix instructions exist on 9.0 only.
+            (9, 0) => Some(Arch::Sm90a),
             (m, _) if m >= 9 => Some(Arch::Sm90),
             (8, _) => Some(Arch::Sm80),
             _ => None,
@@ -133,6 +137,100 @@ impl Hooks for NvptxHooks {
             args.join(", ")
         ));
         Some((0..4).map(|i| b.inst(format!("extractvalue {{ float, float, float, float }} {r}, {i}"))).collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        &self,
+        b: &mut Builder<'_>,
+        instr: &MatrixInstr,
+        n: u32,
+        a: WgmmaOperand<'_>,
+        b_desc: Operand,
+        trans_b: bool,
+        c: &[Operand],
+    ) -> Option<Vec<Operand>> {
+        let ty = match instr.a {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            _ => return None,
+        };
+        if self.arch != Arch::Sm90a
+            || (instr.m, instr.k, instr.acc) != (64, 16, DType::F32)
+            || n % 8 != 0
+            || n == 0
+            || n > 256
+            || c.len() != n as usize / 2
+        {
+            return None;
+        }
+        let outs = c.len();
+        let d: Vec<String> = (0..outs).map(|i| format!("${i}")).collect();
+        let (a_text, mut inputs, mut constraints) = match a {
+            WgmmaOperand::Words(w) if w.len() == 4 => {
+                let names: Vec<String> = (0..4).map(|i| format!("${}", outs + i)).collect();
+                (format!("{{{}}}", names.join(", ")), w.iter().map(|v| format!("i32 {v}")).collect::<Vec<_>>(), vec!["r"; 4])
+            }
+            WgmmaOperand::Descriptor(desc) => (format!("${outs}"), vec![format!("i64 {desc}")], vec!["l"]),
+            WgmmaOperand::Words(_) => return None,
+        };
+        let next = outs + inputs.len();
+        inputs.push(format!("i64 {b_desc}"));
+        constraints.push("l");
+        // scale-d: the accumulator is added (a predicate, set from a register).
+        inputs.push("i32 1".to_string());
+        constraints.push("r");
+        // imm-scale-a, imm-scale-b, then imm-trans-a (shared `a` only: K-major) and imm-trans-b.
+        let imms = match a {
+            WgmmaOperand::Descriptor(_) => format!("1, 1, 0, {}", trans_b as u32),
+            WgmmaOperand::Words(_) => format!("1, 1, {}", trans_b as u32),
+        };
+        let ties: Vec<String> = (0..outs).map(|i| i.to_string()).collect();
+        inputs.extend(c.iter().map(|v| format!("float {v}")));
+        let ret = vec!["float"; outs].join(", ");
+        let r = b.inst(format!(
+            "call {{ {ret} }} asm sideeffect \"{{ .reg .pred p; setp.ne.b32 p, ${scale}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {a_text}, ${bd}, p, {imms}; }}\", \"{outc},{inc},{ties}\"({args}) convergent",
+            scale = next + 1,
+            d = d.join(", "),
+            bd = next,
+            outc = vec!["=f"; outs].join(","),
+            inc = constraints.join(","),
+            ties = ties.join(","),
+            args = inputs.join(", "),
+        ));
+        Some((0..outs).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect())
+    }
+
+    fn wgmma_fence(&self, b: &mut Builder<'_>) {
+        b.stmt("call void asm sideeffect \"wgmma.fence.sync.aligned;\", \"~{memory}\"() convergent".to_string());
+    }
+
+    fn wgmma_wait(&self, b: &mut Builder<'_>, values: &[Operand]) -> Vec<Operand> {
+        if values.is_empty() {
+            b.stmt(
+                "call void asm sideeffect \"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;\", \"~{memory}\"() convergent"
+                    .to_string(),
+            );
+            return Vec::new();
+        }
+        // The results pass through the wait, so nothing that reads them moves above it.
+        let n = values.len();
+        let ret = vec!["float"; n].join(", ");
+        let outc = vec!["=f"; n].join(",");
+        let ties: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        let args: Vec<String> = values.iter().map(|v| format!("float {v}")).collect();
+        let r = b.inst(format!(
+            "call {{ {ret} }} asm sideeffect \"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;\", \"{outc},{},~{{memory}}\"({}) convergent",
+            ties.join(","),
+            args.join(", ")
+        ));
+        (0..n).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect()
+    }
+
+    fn fence_async_shared(&self, b: &mut Builder<'_>) {
+        if self.arch == Arch::Sm90a {
+            b.stmt("call void asm sideeffect \"fence.proxy.async.shared::cta;\", \"~{memory}\"()".to_string());
+        }
     }
 
     fn load_shared_matrix(&self, b: &mut Builder<'_>, addr: Operand, count: u32, trans: bool) -> Option<Vec<Operand>> {

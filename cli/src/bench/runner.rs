@@ -332,8 +332,7 @@ fn compile_time(device: &Device, plan: &Plan, config: &Config) -> Result<Option<
             }
             #[cfg(any(feature = "ptx", feature = "ptx-static"))]
             Device::Cuda { target, .. } => {
-                // sm_90 and sm_80 cost the same to compile; the device picks by compute capability.
-                tilekit_ptx::compile(&l.program, target, &options, tilekit_ptx::Arch::Sm90).map_err(|e| e.to_string())?;
+                tilekit_ptx::compile(&l.program, target, &options, tilekit_ptx::arch_of(target)).map_err(|e| e.to_string())?;
             }
             #[allow(unreachable_patterns)]
             _ => return Ok(None),

@@ -157,6 +157,36 @@ pub trait Emitter {
         None
     }
 
+    /// One warpgroup-level matrix instruction of kind [`crate::gpu::MatrixKind::Wgmma`]
+    /// (`wgmma.mma_async` on sm_90a), `d = a x b + c` for an `instr.m x n x instr.k` tile: the
+    /// four warps of the warpgroup execute it together. `c` holds this thread's `n / 2` f32
+    /// accumulator values in the order of [`crate::gpu::layout::Mma`]'s fragments along N
+    /// (warp `w % 4` of the warpgroup holds rows `16 (w % 4)..`); `a` is eight values of
+    /// `instr.a` per thread (the mma.sync fragment of its warp's 16 rows) or a shared-memory
+    /// operand, `b` is in shared memory. The instruction is asynchronous: its results may be
+    /// read only through [`Emitter::wgmma_wait`], and shared memory written by ordinary stores
+    /// or asynchronous copies must be made visible to it first ([`Emitter::fence_async_shared`]
+    /// and a barrier). `None` when the backend has no such instruction.
+    fn wgmma(&mut self, instr: MatrixInstr, n: u32, a: WgmmaA<'_, Self::V>, b: SharedMatrix<Self::V>, c: &[Self::V]) -> Option<Vec<Self::V>> {
+        let _ = (instr, n, a, b, c);
+        None
+    }
+
+    /// Orders this warpgroup's register writes before the warpgroup matrix instructions issued
+    /// next (`wgmma.fence`): issued before the first of them that reads registers written since.
+    fn wgmma_fence(&mut self) {}
+
+    /// Closes the warpgroup matrix instructions issued since the last wait and waits for all of
+    /// them; returns `values` (their results), readable from here on.
+    fn wgmma_wait(&mut self, values: &[Self::V]) -> Vec<Self::V> {
+        values.to_vec()
+    }
+
+    /// Makes this thread's earlier shared-memory writes (stores and completed asynchronous
+    /// copies) visible to the asynchronous matrix instructions that read shared memory
+    /// (`fence.proxy.async.shared::cta`); a barrier after it extends that to every thread.
+    fn fence_async_shared(&mut self) {}
+
     /// Whether the backend has asynchronous copies from global to shared memory
     /// ([`Emitter::async_copy`]); without them the lowering does not pipeline loops.
     fn async_copies(&self) -> bool {
@@ -206,5 +236,49 @@ pub fn store_elementwise<E: Emitter + ?Sized>(e: &mut E, buffer: u32, dtype: DTy
         let off = e.constant(index_dtype, Scalar::Int(i as i64));
         let idx = e.binary(BinaryOp::Add, index_dtype, index, off);
         e.store_global(buffer, dtype, idx, index_dtype, v);
+    }
+}
+
+/// The `a` operand of [`Emitter::wgmma`].
+#[derive(Clone, Debug)]
+pub enum WgmmaA<'a, V> {
+    /// This thread's eight values of its warp's 16 x 16 fragment (mma.sync's `a`).
+    Registers(&'a [V]),
+    /// An `instr.m x instr.k` tile in shared memory, K contiguous.
+    Shared(SharedMatrix<V>),
+}
+
+/// A matrix instruction's operand in shared memory as a descriptor gives it: 16-bit elements
+/// in 128-byte rows (64 elements) whose 16-byte chunks are XOR-swizzled with bits 7 to 9 of
+/// the byte address (`wgmma`'s 128-byte swizzle; the array holding it starts 1024-byte
+/// aligned). With K contiguous (`k_major`), element (`i`, `k`) of the operand (`i` its row
+/// along M or N) is at byte `start + (i / 8) sbo + (i % 8) 128 + 2 k` before swizzling;
+/// otherwise element (`k`, `i`) is at `start + (i / 64) lbo + (k / 8) sbo + (k % 8) 128 +
+/// 2 (i % 64)`.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedMatrix<V> {
+    /// Element index, in the dtype's shared array, of the operand's first element.
+    pub start: V,
+    pub k_major: bool,
+    /// Bytes between 64-element panels along M or N (unused with K contiguous).
+    pub lbo: u32,
+    /// Bytes between groups of eight 128-byte rows.
+    pub sbo: u32,
+}
+
+impl<V> SharedMatrix<V> {
+    /// The byte offset from `start`, before swizzling, of element (`i`, `k`): `i` along M or
+    /// N, `k` along K.
+    pub fn offset(&self, i: u32, k: u32) -> u32 {
+        if self.k_major {
+            (i / 8) * self.sbo + (i % 8) * 128 + 2 * k
+        } else {
+            (i / 64) * self.lbo + (k / 8) * self.sbo + (k % 8) * 128 + 2 * (i % 64)
+        }
+    }
+
+    /// A byte address as the 128-byte swizzle places it.
+    pub fn swizzle(addr: u32) -> u32 {
+        addr ^ (((addr >> 7) & 7) << 4)
     }
 }

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
-use crate::gpu::emit::Emitter;
+use crate::gpu::emit::{Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::{Blocked, Dist, Layout, Mma, ThreadSrc, ThreadTerm};
 use crate::gpu::target::{MatrixInstr, MatrixKind, Target};
 use crate::ir::*;
@@ -155,6 +155,8 @@ pub struct LowerInfo {
     /// Loads issued `num_stages - 1` iterations ahead into shared-memory rings, by value
     /// (none with one stage, and where neither the target nor any loop allows it).
     pub rings: Vec<RingInfo>,
+    /// The `dot`s lowered to warpgroup matrix instructions (`wgmma`), by value.
+    pub wgmma: Vec<usize>,
 }
 
 impl LowerInfo {
@@ -175,6 +177,9 @@ pub struct RingInfo {
     pub swizzled: bool,
     /// The tile is contiguous along its first dimension and stored transposed.
     pub transposed: bool,
+    /// Stored in panels of 64 columns with the 128-byte swizzle warpgroup matrix instructions
+    /// read.
+    pub panels: bool,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -227,6 +232,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         num_stages: options.num_stages.max(1),
         bf16_bits: HashMap::new(),
         preferred: HashMap::new(),
+        wgmma_dots: Vec::new(),
     };
     lw.default_vector = lw.program_vector();
     plan_transposes(&mut lw);
@@ -261,11 +267,15 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
             stages: lw.num_stages,
             stored: if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape },
             swizzled: l.swizzle.max_phase > 1,
+            panels: l.swizzle.panel > 0,
             transposed: l.transposed,
         })
         .collect();
     rings.sort_by_key(|r| r.value);
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings })
+    let mut wgmma = lw.wgmma_dots;
+    wgmma.sort();
+    wgmma.dedup();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -362,6 +372,8 @@ struct Lowerer<'a, E: Emitter> {
     /// Home layouts chosen ahead for loads whose tile a store writes transposed
     /// ([`plan_transposes`]).
     preferred: HashMap<Value, Layout>,
+    /// The `dot`s emitted with warpgroup matrix instructions, by value index.
+    wgmma_dots: Vec<usize>,
 }
 
 /// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
@@ -2345,6 +2357,19 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 (None, None) => Source::Staged { base: 0 },
             });
         }
+        let panels = |s: &Source<E::V>| matches!(s, Source::Ring(r) if r.swizzle.panel > 0);
+        let instr = if instr.kind != MatrixKind::Wgmma {
+            instr
+        } else if panels(&sources[1]) && (panels(&sources[0]) || !matches!(sources[0], Source::Ring(_))) {
+            return self.dot_wgmma(inst, [a, b], acc, instr, mma, sources);
+        } else {
+            // Not read from panels: the warp-level instruction, in the same layouts.
+            mma_sync_for(self.target, at.dtype).ok_or_else(|| LowerError::Unsupported {
+                op: "dot".into(),
+                loc: inst.loc.clone(),
+                what: format!("{} operands on a target without mma.sync for them", at.dtype),
+            })?
+        };
         // Operands through shared memory, `a` first then `b` when both go (one array per
         // register dtype: both are f16, or both bf16 held as f32).
         let mut staged = 0usize;
@@ -2494,6 +2519,83 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok(())
     }
 
+    /// A `dot` on warpgroup matrix instructions ([`wgmma_choice`]): `b` (and `a`, where it is
+    /// pipelined into panels too) read from its ring through descriptors, otherwise `a` from
+    /// registers in the fragment layout; per K step and M repeat one instruction per
+    /// warpgroup for all `n` columns, then one wait for all of them.
+    fn dot_wgmma(&mut self, inst: &'a Inst, [a, b]: [Value; 2], acc: Value, instr: MatrixInstr, mma: Mma, sources: Vec<Source<E::V>>) -> R<()> {
+        let r = inst.results[0];
+        let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
+        let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
+        let accd = self.ty(acc).dtype;
+        let acc_layout = Layout::Mma(mma);
+        let acc_in = self.get(acc, &acc_layout)?;
+        let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+        let a_layout = Layout::DotOperand { operand: 0, parent: mma };
+        let a_regs = match &sources[0] {
+            Source::Ring(_) => None,
+            Source::Registers(regs) => Some(regs.clone()),
+            Source::Staged { .. } => Some(self.get(a, &a_layout)?),
+        };
+        // bf16 is held in f32 registers; the instruction takes bf16.
+        let a_regs = a_regs.map(|regs| if at.dtype == DType::BF16 { regs.iter().map(|&v| self.narrow_bf16(v)).collect::<Vec<_>>() } else { regs });
+        let warps_m = mma.warps[0] as usize;
+        // This warpgroup's first row: 64 per warpgroup.
+        let warp_id = self.warp_id.expect("thread ids are emitted first");
+        let two = self.c_i32(2);
+        let group = self.e.binary(BinaryOp::Shr, DType::I32, warp_id, two);
+        let rows = self.c_i32(64);
+        let group_row = self.e.binary(BinaryOp::Mul, DType::I32, group, rows);
+        let (reps_m, _, steps_k) = mma.steps(m, n, k);
+        let per_rep = accregs.len() / reps_m;
+        let ring = |s: &Source<E::V>| match s {
+            Source::Ring(r) => Some(r.clone()),
+            _ => None,
+        };
+        let (a_ring, b_ring) = (ring(&sources[0]), ring(&sources[1]).expect("dot_wgmma reads b from a ring"));
+        self.e.wgmma_fence();
+        for ki in 0..steps_k {
+            let k0 = ki * Mma::K as usize;
+            // `b` is [k, n]: stored as is (N contiguous) or transposed (K contiguous).
+            let b_desc = if b_ring.transposed {
+                let off = (k0 / 64 * b_ring.swizzle.panel + k0 % 64) as i64;
+                SharedMatrix { start: self.offset(b_ring.slot_base, off), k_major: true, lbo: 16, sbo: 1024 }
+            } else {
+                let off = (k0 * 64) as i64;
+                let lbo = (b_ring.swizzle.panel * 2) as u32;
+                SharedMatrix { start: self.offset(b_ring.slot_base, off), k_major: false, lbo, sbo: 1024 }
+            };
+            for mi in 0..reps_m {
+                let frag_a = mma.fragment(&at.shape, Some(0), mi, ki);
+                let a_op = match (&a_regs, &a_ring) {
+                    (Some(regs), _) => WgmmaA::Registers(&regs[frag_a]),
+                    (None, Some(ar)) => {
+                        // Row `16 warps_m mi + 64 group` of the ring, K chunk k0.
+                        let row0 = self.offset(group_row, (16 * warps_m * mi) as i64);
+                        let pitch = self.c_i32(64);
+                        let row_off = self.e.binary(BinaryOp::Mul, DType::I32, row0, pitch);
+                        let base = self.offset(ar.slot_base, (k0 / 64 * ar.swizzle.panel + k0 % 64) as i64);
+                        let start = self.e.binary(BinaryOp::Add, DType::I32, base, row_off);
+                        WgmmaA::Shared(SharedMatrix { start, k_major: true, lbo: 16, sbo: 1024 })
+                    }
+                    (None, None) => unreachable!("an `a` from registers or a ring"),
+                };
+                let range = mi * per_rep..(mi + 1) * per_rep;
+                let d = self.e.wgmma(instr, n as u32, a_op, b_desc, &accregs[range.clone()]).ok_or_else(|| LowerError::Unsupported {
+                    op: "dot".into(),
+                    loc: inst.loc.clone(),
+                    what: format!("the backend has no {instr:?} instruction the target lists"),
+                })?;
+                accregs.splice(range, d);
+            }
+        }
+        let accregs = self.e.wgmma_wait(&accregs);
+        self.wgmma_dots.push(r.index());
+        let out = accregs.into_iter().map(|v| self.cast(DType::F32, accd, v)).collect();
+        self.set_data(r, acc_layout, out);
+        Ok(())
+    }
+
     /// Before a pipelined loop: places its rings below a raised floor (returning each load's
     /// ring base and the floors to restore afterwards) and issues the copies of its first
     /// `num_stages - 1` iterations, one group each.
@@ -2511,6 +2613,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut bases = Vec::with_capacity(pipe.loads.len());
         for l in &pipe.loads {
             let f = self.floors.entry(l.dtype).or_insert(0);
+            if l.swizzle.panel > 0 {
+                // The swizzle is on absolute addresses: each buffer starts 1024-byte aligned
+                // (the array is).
+                *f = f.next_multiple_of(1024 / smem_elem_bytes(l.dtype) as u32);
+            }
             bases.push(*f as usize);
             *f += (s * l.numel()) as u32;
         }
@@ -2552,6 +2659,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let s = self.num_stages;
         // Groups committed so far: s - 1 + i; this iteration's is the (i + 1)-th.
         self.e.async_wait(s - 2);
+        if pipe.loads.iter().any(|l| l.swizzle.panel > 0) {
+            // The copies are written through the generic proxy; warpgroup matrix instructions
+            // read through the async one.
+            self.e.fence_async_shared();
+        }
         // Everyone's copies are visible, and everyone is done with the slot written next.
         self.e.barrier();
         let ahead = self.e.constant(iv_dtype, Scalar::Int(s as i64 - 1));
@@ -2924,7 +3036,8 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
         if let Op::Dot { a, b, acc } = &inst.op {
             let (at, bt, ct) = (p.ty(*a), p.ty(*b), p.ty(*acc));
             let rows_first = chained.contains(&inst.results[0]);
-            if let Some(choice) = matrix_choice(lw.target, lw.num_warps, at, bt, ct, rows_first) {
+            let wgmma = if lw.num_stages > 1 { wgmma_choice(lw.target, lw.num_warps, at, bt, ct) } else { None };
+            if let Some(choice) = wgmma.or_else(|| matrix_choice(lw.target, lw.num_warps, at, bt, ct, rows_first)) {
                 mma.insert(inst.results[0], choice);
             }
         }
@@ -3167,16 +3280,14 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
                 continue;
             };
             let shape = [t.shape[0], t.shape[1]];
-            let probe = PipeLoad {
-                result: r,
-                buffer: *buffer,
-                offsets: *offsets,
-                mask: *mask,
-                dtype: t.dtype,
-                shape,
-                transposed,
-                swizzle: Swizzle::for_row(if transposed { shape[0] } else { shape[1] }),
-            };
+            // Read by warpgroup matrix instructions only: stored as their descriptors name it
+            // where the stored rows fill whole panels.
+            let wgmma =
+                uses.get(&r).is_some_and(|us| us.iter().all(|&(_, u)| lw.mma.get(&u.results[0]).is_some_and(|(i, _)| i.kind == MatrixKind::Wgmma)));
+            let stored = if transposed { [shape[1], shape[0]] } else { shape };
+            let swizzle =
+                if wgmma && stored[1] % 64 == 0 && stored[0] % 8 == 0 { Swizzle::panels(stored[0], stored[1]) } else { Swizzle::for_row(stored[1]) };
+            let probe = PipeLoad { result: r, buffer: *buffer, offsets: *offsets, mask: *mask, dtype: t.dtype, shape, transposed, swizzle };
             let dist = pipe_copy_layout(&probe, lw.warp, lw.num_warps).dist(&shape, lw.warp);
             let whole = Lowerer::<E>::vector_groups_along(&dist, 8, if transposed { 0 } else { 1 }).iter().all(|&(_, n)| n == 8);
             if !whole || dist.num_regs() as u64 * lw.threads as u64 != (shape[0] * shape[1]) as u64 {
@@ -3247,29 +3358,82 @@ fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type
     (Mma::M * warps[0] <= m && Mma::N * warps[1] <= n).then_some((instr, Mma { warps }))
 }
 
+/// The warpgroup matrix instruction a `dot` lowers to on `target` with `num_warps` warps, if
+/// any: every warp along M (a warpgroup's four take 64 rows), `n` columns at once. A `dot`
+/// whose operands do not come from shared memory as the instruction reads it (a `b` not
+/// pipelined into 64-column panels) is emitted with the target's mma.sync instead, in the same
+/// layouts. Only pipelined loops (`num_stages > 1`) take it: they fill the panels.
+fn wgmma_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type) -> Option<(MatrixInstr, Mma)> {
+    if target.subgroup_size != 32 || !acc.dtype.is_float() || num_warps % 4 != 0 {
+        return None;
+    }
+    let instr =
+        *target.matrix.iter().find(|i| i.kind == MatrixKind::Wgmma && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32 && i.k == Mma::K)?;
+    mma_sync_for(target, a.dtype)?;
+    let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
+    let fits = m % (Mma::M * num_warps) == 0 && n % Mma::N == 0 && n <= instr.n && k % Mma::K == 0;
+    fits.then_some((instr, Mma { warps: [num_warps, 1] }))
+}
+
+/// The target's mma.sync instruction for `dtype` operands.
+fn mma_sync_for(target: &Target, dtype: DType) -> Option<MatrixInstr> {
+    target
+        .matrix
+        .iter()
+        .find(|i| i.kind == MatrixKind::MmaSync && i.a == dtype && i.b == dtype && i.acc == DType::F32 && (i.m, i.n, i.k) == (Mma::M, Mma::N, Mma::K))
+        .copied()
+}
+
 /// The XOR swizzle of a row-major tile of 16-bit elements staged for matrix loads: each row's
 /// 16-byte chunks are permuted by a phase that changes every `128 / row bytes` rows, so the
 /// eight rows one 8 x 8 matrix load reads (and the eight chunks a warp's rows write) fall in
-/// eight different groups of four banks. Triton's shared layout for mma operands.
+/// eight different groups of four banks. Triton's shared layout for mma operands. A tile that
+/// warpgroup matrix instructions read is stored in panels of 64 columns instead
+/// ([`Swizzle::panels`]), the 128-byte swizzle their descriptors name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Swizzle {
     cols: usize,
     /// log2 of the rows sharing a phase.
     per_phase_shift: u32,
     max_phase: u32,
+    /// Elements per panel of 64 columns (all rows), 0 for one row-major tile.
+    panel: usize,
 }
 
 impl Swizzle {
     fn for_row(cols: usize) -> Swizzle {
         let per_phase = (64 / cols.max(1)).max(1) as u32;
         let max_phase = (cols / 8).clamp(1, 8) as u32;
-        Swizzle { cols, per_phase_shift: per_phase.trailing_zeros(), max_phase }
+        Swizzle { cols, per_phase_shift: per_phase.trailing_zeros(), max_phase, panel: 0 }
     }
 
-    /// The swizzled index of element (`r`, `c`): `r * cols + ((c / 8) ^ phase(r)) * 8 + c % 8`.
+    /// `rows x cols` (`cols` a multiple of 64) stored as `cols / 64` panels of `rows x 64`,
+    /// each row's eight chunks XOR-ed with the row's index mod 8: in bytes, with the tile
+    /// 1024-byte aligned, the 128-byte swizzle of [`crate::gpu::emit::SharedMatrix`].
+    fn panels(rows: usize, cols: usize) -> Swizzle {
+        debug_assert!(cols % 64 == 0 && rows % 8 == 0);
+        Swizzle { cols, per_phase_shift: 0, max_phase: 8, panel: rows * 64 }
+    }
+
+    /// The swizzled index of element (`r`, `c`): `r * cols + ((c / 8) ^ phase(r)) * 8 + c % 8`
+    /// (in panels: `(c / 64) panel + r * 64 + ((c % 64 / 8) ^ r % 8) * 8 + c % 8`).
     fn index<E: Emitter>(&self, me: &mut Lowerer<'_, E>, r: E::V, c: E::V) -> E::V {
-        let cols = me.c_i32(self.cols as i64);
+        let (pitch, c, panel) = if self.panel > 0 {
+            let six = me.c_i32(6);
+            let p = me.e.binary(BinaryOp::Shr, DType::I32, c, six);
+            let size = me.c_i32(self.panel as i64);
+            let panel = me.e.binary(BinaryOp::Mul, DType::I32, p, size);
+            let m63 = me.c_i32(63);
+            (64, me.e.binary(BinaryOp::And, DType::I32, c, m63), Some(panel))
+        } else {
+            (self.cols, c, None)
+        };
+        let cols = me.c_i32(pitch as i64);
         let row = me.e.binary(BinaryOp::Mul, DType::I32, r, cols);
+        let row = match panel {
+            Some(p) => me.e.binary(BinaryOp::Add, DType::I32, row, p),
+            None => row,
+        };
         if self.max_phase == 1 {
             return me.e.binary(BinaryOp::Add, DType::I32, row, c);
         }

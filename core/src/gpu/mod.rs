@@ -111,8 +111,10 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                         let [rows, cols] = r.stored;
                         let swizzled = if r.swizzled { ", swizzled" } else { "" };
                         let transposed = if r.transposed { ", stored transposed" } else { "" };
-                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{transposed}>", r.stages)
+                        let panels = if r.panels { ", 64-column panels" } else { "" };
+                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}>", r.stages)
                     }
+                    (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),
                     (None, Some(Some(l))) => format!("{l}"),
                     _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),
                     _ => "#recipe".to_string(),

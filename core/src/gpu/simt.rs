@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::buffer::HostBuffer;
 use crate::dtype::{DType, Scalar};
-use crate::gpu::emit::Emitter;
+use crate::gpu::emit::{Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::Mma;
 use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
 use crate::gpu::target::MatrixInstr;
@@ -26,6 +26,13 @@ use crate::ir::*;
 
 /// A register of the recorded program.
 pub type Reg = u32;
+
+/// The `a` operand of [`SInst::Wgmma`].
+#[derive(Clone, Debug)]
+enum WgA {
+    Registers(Vec<Reg>),
+    Shared(SharedMatrix<Reg>),
+}
 
 /// One recorded per-thread instruction.
 #[derive(Clone, Debug)]
@@ -161,6 +168,19 @@ enum SInst {
         c: Vec<Reg>,
         d: Vec<Reg>,
     },
+    /// A warpgroup-level matrix instruction: the four warps' accumulators in and out, `a` in
+    /// fragments or shared memory, `b` in shared memory ([`Emitter::wgmma`]).
+    Wgmma {
+        instr: MatrixInstr,
+        n: u32,
+        a: WgA,
+        b: SharedMatrix<Reg>,
+        c: Vec<Reg>,
+        d: Vec<Reg>,
+    },
+    /// `fence.proxy.async.shared::cta`: this thread's shared-memory writes so far become
+    /// visible to warpgroup matrix instructions (after a barrier, for other threads' ones).
+    FenceAsync,
     ShuffleXor {
         dst: Reg,
         x: Reg,
@@ -348,6 +368,18 @@ impl Emitter for Recorder {
         self.push(SInst::Mma { instr, a: a.to_vec(), b: b.to_vec(), c: c.to_vec(), d: d.clone() });
         Some(d)
     }
+    fn wgmma(&mut self, instr: MatrixInstr, n: u32, a: WgmmaA<'_, Reg>, b: SharedMatrix<Reg>, c: &[Reg]) -> Option<Vec<Reg>> {
+        let d: Vec<Reg> = c.iter().map(|_| self.reg()).collect();
+        let a = match a {
+            WgmmaA::Registers(regs) => WgA::Registers(regs.to_vec()),
+            WgmmaA::Shared(m) => WgA::Shared(m),
+        };
+        self.push(SInst::Wgmma { instr, n, a, b, c: c.to_vec(), d: d.clone() });
+        Some(d)
+    }
+    fn fence_async_shared(&mut self) {
+        self.push(SInst::FenceAsync);
+    }
     fn shuffle_xor(&mut self, _dtype: DType, x: Reg, mask: u32) -> Reg {
         let dst = self.reg();
         self.push(SInst::ShuffleXor { dst, x, mask });
@@ -469,6 +501,8 @@ impl Lowered {
                 shared: self.shared.iter().map(|&(d, n)| (d, vec![SharedSlot::default(); n as usize])).collect(),
                 epoch: 0,
                 copies: vec![Default::default(); threads],
+                writes: 0,
+                fenced: vec![0; threads],
             };
             let active = vec![true; threads];
             m.exec(&self.code, &active)
@@ -484,11 +518,13 @@ struct SharedSlot {
     /// An asynchronous copy to this slot has started and not been waited for: reading it, or
     /// writing it otherwise, is a race.
     pending: bool,
+    /// The write's sequence number ([`Machine::writes`]).
+    seq: u64,
 }
 
 impl Default for SharedSlot {
     fn default() -> Self {
-        SharedSlot { value: Elem::I(0), written: None, pending: false }
+        SharedSlot { value: Elem::I(0), written: None, pending: false, seq: 0 }
     }
 }
 
@@ -505,6 +541,10 @@ struct Machine<'a> {
     /// Per thread, the committed groups of asynchronous copies not yet waited for (oldest
     /// first), then the group being filled; each copy is (shared dtype, index, value).
     copies: Vec<(Vec<CopyGroup>, CopyGroup)>,
+    /// Shared-memory writes so far (each slot keeps the number of its last).
+    writes: u64,
+    /// Per thread, [`Machine::writes`] at its last [`SInst::FenceAsync`].
+    fenced: Vec<u64>,
 }
 
 type CopyGroup = Vec<(DType, usize, Elem)>;
@@ -580,6 +620,7 @@ impl Machine<'_> {
                 }
                 SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
                 SInst::LoadMatrix { dtype, row, trans, d } => self.load_matrix(*dtype, *row, *trans, d, active)?,
+                SInst::Wgmma { instr, n, a, b, c, d } => self.wgmma(instr, *n, a, b, c, d, active)?,
                 SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next, results } => {
                     for t in 0..threads {
                         if active[t] {
@@ -779,7 +820,11 @@ impl Machine<'_> {
                         what: format!("shared {dtype}[{i}] is written while an asynchronous copy to it is in flight"),
                     });
                 }
-                *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false };
+                self.writes += 1;
+                let seq = self.writes;
+                if let Some(slot) = self.shared_array(*dtype).and_then(|a| a.get_mut(i as usize)) {
+                    *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq };
+                }
                 return Ok(());
             }
             SInst::ShuffleXor { dst, x, mask } => {
@@ -819,14 +864,22 @@ impl Machine<'_> {
                     let group = self.copies[t].0.remove(0);
                     let epoch = self.epoch;
                     for (d, i, v) in group {
+                        self.writes += 1;
+                        let seq = self.writes;
                         if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
-                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false };
+                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq };
                         }
                     }
                 }
                 return Ok(());
             }
-            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } | SInst::LoadMatrix { .. } => return Ok(()),
+            SInst::FenceAsync => {
+                self.fenced[t] = self.writes;
+                return Ok(());
+            }
+            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } | SInst::LoadMatrix { .. } | SInst::Wgmma { .. } => {
+                return Ok(())
+            }
         };
         self.set(dst, t, v);
         Ok(())
@@ -921,6 +974,141 @@ impl Machine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// One warpgroup matrix instruction in lock-step over every warpgroup: `a` gathered from
+    /// the fragments of its four warps (warp `w % 4` holds rows `16 (w % 4)..`) or read from
+    /// shared memory as the descriptor says, `b` read from shared memory, the accumulator
+    /// gathered from the mma.sync fragments of the four warps along N; products summed in f32
+    /// in ascending K. A shared element must have been written before the last barrier and
+    /// fenced for the async proxy by its writer ([`SInst::FenceAsync`]).
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(&mut self, instr: &MatrixInstr, n: u32, a: &WgA, b: &SharedMatrix<Reg>, c: &[Reg], d: &[Reg], active: &[bool]) -> Result<(), SimtError> {
+        let warp = self.lowered.warp as usize;
+        if let Some(t) = active.iter().position(|a| !a) {
+            return Err(self.fault(t, "a warpgroup matrix instruction is reached by only some threads".into()));
+        }
+        let nn = n as usize;
+        let a_ok = match a {
+            WgA::Registers(r) => r.len() == 8,
+            WgA::Shared(m) => m.k_major,
+        };
+        if (instr.m, instr.k) != (64, Mma::K)
+            || n % 8 != 0
+            || n > instr.n
+            || c.len() != nn / 2
+            || d.len() != nn / 2
+            || warp != 32
+            || self.threads % 128 != 0
+            || !a_ok
+        {
+            return Err(
+                self.fault(0, format!("no model of {instr:?} with n = {n}, {} lanes, {} threads and {} accumulators", warp, self.threads, c.len()))
+            );
+        }
+        let f = |me: &Self, r: Reg, t: usize| match me.get(r, t) {
+            Elem::F(x) => x,
+            Elem::I(x) => x as f32,
+        };
+        for t0 in (0..self.threads).step_by(128) {
+            let read = |me: &Self, m: &SharedMatrix<Reg>, dtype: DType, i: u32, k: u32| -> Result<f32, SimtError> {
+                let start = me.int(m.start, t0);
+                if let Some(t) = (t0..t0 + 128).find(|&t| me.int(m.start, t) != start) {
+                    return Err(me.fault(t, "a warpgroup matrix operand's start differs between the warpgroup's threads".into()));
+                }
+                let addr = SharedMatrix::<Reg>::swizzle((start * 2) as u32 + m.offset(i, k));
+                let e = me.read_async(dtype, (addr / 2) as i64, t0)?;
+                Ok(match e {
+                    Elem::F(x) => x,
+                    Elem::I(x) => x as f32,
+                })
+            };
+            let mut ta = vec![[0f32; 16]; 64];
+            match a {
+                WgA::Registers(regs) => {
+                    for w in 0..4u32 {
+                        for lane in 0..32u32 {
+                            let t = t0 + (32 * w + lane) as usize;
+                            let (g, q) = Mma::lane_parts(lane);
+                            for (j, &r) in regs.iter().enumerate() {
+                                let (row, k) = Mma::a_reg(j as u32);
+                                ta[(16 * w + row + g) as usize][(k + 2 * q) as usize] = f(self, r, t);
+                            }
+                        }
+                    }
+                }
+                WgA::Shared(m) => {
+                    for (i, row) in ta.iter_mut().enumerate() {
+                        for (k, x) in row.iter_mut().enumerate() {
+                            *x = read(self, m, instr.a, i as u32, k as u32)?;
+                        }
+                    }
+                }
+            }
+            let mut tb = vec![vec![0f32; nn]; 16];
+            for (k, row) in tb.iter_mut().enumerate() {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = read(self, b, instr.b, j as u32, k as u32)?;
+                }
+            }
+            let at = |w: u32, lane: u32, r: usize| {
+                let (g, q) = Mma::lane_parts(lane);
+                let (row, col) = Mma::acc_reg(r as u32 % 4);
+                ((16 * w + row + g) as usize, (8 * (r as u32 / 4) + col + 2 * q) as usize)
+            };
+            let mut tc = vec![vec![0f32; nn]; 64];
+            for w in 0..4u32 {
+                for lane in 0..32u32 {
+                    let t = t0 + (32 * w + lane) as usize;
+                    for (r, &reg) in c.iter().enumerate() {
+                        let (i, j) = at(w, lane, r);
+                        tc[i][j] = f(self, reg, t);
+                    }
+                }
+            }
+            for (i, row) in tc.iter_mut().enumerate() {
+                for (j, acc) in row.iter_mut().enumerate() {
+                    for (kk, brow) in tb.iter().enumerate() {
+                        *acc = ta[i][kk].mul_add(brow[j], *acc);
+                    }
+                }
+            }
+            for w in 0..4u32 {
+                for lane in 0..32u32 {
+                    let t = t0 + (32 * w + lane) as usize;
+                    for (r, &reg) in d.iter().enumerate() {
+                        let (i, j) = at(w, lane, r);
+                        self.set(reg, t, Elem::F(tc[i][j]));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The warpgroup of thread `t` reads `shared dtype[i]` through the async proxy: a fault
+    /// when out of bounds, never written, written since the last barrier, or written without
+    /// a proxy fence by its writer after the write.
+    fn read_async(&self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
+        let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
+        let arr = self.shared.iter().find(|(d, _)| *d == dtype).map(|(_, v)| v);
+        let slot = arr
+            .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
+            .copied()
+            .ok_or_else(|| fault(format!("warpgroup matrix read of shared {dtype}[{i}] is out of bounds")))?;
+        if slot.pending {
+            return Err(fault(format!("shared {dtype}[{i}] is read by a warpgroup matrix instruction while a copy to it is in flight")));
+        }
+        match slot.written {
+            None => Err(fault(format!("shared {dtype}[{i}] is read by a warpgroup matrix instruction before anything wrote it"))),
+            Some((e, w)) if e == self.epoch => Err(fault(format!(
+                "shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier before a warpgroup matrix instruction)"
+            ))),
+            Some((_, w)) if slot.seq > self.fenced[w as usize] => Err(fault(format!(
+                "shared {dtype}[{i}] written by thread {w} is read by a warpgroup matrix instruction without a proxy fence after the write"
+            ))),
+            _ => Ok(slot.value),
+        }
     }
 
     /// Thread `t` reads `shared dtype[i]`: a fault when out of bounds, never written, or written

@@ -33,6 +33,12 @@ pub enum MatrixKind {
     MmaSync,
     /// A subgroup-scope cooperative matrix (`VK_KHR_cooperative_matrix`), opaque to the lowering.
     CooperativeMatrix,
+    /// A warpgroup-level asynchronous instruction (`wgmma.mma_async` on sm_90a): four warps
+    /// compute an `m x n` tile (`n` up to the instruction's, in steps of 8) from `b` (and `a`,
+    /// or `a` in the fragment registers of [`MatrixKind::MmaSync`]) in shared memory, laid out
+    /// in 128-byte swizzled panels; the accumulator is the mma.sync one with the four warps
+    /// along M ([`crate::gpu::layout::Mma`]).
+    Wgmma,
 }
 
 /// A matrix instruction the target executes per subgroup: `[m, k] x [k, n] + [m, n]`.
@@ -51,6 +57,12 @@ impl MatrixInstr {
     /// `mma.sync.aligned.m16n8k16` with f32 accumulation on `dtype` operands.
     pub fn mma_m16n8k16(dtype: DType) -> MatrixInstr {
         MatrixInstr { kind: MatrixKind::MmaSync, m: 16, n: 8, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
+
+    /// `wgmma.mma_async.sync.aligned.m64nNk16` with f32 accumulation on `dtype` operands, `N`
+    /// any multiple of 8 up to 256.
+    pub fn wgmma_m64k16(dtype: DType) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::Wgmma, m: 64, n: 256, k: 16, a: dtype, b: dtype, acc: DType::F32 }
     }
 }
 
@@ -192,9 +204,17 @@ impl Target {
         Target { name: "cuda:sm_90".into(), shared_memory_bytes: 227 * 1024, ..Target::cuda_sm80() }
     }
 
-    /// The NVIDIA H200 through CUDA (sm_90).
+    /// An NVIDIA Hopper GPU with its architecture-specific instructions (sm_90a): the limits
+    /// of [`Target::cuda_sm90`], and warpgroup matrix instructions (`wgmma`) before mma.sync.
+    pub fn cuda_sm90a() -> Target {
+        let mut matrix = vec![MatrixInstr::wgmma_m64k16(DType::F16), MatrixInstr::wgmma_m64k16(DType::BF16)];
+        matrix.extend(Target::cuda_sm90().matrix);
+        Target { name: "cuda:sm_90a".into(), matrix, ..Target::cuda_sm90() }
+    }
+
+    /// The NVIDIA H200 through CUDA (sm_90a).
     pub fn h200_cuda() -> Target {
-        Target { name: "cuda:nvidia-h200".into(), ..Target::cuda_sm90() }
+        Target { name: "cuda:nvidia-h200".into(), ..Target::cuda_sm90a() }
     }
 
     /// An AMD CDNA2 GPU (gfx90a, MI200) through HSA: wavefronts of 64, 1024 threads, 64 KiB of
@@ -242,6 +262,7 @@ impl Target {
             "h200" | "h200-vulkan" | "vulkan:nvidia-h200" => Some(Target::h200_vulkan()),
             "sm_80" | "sm80" | "cuda:sm_80" => Some(Target::cuda_sm80()),
             "sm_90" | "sm90" | "cuda:sm_90" => Some(Target::cuda_sm90()),
+            "sm_90a" | "sm90a" | "cuda:sm_90a" => Some(Target::cuda_sm90a()),
             "h200-cuda" | "cuda:nvidia-h200" => Some(Target::h200_cuda()),
             "gfx90a" | "amdgcn:gfx90a" => Some(Target::amd_gfx90a()),
             "gfx942" | "amdgcn:gfx942" => Some(Target::amd_gfx942()),
@@ -253,7 +274,7 @@ impl Target {
     /// The SPIR-V presets.
     pub const PRESETS: [&'static str; 3] = ["vulkan-baseline", "lavapipe", "h200-vulkan"];
     /// The PTX presets (compiled by the `ptx` feature).
-    pub const CUDA_PRESETS: [&'static str; 3] = ["sm_80", "sm_90", "h200-cuda"];
+    pub const CUDA_PRESETS: [&'static str; 4] = ["sm_80", "sm_90", "sm_90a", "h200-cuda"];
     /// The AMDGCN presets (compiled by the `amdgcn` feature; compile-only).
     pub const AMD_PRESETS: [&'static str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 

@@ -289,6 +289,10 @@ impl Kernel for Matmul {
             c(256, 128, 64, 8, 8, 3),
             c(128, 128, 64, 8, 4, 4),
             c(128, 128, 32, 8, 4, 4),
+            // Warpgroup matrix instructions keep one iteration in flight, so the copies run
+            // num_stages - 2 ahead: four stages for two tiles in flight.
+            c(128, 256, 64, 8, 8, 4),
+            c(256, 128, 64, 8, 8, 4),
         ]
     }
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {

@@ -225,12 +225,15 @@ pub fn check_matmul_pipelined(device: &Device) {
     }
     // Every configuration of the kernel's list, on problems whose K and N take the pipelined
     // path (the largest tiles need it, and shared memory beyond 48 KiB on CUDA). Every one fits
-    // the CUDA targets' shared memory, so none may fail to compile.
+    // sm_90's shared memory, so none may fail to compile there; on sm_80 (163 KiB) the four-stage
+    // 128 x 256 tiles are refused with the bytes they need.
+    let shared = device.target().map_or(u32::MAX, |t| t.shared_memory_bytes);
     for (i, &(m, n, k, dtype)) in [(200, 272, 96, DType::F16), (67, 48, 160, DType::BF16)].iter().enumerate() {
         let problem = kernels::Problem::new(&[m, n, k], dtype);
         for config in kernel.configs() {
             match check(kernel.as_ref(), &problem, &config, device, 0x51AB ^ i as u64) {
                 Ok(report) => failures.extend(failed_outputs(&report, &problem, &config)),
+                Err(e) if shared < 200 * 1024 && e.to_string().contains("bytes of shared memory") => continue,
                 Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
             }
             runs += 1;

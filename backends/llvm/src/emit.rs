@@ -1703,10 +1703,10 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         h.wgmma_fence(&mut self.builder());
     }
 
-    fn wgmma_wait(&mut self, values: &[LlvmValue]) -> Vec<LlvmValue> {
+    fn wgmma_wait(&mut self, pending: u32, values: &[LlvmValue]) -> Vec<LlvmValue> {
         let ops: Vec<Operand> = values.iter().map(|v| v.op).collect();
         let h = self.hooks;
-        let out = h.wgmma_wait(&mut self.builder(), &ops);
+        let out = h.wgmma_wait(&mut self.builder(), pending, &ops);
         out.into_iter().zip(values).map(|(op, v)| self.val(op, v.dtype)).collect()
     }
 

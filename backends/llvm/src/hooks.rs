@@ -113,10 +113,11 @@ pub trait Hooks {
     fn wgmma_fence(&self, b: &mut Builder<'_>) {
         let _ = b;
     }
-    /// Commits the warpgroup matrix instructions issued and waits for them; returns the f32
-    /// `values` (their results) as the wait defines them, so nothing reads them earlier.
-    fn wgmma_wait(&self, b: &mut Builder<'_>, values: &[Operand]) -> Vec<Operand> {
-        let _ = b;
+    /// Commits the warpgroup matrix instructions issued and waits until at most `pending`
+    /// groups are incomplete; returns the f32 `values` (results of completed ones) as the wait
+    /// defines them, so nothing reads them earlier.
+    fn wgmma_wait(&self, b: &mut Builder<'_>, pending: u32, values: &[Operand]) -> Vec<Operand> {
+        let _ = (b, pending);
         values.to_vec()
     }
     /// `fence.proxy.async.shared::cta` ([`tilekit_core::gpu::Emitter::fence_async_shared`]).

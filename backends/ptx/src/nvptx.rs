@@ -205,12 +205,10 @@ impl Hooks for NvptxHooks {
         b.stmt("call void asm sideeffect \"wgmma.fence.sync.aligned;\", \"~{memory}\"() convergent".to_string());
     }
 
-    fn wgmma_wait(&self, b: &mut Builder<'_>, values: &[Operand]) -> Vec<Operand> {
+    fn wgmma_wait(&self, b: &mut Builder<'_>, pending: u32, values: &[Operand]) -> Vec<Operand> {
+        let asm = format!("wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned {pending};");
         if values.is_empty() {
-            b.stmt(
-                "call void asm sideeffect \"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;\", \"~{memory}\"() convergent"
-                    .to_string(),
-            );
+            b.stmt(format!("call void asm sideeffect \"{asm}\", \"~{{memory}}\"() convergent"));
             return Vec::new();
         }
         // The results pass through the wait, so nothing that reads them moves above it.
@@ -219,11 +217,8 @@ impl Hooks for NvptxHooks {
         let outc = vec!["=f"; n].join(",");
         let ties: Vec<String> = (0..n).map(|i| i.to_string()).collect();
         let args: Vec<String> = values.iter().map(|v| format!("float {v}")).collect();
-        let r = b.inst(format!(
-            "call {{ {ret} }} asm sideeffect \"wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;\", \"{outc},{},~{{memory}}\"({}) convergent",
-            ties.join(","),
-            args.join(", ")
-        ));
+        let r =
+            b.inst(format!("call {{ {ret} }} asm sideeffect \"{asm}\", \"{outc},{},~{{memory}}\"({}) convergent", ties.join(","), args.join(", ")));
         (0..n).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect()
     }
 

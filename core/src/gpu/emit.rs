@@ -176,9 +176,12 @@ pub trait Emitter {
     /// next (`wgmma.fence`): issued before the first of them that reads registers written since.
     fn wgmma_fence(&mut self) {}
 
-    /// Closes the warpgroup matrix instructions issued since the last wait and waits for all of
-    /// them; returns `values` (their results), readable from here on.
-    fn wgmma_wait(&mut self, values: &[Self::V]) -> Vec<Self::V> {
+    /// Closes the group of warpgroup matrix instructions issued since the last wait and waits
+    /// until at most `pending` groups of this warpgroup's are incomplete; returns `values`
+    /// (results of the completed ones), readable from here on. Shared memory a pending group
+    /// reads must not be written until a later wait completes it.
+    fn wgmma_wait(&mut self, pending: u32, values: &[Self::V]) -> Vec<Self::V> {
+        let _ = pending;
         values.to_vec()
     }
 

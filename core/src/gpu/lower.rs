@@ -157,6 +157,8 @@ pub struct LowerInfo {
     pub rings: Vec<RingInfo>,
     /// The `dot`s lowered to warpgroup matrix instructions (`wgmma`), by value.
     pub wgmma: Vec<usize>,
+    /// Of those, the ones whose instructions stay in flight into the next iteration.
+    pub in_flight: Vec<usize>,
 }
 
 impl LowerInfo {
@@ -180,6 +182,9 @@ pub struct RingInfo {
     /// Stored in panels of 64 columns with the 128-byte swizzle warpgroup matrix instructions
     /// read.
     pub panels: bool,
+    /// Iterations its copies run ahead: `stages - 1`, one less where the loop's warpgroup
+    /// matrix instructions stay in flight into the next iteration.
+    pub ahead: u32,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -268,6 +273,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
             stored: if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape },
             swizzled: l.swizzle.max_phase > 1,
             panels: l.swizzle.panel > 0,
+            ahead: lw.num_stages - 1 - lw.pipelines.values().find(|p| p.loads.iter().any(|x| x.result == l.result)).map_or(0, |p| p.lag()),
             transposed: l.transposed,
         })
         .collect();
@@ -275,7 +281,9 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     let mut wgmma = lw.wgmma_dots;
     wgmma.sort();
     wgmma.dedup();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma })
+    let mut in_flight: Vec<usize> = lw.pipelines.values().flat_map(|p| &p.deferred).map(|v| v.index()).filter(|v| wgmma.contains(v)).collect();
+    in_flight.sort();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -376,10 +384,18 @@ struct Lowerer<'a, E: Emitter> {
     wgmma_dots: Vec<usize>,
 }
 
-/// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead.
+/// A loop whose matrix-operand loads are issued `num_stages - 1` iterations ahead, or
+/// `num_stages - 2` where its warpgroup matrix instructions stay in flight into the next
+/// iteration.
 #[derive(Clone, Debug)]
 struct Pipeline {
     loads: Vec<PipeLoad>,
+    /// The warpgroup `dot`s whose instructions are waited for one iteration later (the next
+    /// iteration's, chained on the same accumulator, are issued first): each accumulates into
+    /// a loop-carried value that nothing else reads and its result only goes to the `yield`.
+    /// Their last iteration's are waited for after the loop. While a group is in flight its
+    /// ring slot must not be refilled, so the copies run one iteration less ahead.
+    deferred: Vec<Value>,
     /// The body's instructions (indices, in order) that compute those loads' offsets and masks:
     /// pure functions of the induction variable and values defined outside the loop, so they
     /// can be evaluated for a later iteration.
@@ -401,6 +417,13 @@ struct PipeLoad {
     /// matrix loads.
     transposed: bool,
     swizzle: Swizzle,
+}
+
+impl Pipeline {
+    /// Iterations the copies run less than `num_stages - 1` ahead.
+    fn lag(&self) -> u32 {
+        u32::from(!self.deferred.is_empty())
+    }
 }
 
 impl PipeLoad {
@@ -1153,7 +1176,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let ring = match &pipe {
                     Some(pipe) => {
                         let (bases, floors) = self.pipe_prologue(pipe, body, iv_dtype, lo, hi, st)?;
-                        let (read, write) = (self.c_i32(0), self.c_i32(self.num_stages as i64 - 1));
+                        let (read, write) = (self.c_i32(0), self.c_i32((self.num_stages - 1 - pipe.lag()) as i64));
                         carried.push((DType::I32, read));
                         carried.push((DType::I32, write));
                         Some((bases, floors))
@@ -1190,6 +1213,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     self.floors = floors;
                 }
                 self.bind(&inst.results, &layouts, &results[..nflat]);
+                if let Some(pipe) = pipe.filter(|p| !p.deferred.is_empty()) {
+                    self.wait_deferred(&pipe, body, inst)?;
+                }
             }
             Op::If { cond, then_block, else_block } => {
                 let c = self.scalar(*cond);
@@ -2589,10 +2615,43 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 accregs.splice(range, d);
             }
         }
-        let accregs = self.e.wgmma_wait(&accregs);
+        let accregs = if self.pipelines.values().any(|p| p.deferred.contains(&r)) {
+            // The previous iteration's instructions are done (their ring slot may be
+            // refilled); this iteration's run on into the next.
+            self.e.wgmma_wait(1, &[]);
+            accregs
+        } else {
+            self.e.wgmma_wait(0, &accregs)
+        };
         self.wgmma_dots.push(r.index());
         let out = accregs.into_iter().map(|v| self.cast(DType::F32, accd, v)).collect();
         self.set_data(r, acc_layout, out);
+        Ok(())
+    }
+
+    /// After a loop whose warpgroup dots were left in flight ([`Pipeline::deferred`]): waits
+    /// for the last iteration's and rebinds the loop's results for those accumulators to the
+    /// wait's.
+    fn wait_deferred(&mut self, pipe: &Pipeline, body: &'a Block, inst: &'a Inst) -> R<()> {
+        let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() else { return Ok(()) };
+        let mut held = Vec::new();
+        for (j, y) in values.iter().enumerate() {
+            if pipe.deferred.contains(y) {
+                let r = inst.results[j];
+                let (layout, regs) = self.data.get(&r).cloned().ok_or_else(|| LowerError::Unsupported {
+                    op: "dot".into(),
+                    loc: inst.loc.clone(),
+                    what: "a loop result in flight that is not held in registers".into(),
+                })?;
+                held.push((r, layout, regs));
+            }
+        }
+        let all: Vec<E::V> = held.iter().flat_map(|(_, _, regs)| regs.iter().copied()).collect();
+        let mut done = self.e.wgmma_wait(0, &all).into_iter();
+        for (r, layout, regs) in held {
+            let regs: Vec<E::V> = done.by_ref().take(regs.len()).collect();
+            self.set_data(r, layout, regs);
+        }
         Ok(())
     }
 
@@ -2627,7 +2686,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // Memory now under the rings may still be read by an earlier use in other threads.
         self.e.barrier();
         let mut ivj = lo;
-        for j in 0..s - 1 {
+        for j in 0..s - 1 - pipe.lag() as usize {
             if j > 0 {
                 ivj = self.e.binary(BinaryOp::Add, iv_dtype, ivj, st);
             }
@@ -2657,8 +2716,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         write: E::V,
     ) -> R<(E::V, E::V)> {
         let s = self.num_stages;
-        // Groups committed so far: s - 1 + i; this iteration's is the (i + 1)-th.
-        self.e.async_wait(s - 2);
+        let ahead = s - 1 - pipe.lag();
+        // Groups committed so far: ahead + i; this iteration's is the (i + 1)-th.
+        self.e.async_wait(ahead - 1);
         if pipe.loads.iter().any(|l| l.swizzle.panel > 0) {
             // The copies are written through the generic proxy; warpgroup matrix instructions
             // read through the async one.
@@ -2666,7 +2726,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         // Everyone's copies are visible, and everyone is done with the slot written next.
         self.e.barrier();
-        let ahead = self.e.constant(iv_dtype, Scalar::Int(s as i64 - 1));
+        let ahead = self.e.constant(iv_dtype, Scalar::Int(ahead as i64));
         let jump = self.e.binary(BinaryOp::Mul, iv_dtype, st, ahead);
         let later = self.e.binary(BinaryOp::Add, iv_dtype, iv, jump);
         // Past the end, or wrapped past the dtype's range: nothing to copy.
@@ -3301,10 +3361,43 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             loads.push(probe);
         }
         if !loads.is_empty() {
-            pipelines.insert(body.args[0], Pipeline { loads, slice: slice.into_iter().collect() });
+            let deferred = if lw.num_stages >= 3 { deferred_dots(p, body, &loads, &lw.mma, &uses) } else { Vec::new() };
+            pipelines.insert(body.args[0], Pipeline { loads, slice: slice.into_iter().collect(), deferred });
         }
     }
     lw.pipelines = pipelines;
+}
+
+/// The `dot`s of a pipelined loop's body that may leave their warpgroup matrix instructions in
+/// flight until the next iteration ([`Pipeline::deferred`]): planned on `wgmma`, fed from
+/// panels (`b`, and `a` unless it is not pipelined), accumulating in f32 into a loop-carried
+/// value only they read, their result only yielded back to it.
+fn deferred_dots(
+    p: &Program,
+    body: &Block,
+    loads: &[PipeLoad],
+    mma: &HashMap<Value, (MatrixInstr, Mma)>,
+    uses: &HashMap<Value, Vec<(usize, &Inst)>>,
+) -> Vec<Value> {
+    let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() else { return Vec::new() };
+    let panel = |v: Value| loads.iter().find(|l| l.result == v).map(|l| l.swizzle.panel > 0);
+    let mut out = Vec::new();
+    for inst in &body.insts {
+        let Op::Dot { a, b, acc } = &inst.op else { continue };
+        let r = inst.results[0];
+        let wgmma = mma.get(&r).is_some_and(|(i, _)| i.kind == MatrixKind::Wgmma);
+        if !wgmma || panel(*b) != Some(true) || panel(*a) == Some(false) || p.ty(*acc).dtype != DType::F32 {
+            continue;
+        }
+        let Some(j) = body.args[1..].iter().position(|x| x == acc) else { continue };
+        let only = |v: Value, user: &dyn Fn(&Inst) -> bool| uses.get(&v).is_some_and(|us| us.len() == 1 && user(us[0].1));
+        let acc_only_here = only(*acc, &|u: &Inst| std::ptr::eq(u, inst));
+        let yielded_only = values.get(j) == Some(&r) && only(r, &|u: &Inst| matches!(u.op, Op::Yield { .. }));
+        if acc_only_here && yielded_only {
+            out.push(r);
+        }
+    }
+    out
 }
 
 /// Whether every register `to` needs is held by the same thread at the same static offsets in
@@ -3371,7 +3464,9 @@ fn wgmma_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type)
         *target.matrix.iter().find(|i| i.kind == MatrixKind::Wgmma && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32 && i.k == Mma::K)?;
     mma_sync_for(target, a.dtype)?;
     let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
-    let fits = m % (Mma::M * num_warps) == 0 && n % Mma::N == 0 && n <= instr.n && k % Mma::K == 0;
+    // K in whole 64-element panels, so a pipelined `a` is read through descriptors as well
+    // (one fed from registers would hold the warp-level layout's operand traffic).
+    let fits = m % (Mma::M * num_warps) == 0 && n % Mma::N == 0 && n <= instr.n && k % 64 == 0;
     fits.then_some((instr, Mma { warps: [num_warps, 1] }))
 }
 

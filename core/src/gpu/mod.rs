@@ -95,7 +95,14 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                  2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
                 options.num_stages
             ),
-            n => format!("; num_stages = {}: {n} loads pipelined, {} iterations ahead\n", options.num_stages, options.num_stages - 1),
+            n => {
+                let mut ahead: Vec<u32> = info.rings.iter().map(|r| r.ahead).collect();
+                ahead.sort();
+                ahead.dedup();
+                let ahead = ahead.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" or ");
+                let why = if info.in_flight.is_empty() { "" } else { " (one less than num_stages - 1: warpgroup dots stay in flight an iteration)" };
+                format!("; num_stages = {}: {n} loads pipelined, {ahead} iterations ahead{why}\n", options.num_stages)
+            }
         });
     }
     let text = print_with(program, &PrintOptions { locations: false });
@@ -114,6 +121,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                         let panels = if r.panels { ", 64-column panels" } else { "" };
                         format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}>", r.stages)
                     }
+                    (None, Some(Some(l))) if info.in_flight.contains(&idx) => format!("{l} via wgmma, in flight into the next iteration"),
                     (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),
                     (None, Some(Some(l))) => format!("{l}"),
                     _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),

@@ -178,6 +178,11 @@ enum SInst {
         c: Vec<Reg>,
         d: Vec<Reg>,
     },
+    /// Closes each warpgroup's group of warpgroup matrix instructions and completes all but its
+    /// `pending` newest groups: the shared memory they read may be written again.
+    WgmmaWait {
+        pending: u32,
+    },
     /// `fence.proxy.async.shared::cta`: this thread's shared-memory writes so far become
     /// visible to warpgroup matrix instructions (after a barrier, for other threads' ones).
     FenceAsync,
@@ -377,6 +382,10 @@ impl Emitter for Recorder {
         self.push(SInst::Wgmma { instr, n, a, b, c: c.to_vec(), d: d.clone() });
         Some(d)
     }
+    fn wgmma_wait(&mut self, pending: u32, values: &[Reg]) -> Vec<Reg> {
+        self.push(SInst::WgmmaWait { pending });
+        values.to_vec()
+    }
     fn fence_async_shared(&mut self) {
         self.push(SInst::FenceAsync);
     }
@@ -503,6 +512,7 @@ impl Lowered {
                 copies: vec![Default::default(); threads],
                 writes: 0,
                 fenced: vec![0; threads],
+                wg_reads: vec![Default::default(); threads.div_ceil(128)],
             };
             let active = vec![true; threads];
             m.exec(&self.code, &active)
@@ -520,11 +530,14 @@ struct SharedSlot {
     pending: bool,
     /// The write's sequence number ([`Machine::writes`]).
     seq: u64,
+    /// Reads of this slot by warpgroup matrix instructions not yet waited for: writing it is
+    /// a race.
+    readers: u32,
 }
 
 impl Default for SharedSlot {
     fn default() -> Self {
-        SharedSlot { value: Elem::I(0), written: None, pending: false, seq: 0 }
+        SharedSlot { value: Elem::I(0), written: None, pending: false, seq: 0, readers: 0 }
     }
 }
 
@@ -545,7 +558,12 @@ struct Machine<'a> {
     writes: u64,
     /// Per thread, [`Machine::writes`] at its last [`SInst::FenceAsync`].
     fenced: Vec<u64>,
+    /// Per warpgroup, the shared slots its warpgroup matrix instructions read, by group:
+    /// committed groups not yet complete (oldest first), then the open one.
+    wg_reads: Vec<(Vec<WgReads>, WgReads)>,
 }
+
+type WgReads = Vec<(DType, usize)>;
 
 type CopyGroup = Vec<(DType, usize, Elem)>;
 
@@ -621,6 +639,23 @@ impl Machine<'_> {
                 SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
                 SInst::LoadMatrix { dtype, row, trans, d } => self.load_matrix(*dtype, *row, *trans, d, active)?,
                 SInst::Wgmma { instr, n, a, b, c, d } => self.wgmma(instr, *n, a, b, c, d, active)?,
+                SInst::WgmmaWait { pending } => {
+                    if let Some(t) = active.iter().position(|a| !a) {
+                        return Err(self.fault(t, "a warpgroup matrix wait is reached by only some threads".into()));
+                    }
+                    for g in 0..self.wg_reads.len() {
+                        let open = std::mem::take(&mut self.wg_reads[g].1);
+                        self.wg_reads[g].0.push(open);
+                        while self.wg_reads[g].0.len() > *pending as usize {
+                            let done = self.wg_reads[g].0.remove(0);
+                            for (d, i) in done {
+                                if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
+                                    slot.readers -= 1;
+                                }
+                            }
+                        }
+                    }
+                }
                 SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next, results } => {
                     for t in 0..threads {
                         if active[t] {
@@ -820,10 +855,17 @@ impl Machine<'_> {
                         what: format!("shared {dtype}[{i}] is written while an asynchronous copy to it is in flight"),
                     });
                 }
+                if slot.readers > 0 {
+                    return Err(SimtError::Fault {
+                        pid,
+                        thread: t as u32,
+                        what: format!("shared {dtype}[{i}] is written while a warpgroup matrix instruction not waited for reads it"),
+                    });
+                }
                 self.writes += 1;
                 let seq = self.writes;
                 if let Some(slot) = self.shared_array(*dtype).and_then(|a| a.get_mut(i as usize)) {
-                    *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq };
+                    *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
                 }
                 return Ok(());
             }
@@ -849,6 +891,13 @@ impl Machine<'_> {
                     let slot = self.shared_array(*dtype).and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| {
                         SimtError::Fault { pid, thread: t as u32, what: format!("asynchronous copy to shared {dtype}[{i}] is out of bounds") }
                     })?;
+                    if slot.readers > 0 {
+                        return Err(SimtError::Fault {
+                            pid,
+                            thread: t as u32,
+                            what: format!("asynchronous copy to shared {dtype}[{i}] while a warpgroup matrix instruction not waited for reads it"),
+                        });
+                    }
                     slot.pending = true;
                     self.copies[t].1.push((*dtype, i as usize, v));
                 }
@@ -867,7 +916,7 @@ impl Machine<'_> {
                         self.writes += 1;
                         let seq = self.writes;
                         if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
-                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq };
+                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
                         }
                     }
                 }
@@ -877,9 +926,13 @@ impl Machine<'_> {
                 self.fenced[t] = self.writes;
                 return Ok(());
             }
-            SInst::Barrier | SInst::If { .. } | SInst::Loop { .. } | SInst::Mma { .. } | SInst::LoadMatrix { .. } | SInst::Wgmma { .. } => {
-                return Ok(())
-            }
+            SInst::Barrier
+            | SInst::If { .. }
+            | SInst::Loop { .. }
+            | SInst::Mma { .. }
+            | SInst::LoadMatrix { .. }
+            | SInst::Wgmma { .. }
+            | SInst::WgmmaWait { .. } => return Ok(()),
         };
         self.set(dst, t, v);
         Ok(())
@@ -1011,6 +1064,7 @@ impl Machine<'_> {
             Elem::I(x) => x as f32,
         };
         for t0 in (0..self.threads).step_by(128) {
+            let reads = std::cell::RefCell::new(Vec::new());
             let read = |me: &Self, m: &SharedMatrix<Reg>, dtype: DType, i: u32, k: u32| -> Result<f32, SimtError> {
                 let start = me.int(m.start, t0);
                 if let Some(t) = (t0..t0 + 128).find(|&t| me.int(m.start, t) != start) {
@@ -1018,6 +1072,7 @@ impl Machine<'_> {
                 }
                 let addr = SharedMatrix::<Reg>::swizzle((start * 2) as u32 + m.offset(i, k));
                 let e = me.read_async(dtype, (addr / 2) as i64, t0)?;
+                reads.borrow_mut().push((dtype, (addr / 2) as usize));
                 Ok(match e {
                     Elem::F(x) => x,
                     Elem::I(x) => x as f32,
@@ -1073,6 +1128,13 @@ impl Machine<'_> {
                     }
                 }
             }
+            let reads = reads.into_inner();
+            for &(dtype, i) in &reads {
+                if let Some(slot) = self.shared_array(dtype).and_then(|a| a.get_mut(i)) {
+                    slot.readers += 1;
+                }
+            }
+            self.wg_reads[t0 / 128].1.extend(reads);
             for w in 0..4u32 {
                 for lane in 0..32u32 {
                     let t = t0 + (32 * w + lane) as usize;

@@ -2353,6 +2353,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok(())
     }
 
+    /// A matrix dot's accumulator in the instruction's layout, in f32: its dtype, the layout
+    /// and the registers.
+    fn dot_acc(&mut self, acc: Value, mma: Mma) -> R<(DType, Layout, Vec<E::V>)> {
+        let accd = self.ty(acc).dtype;
+        let acc_layout = Layout::Mma(mma);
+        let acc_in = self.get(acc, &acc_layout)?;
+        let regs = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+        Ok((accd, acc_layout, regs))
+    }
+
     /// `a @ b + acc` with warp-level matrix instructions. The accumulator lives in the
     /// instruction's layout. Each operand comes from one of three places: registers already in
     /// its fragment layout (a loop-invariant operand converted before the loop); the ring of
@@ -2366,10 +2376,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let r = inst.results[0];
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
-        let accd = self.ty(acc).dtype;
-        let acc_layout = Layout::Mma(mma);
-        let acc_in = self.get(acc, &acc_layout)?;
-        let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+        let (accd, acc_layout, mut accregs) = self.dot_acc(acc, mma)?;
         let layouts = [Layout::DotOperand { operand: 0, parent: mma }, Layout::DotOperand { operand: 1, parent: mma }];
         let types = [&at, &bt];
         let mut sources: Vec<Source<E::V>> = Vec::with_capacity(2);
@@ -2553,10 +2560,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let r = inst.results[0];
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
-        let accd = self.ty(acc).dtype;
-        let acc_layout = Layout::Mma(mma);
-        let acc_in = self.get(acc, &acc_layout)?;
-        let mut accregs: Vec<E::V> = acc_in.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+        let (accd, acc_layout, mut accregs) = self.dot_acc(acc, mma)?;
         let a_layout = Layout::DotOperand { operand: 0, parent: mma };
         let a_regs = match &sources[0] {
             Source::Ring(_) => None,

@@ -1148,16 +1148,18 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// `shared dtype[i]`, if it exists.
+    fn slot(&self, dtype: DType, i: i64) -> Option<SharedSlot> {
+        let arr = self.shared.iter().find(|(d, _)| *d == dtype).map(|(_, v)| v);
+        arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i))).copied()
+    }
+
     /// The warpgroup of thread `t` reads `shared dtype[i]` through the async proxy: a fault
     /// when out of bounds, never written, written since the last barrier, or written without
     /// a proxy fence by its writer after the write.
     fn read_async(&self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
         let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
-        let arr = self.shared.iter().find(|(d, _)| *d == dtype).map(|(_, v)| v);
-        let slot = arr
-            .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
-            .copied()
-            .ok_or_else(|| fault(format!("warpgroup matrix read of shared {dtype}[{i}] is out of bounds")))?;
+        let slot = self.slot(dtype, i).ok_or_else(|| fault(format!("warpgroup matrix read of shared {dtype}[{i}] is out of bounds")))?;
         if slot.pending {
             return Err(fault(format!("shared {dtype}[{i}] is read by a warpgroup matrix instruction while a copy to it is in flight")));
         }
@@ -1178,11 +1180,7 @@ impl Machine<'_> {
     fn read_shared(&self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
         let epoch = self.epoch;
         let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
-        let arr = self.shared.iter().find(|(d, _)| *d == dtype).map(|(_, v)| v);
-        let slot = arr
-            .and_then(|a| usize::try_from(i).ok().and_then(|i| a.get(i)))
-            .copied()
-            .ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
+        let slot = self.slot(dtype, i).ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
         if slot.pending {
             return Err(fault(format!("shared {dtype}[{i}] is read while an asynchronous copy to it is in flight (a missing wait)")));
         }

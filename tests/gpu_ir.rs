@@ -77,6 +77,15 @@ fn matmul_sm90a() {
     let ir = gpu_ir("matmul", &p, config, &Target::cuda_sm90a());
     assert!(ir.contains("#ring<3 stages, 64 x 256, swizzled, 64-column panels>"), "{ir}");
     assert!(ir.contains("#mma<m16n8k16, warps [8, 1]> via wgmma"), "{ir}");
+    // Results files record the instruction (`lowering`).
+    let k = kernels::find("matmul").unwrap();
+    let config: Config = config.parse().unwrap();
+    let plan = k.plan(&p, &config).unwrap();
+    let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
+    let d = tilekit::gpu::decisions(&plan.launches[0].program, &Target::cuda_sm90a(), &options).unwrap();
+    assert_eq!(d.dots, ["wgmma m64n256k16, in flight across iterations"]);
+    let d = tilekit::gpu::decisions(&plan.launches[0].program, &Target::cuda_sm90(), &options).unwrap();
+    assert_eq!(d.dots, ["mma.sync m16n8k16"]);
 }
 
 /// Attention on sm_90a: both dots on warpgroup matrix instructions, Q and the probabilities

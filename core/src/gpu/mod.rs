@@ -40,8 +40,13 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
     let mut dots = Vec::new();
     program.walk(&mut |inst| {
         if let crate::ir::Op::Dot { .. } = inst.op {
-            let home = inst.results.first().and_then(|v| info.homes.get(v.index())).and_then(Option::as_ref);
+            let r = inst.results[0];
+            let home = info.homes.get(r.index()).and_then(Option::as_ref);
             dots.push(match home {
+                Some(layout::Layout::Mma(_)) if info.wgmma.contains(&r.index()) => {
+                    let n = program.ty(r).shape.get(1).copied().unwrap_or(0);
+                    format!("wgmma m64n{n}k16{}", if info.in_flight.contains(&r.index()) { ", in flight across iterations" } else { "" })
+                }
                 Some(layout::Layout::Mma(_)) => format!("mma.sync m{}n{}k{}", layout::Mma::M, layout::Mma::N, layout::Mma::K),
                 _ => "fma".to_string(),
             });

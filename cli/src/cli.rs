@@ -145,7 +145,7 @@ pub struct IrArgs {
     #[arg(long)]
     pub gpu: bool,
     /// The target for --gpu and --spirv: vulkan-baseline (default), lavapipe, h200-vulkan, and
-    /// for --gpu also sm_80, sm_90 or h200-cuda.
+    /// for --gpu also sm_80, sm_90, sm_90a or h200-cuda.
     #[arg(long, value_name = "TARGET")]
     pub target: Option<String>,
     /// Print the disassembled SPIR-V instead (for --target), as the Vulkan and wgpu runtimes
@@ -199,7 +199,7 @@ pub struct RunArgs {
     pub problem: ProblemArgs,
     /// Device to run on: `interpreter` (the reference); `emulator:PRESET` for a target's GPU
     /// lowering emulated on the CPU thread by thread (presets: vulkan-baseline, lavapipe,
-    /// h200-vulkan, sm_80, sm_90, h200-cuda, gfx90a, gfx942, gfx1100); `vulkan` or `wgpu` for
+    /// h200-vulkan, sm_80, sm_90, sm_90a, h200-cuda, gfx90a, gfx942, gfx1100); `vulkan` or `wgpu` for
     /// the first Vulkan device through the raw Vulkan runtime or through wgpu (passthrough
     /// SPIR-V); `wgpu-naga` for the same adapter through naga modules; `cuda` for the
     /// first CUDA GPU (a build with the `ptx` feature); or a longer prefix of a name `tilekit

@@ -98,7 +98,11 @@ fn summary_file_says_it_is_finished() {
     assert_eq!(s["in_flight"].as_array().map(Vec::len), Some(0));
     assert_eq!(s["programs_run"], 30);
     for d in s["devices"].as_array().unwrap() {
-        assert_eq!(d["agreed"], 30, "{d}");
+        // Every program agrees or is refused with its reason (lavapipe's warp of 8 takes fewer
+        // registers per thread for the 64 x 64 tiles).
+        let refused: u64 = d["refused"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(d["agreed"].as_u64().unwrap() + refused, 30, "{d}");
+        assert_eq!(d["unexplained"], 0, "{d}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -353,7 +353,8 @@ mod tests {
         .unwrap();
         let buffer =
             |name: &str| BufferCase { name: name.into(), dtype: DType::F32, len: 4, fill: Fill::Wild, check: Check::Exact, operands: vec![] };
-        let case = Case { program, grid: [1, 1, 1], num_warps: 1, buffers: vec![buffer("a"), buffer("y")], scalars: vec![], input_seed: 1 };
+        let case =
+            Case { program, grid: [1, 1, 1], num_warps: 1, num_stages: 1, buffers: vec![buffer("a"), buffer("y")], scalars: vec![], input_seed: 1 };
         let tiny = f32::MIN_POSITIVE as f64 / 4.0;
         let want = [HostBuffer::from_f64(DType::F32, &[tiny, 1.0, -tiny, 2.0]), HostBuffer::from_f64(DType::F32, &[tiny, 0.0, 0.0, 0.0])];
         let got = [HostBuffer::from_f64(DType::F32, &[0.0, 1.0, -0.0, 2.0]), HostBuffer::from_f64(DType::F32, &[0.0, 0.0, 0.0, 0.0])];
@@ -382,7 +383,7 @@ mod tests {
         )
         .unwrap();
         let y = BufferCase { name: "y".into(), dtype: DType::F32, len: 3, fill: Fill::Poison, check: Check::Exact, operands: vec![] };
-        let case = Case { program, grid: [1, 1, 1], num_warps: 1, buffers: vec![y], scalars: vec![], input_seed: 1 };
+        let case = Case { program, grid: [1, 1, 1], num_warps: 1, num_stages: 1, buffers: vec![y], scalars: vec![], input_seed: 1 };
         let f = |xs: &[f64]| HostBuffer::from_f64(DType::F32, xs);
         let want = [f(&[f64::INFINITY, 2.0, f64::NAN])];
         let substituted = [f(&[1.0, 2.0, f64::NAN])];
@@ -421,6 +422,7 @@ mod tests {
             program,
             grid: [1, 1, 1],
             num_warps: 1,
+            num_stages: 1,
             buffers: vec![buffer("q", div, &["x", "d"]), buffer("x", Check::Exact, &[]), buffer("d", Check::Exact, &[])],
             scalars: vec![],
             input_seed: 1,

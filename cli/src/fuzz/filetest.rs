@@ -47,6 +47,9 @@ pub fn to_text(case: &Case, comments: &[String]) -> String {
     }
     out.push_str(&format!("// grid: {} {} {}\n", case.grid[0], case.grid[1], case.grid[2]));
     out.push_str(&format!("// num_warps: {}\n", case.num_warps));
+    if case.num_stages != 1 {
+        out.push_str(&format!("// num_stages: {}\n", case.num_stages));
+    }
     out.push_str(&format!("// input_seed: {}\n", case.input_seed));
     for b in &case.buffers {
         let of = if b.operands.is_empty() { String::new() } else { format!(" of {}", b.operands.join(" ")) };
@@ -66,6 +69,7 @@ pub fn to_text(case: &Case, comments: &[String]) -> String {
 pub fn parse(text: &str) -> Result<FileTest, String> {
     let mut grid = None;
     let mut num_warps = None;
+    let mut num_stages = 1;
     let mut input_seed = None;
     let mut buffers: Vec<(String, usize, Fill, Check, Vec<String>)> = Vec::new();
     let mut scalars: Vec<(String, String)> = Vec::new();
@@ -87,6 +91,8 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
             grid = Some([g[0], g[1], g[2]]);
         } else if let Some(v) = h.strip_prefix("num_warps:") {
             num_warps = Some(v.trim().parse().map_err(|_| bad("bad num_warps"))?);
+        } else if let Some(v) = h.strip_prefix("num_stages:") {
+            num_stages = v.trim().parse().ok().filter(|&s: &u32| s >= 1).ok_or_else(|| bad("bad num_stages (a count of at least 1)"))?;
         } else if let Some(v) = h.strip_prefix("input_seed:") {
             input_seed = Some(v.trim().parse().map_err(|_| bad("bad input_seed"))?);
         } else if let Some(v) = h.strip_prefix("buffer ") {
@@ -148,6 +154,7 @@ pub fn parse(text: &str) -> Result<FileTest, String> {
         program,
         grid: grid.ok_or("no `grid:` line")?,
         num_warps: num_warps.ok_or("no `num_warps:` line")?,
+        num_stages,
         buffers: case_buffers,
         scalars: case_scalars,
         input_seed: input_seed.ok_or("no `input_seed:` line")?,

@@ -120,13 +120,15 @@ fn build(mut rng: Rng, name: &str) -> Result<Case, VerifyError> {
     let mode = match rng.below(10) {
         0..=4 => Mode::Flat { block: 1 << rng.range(0, 8) },
         5..=7 => Mode::Grid { rows: 1 << rng.range(0, 5), cols: 1 << rng.range(0, 5) },
-        // Square tiles, where `dot` applies.
+        // Square tiles, where `dot` applies (64: warpgroup matrix instructions on sm_90a).
         _ => {
-            let s = rng.pick(&[16usize, 32]);
+            let s = rng.pick(&[16usize, 32, 64]);
             Mode::Grid { rows: s, cols: s }
         }
     };
     let input_seed = rng.next_u64();
+    // Drawn apart from the program's stream: a case's program does not depend on it.
+    let num_stages = Rng::new(input_seed ^ 0x5747_4745).pick(&[1u32, 1, 2, 3, 4]);
     let k = Builder::new(name);
     let mut params = Vec::new();
 
@@ -210,7 +212,7 @@ fn build(mut rng: Rng, name: &str) -> Result<Case, VerifyError> {
             ParamCase::Scalar(s) => scalars.push((i, s)),
         }
     }
-    Ok(Case { program, grid, num_warps, buffers, scalars, input_seed })
+    Ok(Case { program, grid, num_warps, num_stages, buffers, scalars, input_seed })
 }
 
 impl<'b> Gen<'b> {
@@ -655,11 +657,15 @@ impl<'b> Gen<'b> {
         })
     }
 
-    /// `a @ b + acc` on square main tiles: tame floats (exact in any order) or i8 -> i32.
+    /// `a @ b + acc` on square main tiles: tame floats (exact in any order) or i8 -> i32; or,
+    /// for 16-bit floats, a K loop of such products ([`Gen::dot_loop`]).
     fn dot(&self, pool: &[V<'b>]) -> Option<V<'b>> {
         let Mode::Grid { rows, cols } = self.mode else { return None };
         if rows != cols || rows < 16 {
             return None;
+        }
+        if self.chance(0.4) {
+            return Some(self.dot_loop(pool, rows));
         }
         let (ab, acc) = self.pick(&[
             (DType::F16, DType::F32),
@@ -690,6 +696,45 @@ impl<'b> Gen<'b> {
         };
         let t = if self.chance(0.3) { a.t.dot(b.t.trans(), c) } else { a.t.dot(b.t, c) };
         Some(V { t, tame: None, loose: a.loose || b.loose })
+    }
+
+    /// A matmul's K loop on `s x s` tiles: `acc + A[rows, :K] @ B[:K, cols]` over `ceil(K / s)`
+    /// iterations, A (`programs s x K`) and B (`K x s`, or stored `s x K` and read transposed)
+    /// fresh tame inputs of f16 or bf16, K ragged (the last tile masked along K, zeros
+    /// filled), summed in f32: exact. What `num_stages` pipelines, and on sm_90a with 64-wide
+    /// tiles what warpgroup matrix instructions run.
+    fn dot_loop(&self, pool: &[V<'b>], s: usize) -> V<'b> {
+        let ab = self.pick(&[DType::F16, DType::BF16]);
+        // Multiples of 8 keep the masks whole over 16-byte vectors (what the pipeliner takes).
+        let kdim = match self.below(5) {
+            0 => s,
+            1 => 2 * s,
+            2 => 8 * self.r().range(1, 3 * s as i64 / 8) as usize,
+            3 => self.r().range(1, s as i64) as usize,
+            _ => self.r().range(s as i64 + 1, 3 * s as i64) as usize,
+        };
+        let trans_b = self.chance(0.3);
+        let rows_total = self.programs * s;
+        let a = self.buffer(ab, Access::Read, rows_total * kdim, Fill::Tame, Check::Exact);
+        let b = self.buffer(ab, Access::Read, kdim * s, Fill::Tame, Check::Exact);
+        let k = self.k;
+        let r = (self.pid * s as i32 + k.arange(0, s as i64)).expand_dims(1);
+        let c = k.arange(0, s as i64).expand_dims(0);
+        let rk = k.arange(0, s as i64);
+        let acc0 = self
+            .pick_from(pool, |v| self.is_full(v) && v.tame.is_some_and(|l| tame_within(l, DType::F32)))
+            .map(|v| v.t.cast(DType::F32))
+            .unwrap_or_else(|| k.zeros(&self.shape, DType::F32));
+        let tiles = kdim.div_ceil(s) as i32;
+        let (kd, si) = (kdim as i32, s as i32);
+        let [acc] = k.for_range(0, tiles, 1, [acc0], |t, [acc]| {
+            let kk = t * si + rk;
+            let a_tile = k.load_masked(a, r * kd + kk.expand_dims(0), kk.expand_dims(0).lt(kd), 0);
+            let b_offs = if trans_b { c * kd + kk.expand_dims(1) } else { kk.expand_dims(1) * si + c };
+            let b_tile = k.load_masked(b, b_offs, kk.expand_dims(1).lt(kd), 0);
+            [a_tile.dot(b_tile, acc)]
+        });
+        V { t: acc, tame: None, loose: false }
     }
 
     /// A load at offsets computed from data (a gather), always in bounds.

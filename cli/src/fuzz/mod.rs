@@ -170,6 +170,8 @@ pub struct Case {
     pub program: Program,
     pub grid: [u32; 3],
     pub num_warps: u32,
+    /// The software-pipelining depth the case runs with (1: none).
+    pub num_stages: u32,
     /// One per buffer parameter, in parameter order.
     pub buffers: Vec<BufferCase>,
     /// Scalar arguments: (parameter index, value).

@@ -106,10 +106,11 @@ impl FuzzDevice {
 }
 
 /// The emulator targets the fuzzer uses: warps of 32 (CUDA sm_80's, which also has every dtype
-/// and lowers f16/bf16 `dot`s to the emulator's model of `mma.sync`) and warps of 8 (lavapipe's,
-/// with bf16 allowed so that the emulator covers it; lavapipe itself refuses bf16).
+/// and lowers f16/bf16 `dot`s to the emulator's model of `mma.sync`; sm_90a's, whose pipelined
+/// `dot`s on 64-column panels run on its model of `wgmma`) and warps of 8 (lavapipe's, with
+/// bf16 allowed so that the emulator covers it; lavapipe itself refuses bf16).
 pub fn emulator_targets() -> Vec<Target> {
-    vec![Target::cuda_sm80(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
+    vec![Target::cuda_sm80(), Target::cuda_sm90a(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
 }
 
 /// The plan, buffers and configuration that run `case`.
@@ -129,7 +130,7 @@ pub fn plan(case: &Case) -> (Plan, Config) {
         }
     }
     let plan = Plan { buffers: specs, launches: vec![Launch { program: case.program.clone(), grid: case.grid, args }] };
-    (plan, Config::new().with("num_warps", case.num_warps as i64))
+    (plan, Config::new().with("num_warps", case.num_warps as i64).with("num_stages", case.num_stages as i64))
 }
 
 /// Runs `case` on `device` from `inputs` (copied first) and returns the buffers after the run.

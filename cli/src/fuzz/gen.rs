@@ -129,6 +129,8 @@ fn build(mut rng: Rng, name: &str) -> Result<Case, VerifyError> {
     let input_seed = rng.next_u64();
     // Drawn apart from the program's stream: a case's program does not depend on it.
     let num_stages = Rng::new(input_seed ^ 0x5747_4745).pick(&[1u32, 1, 2, 3, 4]);
+    // Half the 64 x 64 programs run on 4 warps, the shape warpgroup matrix instructions take.
+    let num_warps = if mode == (Mode::Grid { rows: 64, cols: 64 }) && Rng::new(input_seed ^ 0x5747_3634).chance(0.5) { 4 } else { num_warps };
     let k = Builder::new(name);
     let mut params = Vec::new();
 
@@ -892,5 +894,27 @@ mod tests {
             assert_eq!(a, b);
             tilekit_core::verify::verify(&a.program).expect("verified");
         }
+    }
+
+    /// The generator reaches the matrix paths: among the first programs of a seed, some `dot`
+    /// loops are pipelined on sm_80 (mma.sync) and some run on warpgroup matrix instructions
+    /// on sm_90a.
+    #[test]
+    fn dot_loops_reach_the_pipeliner_and_wgmma() {
+        use tilekit_core::gpu::lower::LowerOptions;
+        use tilekit_core::gpu::{decisions, Target};
+        let (mut pipelined, mut wgmma) = (0, 0);
+        for i in 0..1500 {
+            let c = generate(33, i).expect("valid");
+            let mut options = LowerOptions::new(c.num_warps);
+            options.num_stages = c.num_stages;
+            if let Ok(d) = decisions(&c.program, &Target::cuda_sm80(), &options) {
+                pipelined += usize::from(d.pipelined_loads > 0);
+            }
+            if let Ok(d) = decisions(&c.program, &Target::cuda_sm90a(), &options) {
+                wgmma += d.dots.iter().filter(|d| d.starts_with("wgmma")).count();
+            }
+        }
+        assert!(pipelined >= 5 && wgmma >= 1, "{pipelined} programs pipelined, {wgmma} wgmma dots");
     }
 }

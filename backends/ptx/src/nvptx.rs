@@ -64,6 +64,20 @@ impl fmt::Display for Arch {
     }
 }
 
+/// Inline assembly `asm` (with side effects, convergent) whose f32 outputs `$0..` are tied to
+/// `tied`, the last inputs, after `inputs` (constraint, typed argument); returns the outputs.
+fn tied_f32_asm(b: &mut Builder<'_>, asm: &str, inputs: &[(&str, String)], tied: &[Operand], clobber: Option<&str>) -> Vec<Operand> {
+    let n = tied.len();
+    let ret = vec!["float"; n].join(", ");
+    let mut constraints: Vec<String> = vec!["=f".to_string(); n];
+    constraints.extend(inputs.iter().map(|(c, _)| c.to_string()));
+    constraints.extend((0..n).map(|i| i.to_string()));
+    constraints.extend(clobber.map(str::to_string));
+    let args: Vec<String> = inputs.iter().map(|(_, a)| a.clone()).chain(tied.iter().map(|v| format!("float {v}"))).collect();
+    let r = b.inst(format!("call {{ {ret} }} asm sideeffect \"{asm}\", \"{}\"({}) convergent", constraints.join(","), args.join(", ")));
+    (0..n).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect()
+}
+
 /// [`Hooks`] for `nvptx64-nvidia-cuda`.
 #[derive(Clone, Copy, Debug)]
 pub struct NvptxHooks {
@@ -185,20 +199,14 @@ impl Hooks for NvptxHooks {
             WgmmaOperand::Descriptor(_) => format!("1, 1, 0, {}", trans_b as u32),
             WgmmaOperand::Words(_) => format!("1, 1, {}", trans_b as u32),
         };
-        let ties: Vec<String> = (0..outs).map(|i| i.to_string()).collect();
-        inputs.extend(c.iter().map(|v| format!("float {v}")));
-        let ret = vec!["float"; outs].join(", ");
-        let r = b.inst(format!(
-            "call {{ {ret} }} asm sideeffect \"{{ .reg .pred p; setp.ne.b32 p, ${scale}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {a_text}, ${bd}, p, {imms}; }}\", \"{outc},{inc},{ties}\"({args}) convergent",
+        let asm = format!(
+            "{{ .reg .pred p; setp.ne.b32 p, ${scale}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {a_text}, ${bd}, p, {imms}; }}",
             scale = next + 1,
             d = d.join(", "),
             bd = next,
-            outc = vec!["=f"; outs].join(","),
-            inc = constraints.join(","),
-            ties = ties.join(","),
-            args = inputs.join(", "),
-        ));
-        Some((0..outs).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect())
+        );
+        let inputs: Vec<(&str, String)> = constraints.into_iter().zip(inputs).collect();
+        Some(tied_f32_asm(b, &asm, &inputs, c, None))
     }
 
     fn wgmma_fence(&self, b: &mut Builder<'_>) {
@@ -212,14 +220,7 @@ impl Hooks for NvptxHooks {
             return Vec::new();
         }
         // The results pass through the wait, so nothing that reads them moves above it.
-        let n = values.len();
-        let ret = vec!["float"; n].join(", ");
-        let outc = vec!["=f"; n].join(",");
-        let ties: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        let args: Vec<String> = values.iter().map(|v| format!("float {v}")).collect();
-        let r =
-            b.inst(format!("call {{ {ret} }} asm sideeffect \"{asm}\", \"{outc},{},~{{memory}}\"({}) convergent", ties.join(","), args.join(", ")));
-        (0..n).map(|i| b.inst(format!("extractvalue {{ {ret} }} {r}, {i}"))).collect()
+        tied_f32_asm(b, &asm, &[], values, Some("~{memory}"))
     }
 
     fn fence_async_shared(&self, b: &mut Builder<'_>) {

@@ -266,14 +266,14 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     let mut rings: Vec<RingInfo> = lw
         .pipelines
         .values()
-        .flat_map(|p| &p.loads)
-        .map(|l| RingInfo {
+        .flat_map(|p| p.loads.iter().map(move |l| (p, l)))
+        .map(|(p, l)| RingInfo {
             value: l.result.index(),
             stages: lw.num_stages,
             stored: if l.transposed { [l.shape[1], l.shape[0]] } else { l.shape },
             swizzled: l.swizzle.max_phase > 1,
             panels: l.swizzle.panel > 0,
-            ahead: lw.num_stages - 1 - lw.pipelines.values().find(|p| p.loads.iter().any(|x| x.result == l.result)).map_or(0, |p| p.lag()),
+            ahead: lw.num_stages - 1 - p.lag(),
             transposed: l.transposed,
         })
         .collect();

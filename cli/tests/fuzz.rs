@@ -106,3 +106,33 @@ fn summary_file_says_it_is_finished() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--max-per-thread` skips, on GPU devices only, the programs whose largest tile holds more
+/// elements per thread there than asked (seed 41's program 3: a 64 x 64 tile on 2 warps, 256
+/// per thread on lavapipe's warps of 8), and counts them apart, never as agreed.
+#[test]
+fn max_per_thread_skips_large_tiles_on_gpus_only() {
+    if skip_gpu() {
+        eprintln!("SKIPPED: max_per_thread_skips_large_tiles_on_gpus_only (TILEKIT_SKIP_GPU_TESTS=1)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tilekit-fuzz-budget-{}", std::process::id()));
+    let path = dir.join("summary.json");
+    let args = ["fuzz", "--seed", "41", "--count", "8", "--devices", "emulator,vulkan", "--max-per-thread", "64", "--out", path.to_str().unwrap()];
+    let (code, out) = tilekit(&args);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("over budget"), "the table names the column:\n{out}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for d in s["devices"].as_array().unwrap() {
+        let name = d["device"].as_str().unwrap();
+        let refused: u64 = d["refused"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        let over = d["over_budget"].as_u64().unwrap();
+        assert_eq!(d["agreed"].as_u64().unwrap() + refused + over, 8, "{d}");
+        if name.starts_with("emulator") {
+            assert_eq!(over, 0, "the emulator runs every program: {d}");
+        } else {
+            assert!(over >= 1, "program 3 holds 256 elements per thread on lavapipe: {d}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -51,6 +51,13 @@ pub struct FuzzArgs {
     /// Stop starting new programs after this many seconds (the summary says so).
     #[arg(long, value_name = "SECS")]
     pub time_limit: Option<f64>,
+    /// Skip, on a GPU device, a program whose largest tile holds more than N elements per thread
+    /// there (the tile's elements over num_warps times the device's warp width): lavapipe, with
+    /// warps of 8, compiles such programs for minutes each. The programs stay the same as
+    /// without the option (a campaign's program i depends on the seed and i alone); each device
+    /// counts what it skipped apart, never as agreed.
+    #[arg(long, value_name = "N")]
+    pub max_per_thread: Option<usize>,
     /// With --save-failures: also shrink and save failures with a known bug's signature.
     #[arg(long, requires = "save_failures")]
     pub save_known: bool,
@@ -125,6 +132,8 @@ pub struct DeviceSummary {
     pub refused: BTreeMap<String, u64>,
     /// Failures with the signature of a known bug (an expect-fail filetest records each), by bug.
     pub known_bugs: BTreeMap<String, u64>,
+    /// Programs not run here because a tile exceeded --max-per-thread on this device.
+    pub over_budget: u64,
     /// The first unexplained mismatches (index, what).
     pub mismatches: Vec<(u64, String)>,
 }
@@ -297,6 +306,7 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
                             Outcome::Explained(k) => *sum.explained.entry(k.to_string()).or_default() += 1,
                             Outcome::Refused(k, _) => *sum.refused.entry(k).or_default() += 1,
                             Outcome::Known(k, _) => *sum.known_bugs.entry(k.to_string()).or_default() += 1,
+                            Outcome::OverBudget(_) => sum.over_budget += 1,
                             o @ (Outcome::Mismatch(..) | Outcome::Failed(_)) => {
                                 sum.unexplained += 1;
                                 writeln!(out, "UNEXPLAINED seed {} index {i} on {}: {}", args.seed, sum.device, o.describe())?;
@@ -368,6 +378,10 @@ fn one(args: &FuzzArgs, i: u64, devices: &[FuzzDevice]) -> Report {
     let mut outcomes = Vec::new();
     let mut files = Vec::new();
     for dev in devices {
+        if let Some(why) = args.max_per_thread.and_then(|max| run::over_budget(&case, dev, max)) {
+            outcomes.push(Outcome::OverBudget(why));
+            continue;
+        }
         let o = guarded(|| run::check(&case, &inputs, &want, dev)).unwrap_or_else(Outcome::Failed);
         let save = o.unexplained() || (args.save_known && matches!(o, Outcome::Known(..)));
         if save {
@@ -423,6 +437,8 @@ fn print_summary(s: &Summary, out: &mut dyn Write) -> Result<(), CliError> {
         s.programs_per_second,
         if s.stopped_by_time_limit { ", stopped by --time-limit" } else { "" }
     )?;
+    // The column only where something was skipped, so that other campaigns print as before.
+    let budgeted = s.devices.iter().any(|d| d.over_budget > 0);
     let rows: Vec<Vec<String>> = s
         .devices
         .iter()
@@ -434,10 +450,19 @@ fn print_summary(s: &Summary, out: &mut dyn Write) -> Result<(), CliError> {
                     m.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
                 }
             };
-            vec![d.device.clone(), d.agreed.to_string(), kinds(&d.explained), d.unexplained.to_string(), kinds(&d.refused), kinds(&d.known_bugs)]
+            let mut row =
+                vec![d.device.clone(), d.agreed.to_string(), kinds(&d.explained), d.unexplained.to_string(), kinds(&d.refused), kinds(&d.known_bugs)];
+            if budgeted {
+                row.push(d.over_budget.to_string());
+            }
+            row
         })
         .collect();
-    write!(out, "{}", crate::cli::table(&["device", "agreed", "explained", "unexplained", "refused", "known bugs"], &rows))?;
+    let mut header = vec!["device", "agreed", "explained", "unexplained", "refused", "known bugs"];
+    if budgeted {
+        header.push("over budget");
+    }
+    write!(out, "{}", crate::cli::table(&header, &rows))?;
     for d in &s.devices {
         for (i, what) in &d.mismatches {
             writeln!(out, "  {} seed {} index {i}: {what}", d.device, s.seed)?;

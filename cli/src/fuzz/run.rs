@@ -23,6 +23,9 @@ pub enum Outcome {
     /// The device cannot run this program (a dtype it lacks, registers, shared memory): the
     /// reason's kind and the message. Never a pass.
     Refused(String, String),
+    /// Not run on this device: a tile holds more elements per thread there than the campaign's
+    /// `--max-per-thread` allows (the reason says how many).
+    OverBudget(String),
     /// A mismatch or failure with the signature of a known, not yet fixed bug that a filetest
     /// in tests/fuzz/ records as an expected failure: the bug's name and what happened.
     Known(&'static str, String),
@@ -52,6 +55,7 @@ impl Outcome {
             Outcome::Failed(e) => format!("failed: {e}"),
             Outcome::Refused(k, e) => format!("refused ({k}): {e}"),
             Outcome::Known(k, e) => format!("known bug ({k}): {e}"),
+            Outcome::OverBudget(why) => format!("over budget: {why}"),
         }
     }
 }
@@ -111,6 +115,22 @@ impl FuzzDevice {
 /// bf16 allowed so that the emulator covers it; lavapipe itself refuses bf16).
 pub fn emulator_targets() -> Vec<Target> {
     vec![Target::cuda_sm80(), Target::cuda_sm90a(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
+}
+
+/// Why `case` exceeds `max` elements per thread on `dev`, if it does: its largest tile over
+/// num_warps times the device's warp width. Only GPU devices are budgeted (the interpreter and
+/// the emulator run every program).
+pub fn over_budget(case: &Case, dev: &FuzzDevice, max: usize) -> Option<String> {
+    let target = dev.device.target().filter(|_| dev.gpu)?;
+    let mut largest = 0;
+    case.program.walk(&mut |inst| {
+        for &r in &inst.results {
+            largest = largest.max(case.program.ty(r).numel());
+        }
+    });
+    let threads = (case.num_warps.max(1) * target.subgroup_size.max(1)) as usize;
+    let per_thread = largest.div_ceil(threads);
+    (per_thread > max).then(|| format!("a tile of {largest} elements on {threads} threads is {per_thread} per thread, over {max}"))
 }
 
 /// The plan, buffers and configuration that run `case`.

@@ -134,7 +134,13 @@ pub struct ProblemArgs {
 #[derive(Args, Debug)]
 pub struct IrArgs {
     /// Kernel name, as `tilekit kernels` lists it.
-    pub kernel: String,
+    #[arg(required_unless_present = "case", conflicts_with = "case")]
+    pub kernel: Option<String>,
+    /// A saved case instead of a kernel: a tile program in text form headed by `//` lines that
+    /// give its grid, num_warps, num_stages and scalars (the form `tilekit fuzz
+    /// --save-failures` and `--print` write, cli/tests/fuzz/*.tile).
+    #[arg(long, value_name = "FILE.tile", conflicts_with_all = ["shape", "dtype", "opts", "configs"])]
+    pub case: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub problem: ProblemArgs,
     /// Print the Rust source location each operation was built at.
@@ -723,12 +729,24 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if args.target.is_some() && !args.gpu && !args.spirv && naga.is_none() {
         return Err(CliError::Usage("--target needs --gpu, --spirv, --wgsl, --msl or --hlsl".into()));
     }
-    let kernel = find_kernel(&args.kernel)?;
-    let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
-    let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
-    let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty()) {
-        (c, Ok(p)) => (c, p),
-        (c, Err(source)) => return Err(plan_error(kernel.as_ref(), &problem, &c, source)),
+    let (name, problem, config, plan) = match (&args.case, &args.kernel) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+            let test = crate::fuzz::filetest::parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+            let (plan, config) = crate::fuzz::run::plan(&test.case);
+            (test.case.program.name.clone(), path.display().to_string(), config, plan)
+        }
+        (None, Some(name)) => {
+            let kernel = find_kernel(name)?;
+            let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
+            let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
+            let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty()) {
+                (c, Ok(p)) => (c, p),
+                (c, Err(source)) => return Err(plan_error(kernel.as_ref(), &problem, &c, source)),
+            };
+            (name.clone(), problem.to_string(), config, plan)
+        }
+        (None, None) => return Err(CliError::Usage("give a kernel or --case FILE.tile".into())),
     };
     let target = match args.target.as_deref() {
         None => tilekit_core::gpu::Target::vulkan_baseline(),
@@ -751,7 +769,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
         // `;` starts a comment in the text form, so a single launch's output parses back as is;
         // PTX comments start with `//`, AMDGCN assembly's with `;`.
         let c = if (args.ptx && !args.llvm) || naga.is_some() { "//" } else { ";" };
-        let _ = writeln!(text, "{c} {} {} [{}]", kernel.name(), problem, config);
+        let _ = writeln!(text, "{c} {} {} [{}]", &name, problem, config);
         let _ = writeln!(
             text,
             "{c} launch {} of {count}: grid [{}, {}, {}], args ({})",
@@ -762,9 +780,9 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             launch_args.join(", ")
         );
         if args.ptx {
-            text.push_str(&ptx_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
+            text.push_str(&ptx_text(&name, launch, args.arch.as_deref(), &config, args.llvm)?);
         } else if args.amdgcn {
-            text.push_str(&amdgcn_text(kernel.name(), launch, args.arch.as_deref(), &config, args.llvm)?);
+            text.push_str(&amdgcn_text(&name, launch, args.arch.as_deref(), &config, args.llvm)?);
         } else if let Some(language) = naga {
             if target.isa != tilekit_core::gpu::target::Isa::SpirV {
                 return Err(CliError::Usage(format!("--{} needs a Vulkan target; `{}` is not one", language.name().to_lowercase(), target.name)));
@@ -774,9 +792,7 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let naga_target = tilekit_naga::target_for(&target, true);
             let compiled = tilekit_naga::compile(&launch.program, &naga_target, &options)
                 .and_then(|c| c.kernel.text(language).map_err(tilekit_naga::CompileError::from))
-                .map_err(|e| {
-                    CliError::Usage(format!("kernel `{}` cannot be written as {} for {}: {e}", kernel.name(), language.name(), naga_target.name))
-                })?;
+                .map_err(|e| CliError::Usage(format!("kernel `{}` cannot be written as {} for {}: {e}", &name, language.name(), naga_target.name)))?;
             text.push_str(&compiled);
         } else if args.spirv {
             if target.isa != tilekit_core::gpu::target::Isa::SpirV {
@@ -785,13 +801,13 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             // Specialized on this launch's arguments, as a device compiles it.
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
             let compiled = tilekit_spirv::compile(&launch.program, &target, &options)
-                .map_err(|e| CliError::Usage(format!("kernel `{}` cannot be compiled to SPIR-V for {}: {e}", kernel.name(), target.name)))?;
+                .map_err(|e| CliError::Usage(format!("kernel `{}` cannot be compiled to SPIR-V for {}: {e}", &name, target.name)))?;
             text.push_str(&tilekit_spirv::disassemble(&compiled.kernel.words));
         } else if args.gpu {
             // Specialized on this launch's arguments, as a device compiles it.
             let options = crate::device::launch_options(&tilekit_core::gpu::lower::LowerOptions::for_config(&config), launch);
             let gpu = tilekit_core::gpu::describe(&launch.program, &target, &options).map_err(|e| CliError::Lower {
-                kernel: kernel.name().to_string(),
+                kernel: name.clone(),
                 target: target.name.clone(),
                 source: Box::new(e),
             })?;

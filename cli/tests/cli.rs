@@ -564,3 +564,20 @@ fn naga_runtime_checks_switch() {
     assert!(all.contains("TILEKIT_NAGA_RUNTIME_CHECKS is `sometimes`: expected `on` or `off`"), "{all}");
     assert!(!all.contains("panicked"), "{all}");
 }
+
+/// `tilekit ir --case` prints a saved case (a fuzz filetest) as it prints a kernel: the tile IR,
+/// the GPU IR for a target and the SPIR-V, with the case's grid and configuration; a kernel
+/// name beside it, or a file that is not a case, is refused with the reason.
+#[test]
+fn ir_prints_a_saved_case() {
+    let case = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz/cuda-negated-three-input-max.tile");
+    let text = ok(&["ir", "--case", case]);
+    assert!(text.contains("program negmax(") && text.contains("grid [2, 1, 1]") && text.contains("num_warps=1"), "{text}");
+    let gpu = ok(&["ir", "--case", case, "--gpu", "--target", "sm_90a"]);
+    assert!(gpu.contains("32 threads (1 warps of 32)"), "{gpu}");
+    assert!(ok(&["ir", "--case", case, "--spirv", "--target", "lavapipe"]).contains("OpEntryPoint"));
+    let both = tilekit(&["ir", "softmax", "--case", case]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("cannot be used with"), "{}", stderr(&both));
+    bad_input(&["ir", "--case", concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")], &["Cargo.toml", "line"]);
+}

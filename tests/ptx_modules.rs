@@ -327,9 +327,59 @@ fn user_written_abs_and_narrow_neg_become_wrapping_assembly() {
         for (target, arch) in [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90)] {
             let ptx = compile(&program, &target, &LowerOptions::new(2), arch).unwrap().kernel.ptx;
             assert!(!ptx.contains("abs.s"), "{dtype}: {ptx}");
-            assert!(!ptx.contains("neg.s8") && !ptx.contains("neg.s16"), "{dtype}: {ptx}");
+            assert!(!ptx.contains("neg.s8") && !ptx.contains("neg.s16") && !ptx.contains("neg.s32"), "{dtype}: {ptx}");
             assert!(ptx.contains("xor.b"), "{dtype}: the wrapping abs: {ptx}");
             tilekit_ptx::ptxas::assemble(&ptx, "u", arch).unwrap_or_else(|e| panic!("{dtype}: {e}"));
         }
+    }
+}
+
+/// The row maximum of -x over 32-bit integers (the shape of the fuzzer's seed 43 program 3082):
+/// the H200's driver compiled `max(neg a, neg b, neg c)` to one three-input `VIMNMX3` that took
+/// an operand un-negated, so no negation reaches ptxas as `neg.s32`, on every arch.
+#[test]
+fn negated_maxima_never_meet_neg_s32() {
+    let text = "program m(x: buffer<i32, read>, y: buffer<i32, write>) grid 1 {
+  %0 = arange 0, 128 : [128]xi32
+  %1 = load x[%0] : [128]xi32
+  %2 = neg %1 : [128]xi32
+  %3 = reduce max %2, axis 0 : i32
+  %4 = const 0 : i32
+  store y[%4], %3
+}";
+    let program = tilekit::text::parse(text).unwrap();
+    for (target, arch) in [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90), (Target::cuda_sm90a(), Arch::Sm90a)] {
+        let ptx = compile(&program, &target, &LowerOptions::new(1), arch).unwrap().kernel.ptx;
+        assert!(!ptx.contains("neg.s32"), "{arch:?}: {ptx}");
+        assert!(ptx.contains("not.b32"), "{arch:?}: the complement-plus-one negation: {ptx}");
+        tilekit_ptx::ptxas::assemble(&ptx, "m", arch).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+    }
+}
+
+/// An f16 times a bf16, rounded to f16 (seed 43 program 2219): LLVM shrank the f32 product
+/// of two widened 16-bit floats to a half multiply, turning a bf16 of 3e38 into inf. The bf16
+/// is widened by a shift, which LLVM cannot shrink through, so no f16 arithmetic is left.
+#[test]
+fn bf16_operands_are_never_narrowed_to_half() {
+    let text = "program h(a: buffer<f16, read>, b: buffer<bf16, read>, y: buffer<f16, write>) grid 1 {
+  %0 = arange 0, 128 : [128]xi32
+  %1 = load a[%0] : [128]xf16
+  %2 = load b[%0] : [128]xbf16
+  %3 = cast %1 : [128]xf32
+  %4 = cast %2 : [128]xf32
+  %5 = mul %3, %4 : [128]xf32
+  %6 = add %3, %4 : [128]xf32
+  %7 = add %5, %6 : [128]xf32
+  %8 = cast %5 : [128]xf16
+  %9 = cast %6 : [128]xf16
+  %10 = add %8, %9 : [128]xf16
+  store y[%0], %10
+}";
+    let program = tilekit::text::parse(text).unwrap();
+    for (target, arch) in [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90a(), Arch::Sm90a)] {
+        let ptx = compile(&program, &target, &LowerOptions::new(1), arch).unwrap().kernel.ptx;
+        assert!(!ptx.contains("mul.rn.f16") && !ptx.contains("mul.f16"), "{arch:?}: {ptx}");
+        assert!(!ptx.contains("cvt.f32.bf16"), "{arch:?}: bf16 is widened by a shift: {ptx}");
+        tilekit_ptx::ptxas::assemble(&ptx, "h", arch).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
     }
 }

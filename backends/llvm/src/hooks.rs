@@ -66,9 +66,9 @@ pub trait Hooks {
     fn reloc_mode(&self) -> RelocMode {
         RelocMode::Default
     }
-    /// Whether the target converts between f32 and bf16 in hardware, so that `fpext` /
-    /// `fptrunc` of LLVM's `bfloat` compile to one instruction each (and LLVM folds a
-    /// round trip) where the integer emulation takes nine. A NaN then becomes the target's
+    /// Whether the target rounds f32 to bf16 in hardware, so that `fptrunc` to LLVM's
+    /// `bfloat` compiles to one instruction where the integer emulation takes nine (widening
+    /// stays a shift everywhere: see `widen_to_f32`). A NaN then becomes the target's
     /// canonical NaN rather than keeping its payload, which no comparison of results sees.
     fn native_bf16(&self) -> bool {
         false

@@ -278,9 +278,13 @@ impl Hooks for NvptxHooks {
 
     fn wrapping_abs_neg_asm(&self, neg: bool, reg_bits: u32, bits: u32) -> Option<&'static str> {
         match (neg, reg_bits, bits) {
-            // 32- and 64-bit negation are right as they are.
-            (true, _, 32 | 64) => None,
-            (true, 32, _) => Some("neg.s32 $0, $1;"),
+            // 64-bit negation is right as it is.
+            (true, _, 64) => None,
+            // Not `neg.s32`: the H200's driver compiled max(-a, -b, -c) of 32-bit values to one
+            // three-input `VIMNMX3` that took one operand un-negated (seed 43 program 3082 of the
+            // fuzzer: the row maximum of -x came out as a plain x). The complement plus one is
+            // the same negation, wrapping at MIN, and ptxas fuses it as an add.
+            (true, 32, _) => Some("{ .reg .b32 t; not.b32 t, $1; add.s32 $0, t, 1; }"),
             (false, 32, _) => Some("{ .reg .s32 t; shr.s32 t, $1, 31; xor.b32 $0, $1, t; sub.s32 $0, $0, t; }"),
             (false, 64, 64) => Some("{ .reg .s64 t; shr.s64 t, $1, 63; xor.b64 $0, $1, t; sub.s64 $0, $0, t; }"),
             _ => None,

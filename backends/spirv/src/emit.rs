@@ -1797,6 +1797,13 @@ impl Emitter for SpirvEmitter {
         self.expect(a, dtype, "binary lhs");
         self.expect(b, dtype, "binary rhs");
         let (a, b) = (a.id, b.id);
+        // x - x and x ^ x of integers are zero: written as the constant, so that a conversion
+        // or an addition of it sees one. lavapipe folds them itself and then `y + 0.0` to `y`,
+        // losing -0 + 0 = +0 (the fuzzer's seed 42 program 2815).
+        if a == b && !dtype.is_float() && matches!(op, BinaryOp::Sub | BinaryOp::Xor) {
+            let zero = if dtype == DType::I1 { self.c_bool(false) } else { self.c_int(dtype, 0) };
+            return self.value(zero, dtype);
+        }
         let id = match dtype {
             DType::I1 => {
                 let t = self.bool_ty();
@@ -1859,6 +1866,21 @@ impl Emitter for SpirvEmitter {
     fn cmp(&mut self, pred: CmpPred, dtype: DType, a: SpirvValue, b: SpirvValue) -> SpirvValue {
         self.expect(a, dtype, "cmp lhs");
         self.expect(b, dtype, "cmp rhs");
+        // A value compared with itself, where the answer holds for every value (NaN included):
+        // the constant, for the same reason as `x - x` in `binary` (lavapipe folds `x < x` to
+        // false and then `y + f32(false)` to `y`).
+        if a.id == b.id {
+            let known = match pred {
+                CmpPred::Lt | CmpPred::Gt => Some(false),
+                CmpPred::Ne if !dtype.is_float() => Some(false),
+                CmpPred::Eq | CmpPred::Le | CmpPred::Ge if !dtype.is_float() => Some(true),
+                _ => None,
+            };
+            if let Some(v) = known {
+                let c = self.c_bool(v);
+                return self.value(c, DType::I1);
+            }
+        }
         let (mut a, mut b) = (a.id, b.id);
         let bt = self.bool_ty();
         // Declares the capability of the operand type (loads alone do not).

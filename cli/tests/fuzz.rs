@@ -78,7 +78,13 @@ fn budget_lavapipe_through_vulkan_wgpu_and_naga() {
 
 #[test]
 fn bad_input_is_an_error_not_a_panic() {
-    for args in [&["fuzz", "--count", "0"][..], &["fuzz", "--devices", "nonsense"], &["fuzz", "--jobs", "0"], &["fuzz", "--time-limit=-1"]] {
+    for args in [
+        &["fuzz", "--count", "0"][..],
+        &["fuzz", "--devices", "nonsense"],
+        &["fuzz", "--jobs", "0"],
+        &["fuzz", "--time-limit=-1"],
+        &["fuzz", "--max-per-thread", "0"],
+    ] {
         let cli = Cli::try_parse_from(std::iter::once("tilekit").chain(args.iter().copied())).unwrap();
         let err = execute(&cli.command, &mut Vec::new()).expect_err(&args.join(" "));
         assert!(!err.to_string().is_empty());

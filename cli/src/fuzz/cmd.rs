@@ -207,6 +207,9 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     if args.time_limit.is_some_and(|t| t.is_nan() || t <= 0.0 || t.is_infinite()) {
         return Err(CliError::Fuzz("--time-limit must be a positive number of seconds".into()));
     }
+    if args.max_per_thread == Some(0) {
+        return Err(CliError::Fuzz("--max-per-thread must be at least 1 (0 would skip every program on every GPU)".into()));
+    }
     let (devices, skipped) = resolve_devices(&args.devices)?;
     for (g, why) in &skipped {
         writeln!(out, "skipped {g}: {why}")?;

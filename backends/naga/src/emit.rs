@@ -778,7 +778,16 @@ impl NagaEmitter {
             let wide = self.add(Expression::As { expr: x, kind: ScalarKind::Uint, convert: Some(8) });
             self.bitcast(wide, ScalarKind::Sint)
         } else {
-            self.convert(x, to)
+            // Zero-extended, then (z ^ m) - m with m = 2^31, not a signed conversion: lavapipe
+            // (Mesa 22.3.6) compared a sign-converted value with zero as if zero-extended, as
+            // on the SPIR-V path (`sign_extend_to_64` there).
+            self.uses_i64 = true;
+            let u = self.bitcast(x, ScalarKind::Uint);
+            let wide = self.add(Expression::As { expr: u, kind: ScalarKind::Uint, convert: Some(8) });
+            let z = self.bitcast(wide, ScalarKind::Sint);
+            let m = self.constant(DType::I64, Scalar::Int(1i64 << 31)).h;
+            let flipped = self.bin(BO::ExclusiveOr, z, m);
+            self.bin(BO::Subtract, flipped, m)
         }
     }
 

@@ -1470,6 +1470,18 @@ impl SpirvEmitter {
         self.emit(Op::ISub, u, &[flipped, m])
     }
 
+    /// A 32-bit signed integer sign-extended to 64 bits as `(zext(x) ^ m) - m` (m = 2^31), not
+    /// `OpSConvert`: lavapipe (Mesa 22.3.6) compared an `OpSConvert`ed value with zero as if it
+    /// were zero-extended (`i64(x) < 0` false for negative x; the fuzzer's seed 44 program 1795,
+    /// an i16 through i64 to bf16 that lost its sign), while the value itself was right.
+    fn sign_extend_to_64(&mut self, x: Word) -> Word {
+        let t = self.ty(DType::I64);
+        let z = self.emit(Op::UConvert, t, &[x]);
+        let m = self.c_int(DType::I64, 1i64 << 31);
+        let flipped = self.emit(Op::BitwiseXor, t, &[z, m]);
+        self.emit(Op::ISub, t, &[flipped, m])
+    }
+
     /// Signed division or remainder on magnitudes (C semantics, `MIN / -1` wraps).
     fn signed_div_rem(&mut self, rem: bool, d: DType, a: Word, b: Word) -> Word {
         let t = self.ty(d);
@@ -2027,9 +2039,11 @@ impl Emitter for SpirvEmitter {
                 let r = self.sign_extend_narrow(from, x);
                 match tw {
                     32 => r,
-                    64 => self.emit(Op::SConvert, t, &[r]),
+                    64 => self.sign_extend_to_64(r),
                     _ => self.emit(Op::UConvert, t, &[r]),
                 }
+            } else if tw == 64 {
+                self.sign_extend_to_64(x)
             } else {
                 self.emit(Op::SConvert, t, &[x])
             }

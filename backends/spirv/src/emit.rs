@@ -1463,11 +1463,22 @@ impl SpirvEmitter {
     /// `(zext(x) ^ m) - m` with m its sign bit. NVIDIA's driver drops `OpSConvert` from 8 and 16
     /// bits when it believes the value already fits, which a narrowed -(-128) does not.
     fn sign_extend_narrow(&mut self, from: DType, x: Word) -> Word {
-        let u = self.u32_ty();
-        let z = self.emit(Op::UConvert, u, &[x]);
-        let m = self.c_u32(1u32 << (int_width(from) - 1));
-        let flipped = self.emit(Op::BitwiseXor, u, &[z, m]);
-        self.emit(Op::ISub, u, &[flipped, m])
+        self.sign_extend_by_xor(int_width(from), false, x)
+    }
+
+    /// `x`, a signed integer of `bits`, sign-extended to 32 bits (or 64 with `wide`) as
+    /// `(zext(x) ^ m) - m` with m = 2^(bits - 1): the form every driver here keeps (see
+    /// `sign_extend_narrow` and `sign_extend_to_64`).
+    fn sign_extend_by_xor(&mut self, bits: u32, wide: bool, x: Word) -> Word {
+        let (t, m) = if wide {
+            let t = self.ty(DType::I64);
+            (t, self.c_int(DType::I64, 1i64 << (bits - 1)))
+        } else {
+            (self.u32_ty(), self.c_u32(1u32 << (bits - 1)))
+        };
+        let z = self.emit(Op::UConvert, t, &[x]);
+        let flipped = self.emit(Op::BitwiseXor, t, &[z, m]);
+        self.emit(Op::ISub, t, &[flipped, m])
     }
 
     /// A 32-bit signed integer sign-extended to 64 bits as `(zext(x) ^ m) - m` (m = 2^31), not
@@ -1475,11 +1486,7 @@ impl SpirvEmitter {
     /// were zero-extended (`i64(x) < 0` false for negative x; the fuzzer's seed 44 program 1795,
     /// an i16 through i64 to bf16 that lost its sign), while the value itself was right.
     fn sign_extend_to_64(&mut self, x: Word) -> Word {
-        let t = self.ty(DType::I64);
-        let z = self.emit(Op::UConvert, t, &[x]);
-        let m = self.c_int(DType::I64, 1i64 << 31);
-        let flipped = self.emit(Op::BitwiseXor, t, &[z, m]);
-        self.emit(Op::ISub, t, &[flipped, m])
+        self.sign_extend_by_xor(32, true, x)
     }
 
     /// Signed division or remainder on magnitudes (C semantics, `MIN / -1` wraps).

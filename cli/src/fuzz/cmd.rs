@@ -380,8 +380,10 @@ fn one(args: &FuzzArgs, i: u64, devices: &[FuzzDevice]) -> Report {
     };
     let mut outcomes = Vec::new();
     let mut files = Vec::new();
+    // Walked once per case, not once per device.
+    let largest = args.max_per_thread.map(|_| run::largest_tile(&case)).unwrap_or(0);
     for dev in devices {
-        if let Some(why) = args.max_per_thread.and_then(|max| run::over_budget(&case, dev, max)) {
+        if let Some(why) = args.max_per_thread.and_then(|max| run::over_budget(&case, largest, dev, max)) {
             outcomes.push(Outcome::OverBudget(why));
             continue;
         }

@@ -117,17 +117,22 @@ pub fn emulator_targets() -> Vec<Target> {
     vec![Target::cuda_sm80(), Target::cuda_sm90a(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
 }
 
-/// Why `case` exceeds `max` elements per thread on `dev`, if it does: its largest tile over
-/// num_warps times the device's warp width. Only GPU devices are budgeted (the interpreter and
-/// the emulator run every program).
-pub fn over_budget(case: &Case, dev: &FuzzDevice, max: usize) -> Option<String> {
-    let target = dev.device.target().filter(|_| dev.gpu)?;
+/// The number of elements of `case`'s largest tile (what [`over_budget`] divides among threads).
+pub fn largest_tile(case: &Case) -> usize {
     let mut largest = 0;
     case.program.walk(&mut |inst| {
         for &r in &inst.results {
             largest = largest.max(case.program.ty(r).numel());
         }
     });
+    largest
+}
+
+/// Why `case`, whose largest tile holds `largest` elements ([`largest_tile`]), exceeds `max`
+/// elements per thread on `dev`, if it does: that tile over num_warps times the device's warp
+/// width. Only GPU devices are budgeted (the interpreter and the emulator run every program).
+pub fn over_budget(case: &Case, largest: usize, dev: &FuzzDevice, max: usize) -> Option<String> {
+    let target = dev.device.target().filter(|_| dev.gpu)?;
     let threads = (case.num_warps.max(1) * target.subgroup_size.max(1)) as usize;
     let per_thread = largest.div_ceil(threads);
     (per_thread > max).then(|| format!("a tile of {largest} elements on {threads} threads is {per_thread} per thread, over {max}"))

@@ -878,6 +878,9 @@ pub struct VulkanRuntime {
     inner: Arc<Inner>,
     queue: vk::Queue,
     submit: Mutex<Submitter>,
+    /// Held from a query pool's reset to the read of its results: the runtime is shared between
+    /// threads, and another thread's timed submission would reset the queries in between.
+    queries: Mutex<()>,
     timestamps: vk::QueryPool,
     statistics: vk::QueryPool,
     timestamp_mask: u64,
@@ -1037,6 +1040,7 @@ impl VulkanRuntime {
                 inner: inner.clone(),
                 queue,
                 submit: Mutex::new(Submitter { pool: vk::CommandPool::null(), cmd: vk::CommandBuffer::null(), fence: vk::Fence::null() }),
+                queries: Mutex::new(()),
                 timestamps: vk::QueryPool::null(),
                 statistics: vk::QueryPool::null(),
                 timestamp_mask: if probe.timestamp_bits >= 64 { u64::MAX } else { (1u64 << probe.timestamp_bits) - 1 },
@@ -1625,6 +1629,7 @@ impl VulkanRuntime {
         }
         let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
         let job = Dispatch { pipeline, workgroups, push: &push, buffers };
+        let _queries = self.queries.lock().unwrap_or_else(|e| e.into_inner());
         let per_run = warm_up(warmup, |n| self.run_commands(|d, cmd| self.record_batch(d, cmd, &job, n as u32, false, &[], 0)))?;
         let period = self.inner.info.timestamp_period_ns as f64;
         let mut samples = Vec::with_capacity(runs);
@@ -1665,6 +1670,7 @@ impl VulkanRuntime {
         }
         let (push, workgroups) = self.check_launch(pipeline, grid, buffers, scalars)?;
         let job = Dispatch { pipeline, workgroups, push: &push, buffers };
+        let _queries = self.queries.lock().unwrap_or_else(|e| e.into_inner());
         self.run_commands(|d, cmd| self.record_dispatch(d, cmd, &job, Query::Statistics))?;
         let mut count = [0u64; 1];
         // SAFETY: the query was written by the submission that just completed.

@@ -95,6 +95,39 @@ fn device_timestamps_and_pipeline_statistics() {
     assert_clean(&rt);
 }
 
+/// The runtime is shared between threads: timed runs and statistics from several at once each
+/// read their own queries (a reset by one thread between another's submission and its read of
+/// the results left the read unavailable).
+#[test]
+fn timing_from_several_threads_at_once() {
+    let rt = runtime();
+    let k = add_kernel(&rt.target(), DType::F32);
+    let p = rt.load(&k).expect("load");
+    let n = 1 << 12;
+    let bufs: Vec<_> = (0..3).map(|_| rt.alloc(DType::F32, n).unwrap()).collect();
+    let refs: Vec<_> = bufs.iter().collect();
+    let grid = [(n as u32).div_ceil(T), 1, 1];
+    let sc = [(3, Scalar::Int(n as i64))];
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let (rt, p, refs, sc) = (&rt, &p, &refs, &sc);
+            s.spawn(move || {
+                for i in 0..40 {
+                    if t == 2 && rt.info().pipeline_statistics {
+                        let count = rt.count_invocations(p, grid, refs, sc).expect("statistics");
+                        assert_eq!(count, (grid[0] * T) as u64);
+                    } else {
+                        let samples = rt.time(p, grid, refs, sc, 0, 1 + i % 3).unwrap_or_else(|e| panic!("thread {t}, round {i}: {e}"));
+                        assert_eq!(samples.len(), 1 + i % 3);
+                        assert!(samples.iter().all(|s| s.is_finite() && *s >= 0.0 && *s < 10.0), "thread {t}, round {i}: {samples:?}");
+                    }
+                }
+            });
+        }
+    });
+    assert_clean(&rt);
+}
+
 #[test]
 fn launch_errors_name_what_is_wrong() {
     let rt = runtime();

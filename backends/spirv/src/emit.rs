@@ -1527,12 +1527,22 @@ impl SpirvEmitter {
         r.id
     }
 
+    /// `|x|` of f32 or f16. A constant -0.0 gives the constant +0.0: lavapipe answers `FAbs` of
+    /// the constant -0.0 with -0.0 (other constants and computed zeros come out right).
+    fn abs_float(&mut self, d: DType, x: Word) -> Word {
+        if self.zeros.get(&x) == Some(&true) {
+            return self.const_of(d, Scalar::Float(0.0));
+        }
+        let t = self.ty(d);
+        self.ext(Gl::FAbs, t, &[x])
+    }
+
     fn unary_f32(&mut self, op: UnaryOp, x: Word) -> Word {
         let f = self.f32_ty();
         match op {
             UnaryOp::Neg => self.emit(Op::FNegate, f, &[x]),
             UnaryOp::Not => x,
-            UnaryOp::Abs => self.ext(Gl::FAbs, f, &[x]),
+            UnaryOp::Abs => self.abs_float(DType::F32, x),
             UnaryOp::Exp => self.ext(Gl::Exp, f, &[x]),
             UnaryOp::Exp2 => self.ext(Gl::Exp2, f, &[x]),
             UnaryOp::Log | UnaryOp::Log2 => self.log_f32(op == UnaryOp::Log, x),
@@ -1775,7 +1785,7 @@ impl Emitter for SpirvEmitter {
                 let h = self.f16_ty();
                 match op {
                     UnaryOp::Neg => self.emit(Op::FNegate, h, &[x]),
-                    UnaryOp::Abs => self.ext(Gl::FAbs, h, &[x]),
+                    UnaryOp::Abs => self.abs_float(DType::F16, x),
                     UnaryOp::Not => x,
                     _ => {
                         let xf = self.widen_to_f32(DType::F16, x);

@@ -66,6 +66,11 @@ pub struct InterpOptions {
     /// per instruction within these two models, so a result is explained by flushing where it
     /// matches this one (the fuzzer's rule).
     pub flush_subnormals: bool,
+    /// With `flush_subnormals`: comparisons read their operands as they are. NVIDIA's Vulkan
+    /// driver without DenormPreserve flushes in its arithmetic but not in its comparisons, so
+    /// `s >= fma(0, y, s)` of a subnormal `s` is false there: a per-instruction choice the
+    /// all-flushing model misses.
+    pub compare_unflushed: bool,
     /// Model WGSL's rule that a shader may assume no infinities and NaNs (the naga path): every
     /// float value that is not finite where it is made (an operation's result, a load, an
     /// argument, a conversion that overflows) is replaced by this value. Run with two different
@@ -111,6 +116,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             pid,
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
+            compare_ftz: options.flush_subnormals && !options.compare_unflushed,
             nonfinite_as: options.nonfinite_as,
             muls: &muls,
         };
@@ -264,6 +270,8 @@ struct Instance<'a> {
     env: Vec<Option<Data>>,
     /// [`InterpOptions::flush_subnormals`].
     ftz: bool,
+    /// Whether comparisons flush their operands ([`InterpOptions::compare_unflushed`]).
+    compare_ftz: bool,
     /// [`InterpOptions::nonfinite_as`].
     nonfinite_as: Option<f32>,
     /// [`InterpOptions::contract`]: the operands of each float multiplication, by its result.
@@ -366,7 +374,10 @@ impl<'a> Instance<'a> {
                             a.iter()
                                 .zip(b)
                                 // Unordered (NaN) compares false except for `ne`.
-                                .map(|(&x, &y)| self.fz(dtype, x).partial_cmp(&self.fz(dtype, y)).map_or(p == CmpPred::Ne, cmp) as i64)
+                                .map(|(&x, &y)| {
+                                    let fz = |v: f32| if self.compare_ftz { flush_subnormal(dtype, v) } else { v };
+                                    fz(x).partial_cmp(&fz(y)).map_or(p == CmpPred::Ne, cmp) as i64
+                                })
                                 .collect(),
                         )
                     }
@@ -875,6 +886,21 @@ fn cast(x: &Data, from: DType, to: DType) -> Data {
         (Data::Int(v), true) => Data::Float(v.iter().map(|&a| int_to_float(to, a)).collect()),
         (Data::Float(v), false) => Data::Int(v.iter().map(|&a| float_to_int(to, a)).collect()),
         (Data::Int(v), false) => Data::Int(v.iter().map(|&a| int_to_int(to, a)).collect()),
+    }
+}
+
+/// [`Op::Cast`] of one value from `from` to `to`: a float is `Scalar::Float` (of the dtype's
+/// value), an integer or i1 `Scalar::Int`. For backends that fold the conversion of a constant.
+pub fn cast_scalar(x: Scalar, from: DType, to: DType) -> Scalar {
+    let data = match x {
+        _ if from.is_float() => Data::Float(vec![x.as_f64() as f32]),
+        Scalar::Bool(b) => Data::Int(vec![b as i64]),
+        Scalar::Int(i) => Data::Int(vec![i]),
+        Scalar::Float(f) => Data::Int(vec![f as i64]),
+    };
+    match cast(&data, from, to) {
+        Data::Float(v) => Scalar::Float(f64::from(v[0])),
+        Data::Int(v) => Scalar::Int(v[0]),
     }
 }
 

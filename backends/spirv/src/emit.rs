@@ -845,6 +845,21 @@ impl SpirvEmitter {
         id
     }
 
+    /// The value of `x` as dtype `d` where `x` is a constant this emitter made.
+    fn const_value(&self, d: DType, x: Word) -> Option<Scalar> {
+        let bits = *self.const_bits.get(&x)?;
+        Some(match d {
+            DType::F32 => Scalar::Float(f64::from(f32::from_bits(bits as u32))),
+            DType::F16 => Scalar::Float(f16::from_bits(bits as u16).to_f64()),
+            DType::BF16 => Scalar::Float(bf16::from_bits(bits as u16).to_f64()),
+            DType::I1 => Scalar::Int((bits != 0) as i64),
+            d => {
+                let w = int_width(d);
+                Scalar::Int(if is_signed(d) && w < 64 { ((bits << (64 - w)) as i64) >> (64 - w) } else { bits as i64 })
+            }
+        })
+    }
+
     fn c_u32(&mut self, v: u32) -> Word {
         let t = self.u32_ty();
         self.constant_bits(t, v as u64, false)
@@ -2007,12 +2022,13 @@ impl Emitter for SpirvEmitter {
         if from == to {
             return self.value(x, to);
         }
-        // An integer (or `false`) constant zero converts to a constant zero, which for floats
-        // the zero rules of `with_constant_zero` recognise: drivers fold the conversion of a
-        // constant and then `x + 0` to `x`, which is wrong for x = -0.
-        if from.is_int() && to != DType::I1 && to != DType::BF16 && self.const_bits.get(&x) == Some(&0) {
-            let z = self.c_num(to, 0.0);
-            return self.value(z, to);
+        // A constant converts to a constant (the interpreter's conversion), which the zero rules
+        // of `with_constant_zero` recognise where it is a float zero: drivers fold the
+        // conversion of a constant (`f32(u8(0.5))`, say) and then `x + 0` to `x`, which is
+        // wrong for x = -0.
+        if let Some(v) = self.const_value(from, x) {
+            let c = self.const_of(to, tilekit_core::interp::cast_scalar(v, from, to));
+            return self.value(c, to);
         }
         let id = if to == DType::I1 {
             let bt = self.bool_ty();

@@ -226,6 +226,22 @@ fn candidates(p: &Program) -> Vec<Program> {
     all
 }
 
+/// Whether every approximate output the program stores still has the outputs that hold its
+/// operands stored: the tolerance rule reads an approximate element's operands from them, and
+/// an output nothing writes keeps its poison fill, which would make a new difference.
+fn operands_stored(case: &Case) -> bool {
+    let p = &case.program;
+    let mut stored = std::collections::HashSet::new();
+    p.walk(&mut |inst| {
+        if let Op::Store { buffer, .. } | Op::Atomic { buffer, .. } | Op::AtomicCas { buffer, .. } = &inst.op {
+            if let Some(param) = p.params.get(*buffer as usize) {
+                stored.insert(param.name.clone());
+            }
+        }
+    });
+    case.buffers.iter().filter(|b| stored.contains(&b.name)).all(|b| b.operands.iter().all(|o| stored.contains(o)))
+}
+
 /// Shrinks `case`, which fails on `dev` as `failure`, within `budget` runs; returns the
 /// smallest case found and its outcome.
 pub fn shrink(case: &Case, dev: &FuzzDevice, failure: &Outcome, budget: usize) -> (Case, Outcome) {
@@ -235,7 +251,7 @@ pub fn shrink(case: &Case, dev: &FuzzDevice, failure: &Outcome, budget: usize) -
     let mut runs = 0;
     let still_fails = |c: &Case, runs: &mut usize| -> Option<Outcome> {
         *runs += 1;
-        if tilekit_core::verify::verify(&c.program).is_err() {
+        if tilekit_core::verify::verify(&c.program).is_err() || !operands_stored(c) {
             return None;
         }
         let inputs = inputs::fill(c);

@@ -1798,9 +1798,18 @@ impl Emitter for SpirvEmitter {
             DType::F32 => self.unary_f32(op, x),
             DType::F16 => {
                 let h = self.f16_ty();
-                match op {
+                let r = match op {
                     UnaryOp::Neg => self.emit(Op::FNegate, h, &[x]),
                     UnaryOp::Abs => self.abs_float(DType::F16, x),
+                    _ => x,
+                };
+                // A sign change of a rounding is the rounding of the sign change (see binary's
+                // minimum).
+                if r != x && self.rounded_f16.contains(&x) {
+                    self.rounded_f16.insert(r);
+                }
+                match op {
+                    UnaryOp::Neg | UnaryOp::Abs => r,
                     UnaryOp::Not => x,
                     _ => {
                         let xf = self.widen_to_f32(DType::F16, x);
@@ -1863,6 +1872,14 @@ impl Emitter for SpirvEmitter {
             DType::F32 | DType::F16 if !(dtype == DType::F16 && op == BinaryOp::Rem) => {
                 let t = self.ty(dtype);
                 match self.binary_float(op, t, a, b) {
+                    // The minimum of roundings is the rounding of the minimum: NVIDIA's driver
+                    // moves the rounding past it and then folds it with the widening.
+                    Some(id) if dtype == DType::F16 && matches!(op, BinaryOp::Min | BinaryOp::Max) => {
+                        if self.rounded_f16.contains(&a) || self.rounded_f16.contains(&b) {
+                            self.rounded_f16.insert(id);
+                        }
+                        id
+                    }
                     Some(id) => id,
                     None => {
                         self.fail_contract(format!("{} on {dtype}", op.name()));

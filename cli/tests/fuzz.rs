@@ -143,47 +143,53 @@ fn max_per_thread_skips_large_tiles_on_gpus_only() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// NVIDIA's Vulkan driver without DenormPreserve flushes in `fma` and not in comparisons:
-/// `s >= fma(0, y, s)` of a subnormal `s < 0` came out false on the H200 (seed 52 program 2363).
-/// That mix is a documented freedom of a flushing device; the same wrong answer on a normal
-/// value stays unexplained, and a device that keeps subnormals explains neither.
+/// NVIDIA's Vulkan driver without DenormPreserve flushes in `fma` and not in comparisons (and
+/// widens bf16 by a shift): `f32(b) >= fma(0, y, f32(b))` of a bf16 subnormal `b < 0` came out
+/// false on the NVIDIA Vulkan driver (seed 52 program 2363). That mix is a documented freedom of
+/// a flushing device, for a bf16 and an f32 `b` alike; the same wrong answer on a normal value
+/// stays unexplained, and a device that keeps subnormals explains neither.
 #[test]
 fn a_flush_in_arithmetic_but_not_in_comparisons_is_explained() {
     use tilekit::{DType, HostBuffer};
     use tilekit_cli::fuzz::run::{judge, FuzzDevice, Outcome};
-    let text = "// grid: 1 1 1
+    for dtype in [DType::BF16, DType::F32] {
+        let text = format!(
+            "// grid: 1 1 1
 // num_warps: 1
 // input_seed: 1
 // buffer x: 4 wild exact
 // buffer y: 4 tame exact
 // buffer o: 4 poison exact
-program mixed(x: buffer<f32, read>, y: buffer<f32, read>, o: buffer<i32, write>) grid 1 {
+program mixed(x: buffer<{dtype}, read>, y: buffer<f32, read>, o: buffer<i32, write>) grid 1 {{
   %0 = arange 0, 4 : [4]xi32
-  %1 = load x[%0] : [4]xf32
+  %1 = load x[%0] : [4]x{dtype}
   %2 = load y[%0] : [4]xf32
   %3 = const 0.0 : f32
   %4 = splat %3 : [4]xf32
-  %5 = fma %4, %2, %1 : [4]xf32
-  %6 = cmp ge %1, %5 : [4]xi1
-  %7 = cast %6 : [4]xi32
-  store o[%0], %7
-}
-";
-    let case = filetest::parse(text).unwrap().case;
-    let s = -2.755e-40;
-    let inputs = vec![
-        HostBuffer::from_f64(DType::F32, &[s, 1.0, s, 2.0]),
-        HostBuffer::from_f64(DType::F32, &[-3.0, 1.0, 2.0, 1.0]),
-        HostBuffer::zeros(DType::I32, 4),
-    ];
-    let want = tilekit_cli::fuzz::run::reference(&case, &inputs).unwrap();
-    assert_eq!(want[2].to_f64(), [1.0; 4]);
-    let got = |o: [f64; 4]| vec![inputs[0].clone(), inputs[1].clone(), HostBuffer::from_f64(DType::I32, &o)];
-    let mut dev = FuzzDevice::new(tilekit::Device::Interpreter);
-    dev.gpu = true;
-    dev.flushes_subnormals = true;
-    assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 1.0]), &dev), Outcome::Explained(_)));
-    assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 0.0, 1.0, 1.0]), &dev), Outcome::Mismatch(..)));
-    dev.flushes_subnormals = false;
-    assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 1.0]), &dev), Outcome::Mismatch(..)));
+  %5 = cast %1 : [4]xf32
+  %6 = fma %4, %2, %5 : [4]xf32
+  %7 = cmp ge %5, %6 : [4]xi1
+  %8 = cast %7 : [4]xi32
+  store o[%0], %8
+}}
+"
+        );
+        let case = filetest::parse(&text).unwrap().case;
+        let s = -2.755e-40;
+        let inputs = vec![
+            HostBuffer::from_f64(dtype, &[s, 1.0, s, 2.0]),
+            HostBuffer::from_f64(DType::F32, &[-3.0, 1.0, 2.0, 1.0]),
+            HostBuffer::zeros(DType::I32, 4),
+        ];
+        let want = tilekit_cli::fuzz::run::reference(&case, &inputs).unwrap();
+        assert_eq!(want[2].to_f64(), [1.0; 4], "{dtype}");
+        let got = |o: [f64; 4]| vec![inputs[0].clone(), inputs[1].clone(), HostBuffer::from_f64(DType::I32, &o)];
+        let mut dev = FuzzDevice::new(tilekit::Device::Interpreter);
+        dev.gpu = true;
+        dev.flushes_subnormals = true;
+        assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 1.0]), &dev), Outcome::Explained(_)), "{dtype}");
+        assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 0.0, 1.0, 1.0]), &dev), Outcome::Mismatch(..)), "{dtype}");
+        dev.flushes_subnormals = false;
+        assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 1.0]), &dev), Outcome::Mismatch(..)), "{dtype}");
+    }
 }

@@ -62,15 +62,17 @@ pub struct InterpOptions {
     /// Model a device that flushes subnormals (no `shaderDenormPreserveFloat32`): arithmetic,
     /// comparisons, conversions, reductions' combines and `dot` read a subnormal operand as a
     /// zero of its sign and flush a subnormal result; moves (loads, stores, `select`,
-    /// broadcasts, reshapes) and `neg` / `abs` keep the bits. What a device does is a choice
-    /// per instruction within these two models, so a result is explained by flushing where it
-    /// matches this one (the fuzzer's rule).
+    /// broadcasts, reshapes, a cast to its own dtype) and `neg` / `abs` keep the bits. What a
+    /// device does is a choice per instruction within these two models, so an element that
+    /// this model (or [`InterpOptions::arithmetic_flush_only`]'s) changes is explained by
+    /// flushing (the fuzzer's rule).
     pub flush_subnormals: bool,
-    /// With `flush_subnormals`: comparisons read their operands as they are. NVIDIA's Vulkan
-    /// driver without DenormPreserve flushes in its arithmetic but not in its comparisons, so
-    /// `s >= fma(0, y, s)` of a subnormal `s` is false there: a per-instruction choice the
-    /// all-flushing model misses.
-    pub compare_unflushed: bool,
+    /// With `flush_subnormals`: only float arithmetic flushes. Comparisons read their operands
+    /// as they are, and bf16 widens to f32 by its bits (a shift on every backend). NVIDIA's
+    /// Vulkan driver without DenormPreserve does this, so `f32(b) >= fma(0, y, f32(b))` of a
+    /// bf16 subnormal `b < 0` is false there: a per-instruction choice the all-flushing model
+    /// misses.
+    pub arithmetic_flush_only: bool,
     /// Model WGSL's rule that a shader may assume no infinities and NaNs (the naga path): every
     /// float value that is not finite where it is made (an operation's result, a load, an
     /// argument, a conversion that overflows) is replaced by this value. Run with two different
@@ -116,7 +118,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             pid,
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
-            compare_ftz: options.flush_subnormals && !options.compare_unflushed,
+            compare_ftz: options.flush_subnormals && !options.arithmetic_flush_only,
             nonfinite_as: options.nonfinite_as,
             muls: &muls,
         };
@@ -270,7 +272,7 @@ struct Instance<'a> {
     env: Vec<Option<Data>>,
     /// [`InterpOptions::flush_subnormals`].
     ftz: bool,
-    /// Whether comparisons flush their operands ([`InterpOptions::compare_unflushed`]).
+    /// Whether comparisons and bf16 widening flush ([`InterpOptions::arithmetic_flush_only`]).
     compare_ftz: bool,
     /// [`InterpOptions::nonfinite_as`].
     nonfinite_as: Option<f32>,
@@ -404,7 +406,10 @@ impl<'a> Instance<'a> {
             }
             Op::Cast { x } => {
                 let (from, to) = (self.ty(*x).dtype, self.ty(res(0)).dtype);
-                match (self.ftz, self.get(*x)) {
+                // A cast to its own dtype is a move; bf16 to f32 is a shift where only
+                // arithmetic flushes.
+                let ftz = self.ftz && from != to && (self.compare_ftz || (from, to) != (DType::BF16, DType::F32));
+                match (ftz, self.get(*x)) {
                     (true, Data::Float(v)) => {
                         let read = Data::Float(v.iter().map(|&a| self.fz(from, a)).collect());
                         match cast(&read, from, to) {

@@ -285,16 +285,17 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
     }
     // Each differing element must be explained by one of the device's documented freedoms;
     // the kind names every freedom the program needed.
-    let (inputs_flushed, flushing_model, compares_kept) = if dev.flushes_subnormals {
-        let kept = InterpOptions { flush_subnormals: true, compare_unflushed: true, ..Default::default() };
+    let (inputs_flushed, flushing_model, arithmetic_only) = if dev.flushes_subnormals {
+        let kept = InterpOptions { flush_subnormals: true, arithmetic_flush_only: true, ..Default::default() };
         (reference(case, &inputs::flushed(inputs)).ok(), flushing_reference(case, inputs).ok(), modelled_reference(case, inputs, kept).ok())
     } else {
         (None, None, None)
     };
     // A device without DenormPreserve may flush at some instructions and not at others: an
     // element that a flushing model changes depends on such a choice. Two models: everything
-    // flushes, and everything but comparisons (NVIDIA's), whose mix the first one misses.
-    let mixed: Vec<&[HostBuffer]> = flushing_model.iter().chain(&compares_kept).map(Vec::as_slice).collect();
+    // flushes, and only arithmetic (NVIDIA's: comparisons and bf16 widening keep them), whose
+    // mix the first one misses.
+    let mixed: Vec<&[HostBuffer]> = flushing_model.iter().chain(&arithmetic_only).map(Vec::as_slice).collect();
     let flushed_wants: Vec<&[HostBuffer]> = inputs_flushed.iter().chain(&flushing_model).map(Vec::as_slice).collect();
     // WGSL's rules: the reference with every non-finite value replaced by two different finite
     // ones (what changes depends on a non-finite value), and with multiplications contracted

@@ -73,6 +73,10 @@ pub struct InterpOptions {
     /// bf16 subnormal `b < 0` is false there: a per-instruction choice the all-flushing model
     /// misses.
     pub arithmetic_flush_only: bool,
+    /// Model a device whose `dot` of f16 or bf16 operands runs on matrix instructions: a zero
+    /// element of the result is +0 (NVIDIA's tensor cores do not keep the sign of a zero sum,
+    /// so a -0 accumulator plus -0 products comes back +0).
+    pub matrix_zero_positive: bool,
     /// Model WGSL's rule that a shader may assume no infinities and NaNs (the naga path): every
     /// float value that is not finite where it is made (an operation's result, a load, an
     /// argument, a conversion that overflows) is replaced by this value. Run with two different
@@ -119,6 +123,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
             compare_ftz: options.flush_subnormals && !options.arithmetic_flush_only,
+            matrix_zero_positive: options.matrix_zero_positive,
             nonfinite_as: options.nonfinite_as,
             muls: &muls,
         };
@@ -274,6 +279,8 @@ struct Instance<'a> {
     ftz: bool,
     /// Whether comparisons and bf16 widening flush ([`InterpOptions::arithmetic_flush_only`]).
     compare_ftz: bool,
+    /// [`InterpOptions::matrix_zero_positive`].
+    matrix_zero_positive: bool,
     /// [`InterpOptions::nonfinite_as`].
     nonfinite_as: Option<f32>,
     /// [`InterpOptions::contract`]: the operands of each float multiplication, by its result.
@@ -821,6 +828,9 @@ impl<'a> Instance<'a> {
                 }
                 if dtype != DType::F32 {
                     out.iter_mut().for_each(|x| *x = round_to(dtype, *x));
+                }
+                if self.matrix_zero_positive && matches!(ad, DType::F16 | DType::BF16) {
+                    out.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0);
                 }
                 Data::Float(out)
             }

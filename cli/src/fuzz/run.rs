@@ -92,6 +92,9 @@ pub struct FuzzDevice {
     /// a WGSL shader is): a shader may assume no infinities and NaNs, so what depends on one is
     /// indeterminate, and a multiplication may be contracted with the addition that uses it.
     pub wgsl_rules: bool,
+    /// Whether a `dot` of 16-bit floats may run on matrix instructions (CUDA on sm_80 and
+    /// later), whose zero sums come back +0 whatever the IEEE sign.
+    pub matrix_dot: bool,
 }
 
 impl FuzzDevice {
@@ -103,7 +106,8 @@ impl FuzzDevice {
         let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
         let zero_sign_free = gpu && device.target().is_some_and(|t| !t.ieee_preserve);
         let wgsl_rules = matches!(device, Device::Wgpu { naga: true, .. });
-        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules }
+        let matrix_dot = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx && !t.matrix.is_empty());
+        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules, matrix_dot }
     }
 
     pub fn name(&self) -> String {
@@ -318,6 +322,13 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
     };
     let substituted: Vec<&[HostBuffer]> = substituted.iter().map(Vec::as_slice).collect();
     let contracted: Vec<&[HostBuffer]> = contracted.iter().map(Vec::as_slice).collect();
+    // Tensor cores: a zero element of a dot of 16-bit floats may lose its sign.
+    let matrix = if dev.matrix_dot && has_dot(&case.program) {
+        modelled_reference(case, inputs, InterpOptions { matrix_zero_positive: true, ..Default::default() }).ok()
+    } else {
+        None
+    };
+    let matrix: Vec<&[HostBuffer]> = matrix.iter().map(Vec::as_slice).collect();
     let mut used = 0usize;
     let mut unexplained = Vec::new();
     for &e in &at {
@@ -330,6 +341,7 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
             !substituted.is_empty() && compare::explained_by_dependence(case, want, &substituted, &one),
             !contracted.is_empty() && compare::explained_by_model(case, &contracted, got, &one),
             !mixed.is_empty() && compare::explained_by_dependence(case, want, &mixed, &one),
+            !matrix.is_empty() && compare::explained_by_model(case, &matrix, got, &one),
         ];
         match rules.iter().position(|&r| r) {
             Some(r) => used |= 1 << r,
@@ -351,11 +363,18 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
     }
 }
 
+/// Whether the program has a `dot` anywhere.
+fn has_dot(p: &tilekit_core::ir::Program) -> bool {
+    let mut found = false;
+    p.walk(&mut |inst| found |= matches!(inst.op, tilekit_core::ir::Op::Dot { .. }));
+    found
+}
+
 /// The name of an explanation that needed the freedoms in `used` (one bit per rule of
-/// [`check_plain`], in its order): the freedoms' names joined by `+`.
+/// [`judge`], in its order): the freedoms' names joined by `+`.
 fn explained_kind(used: usize) -> String {
-    const NAMES: [&str; 7] =
-        ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction", "subnormal-flush-mixed"];
+    const NAMES: [&str; 8] =
+        ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction", "subnormal-flush-mixed", "matrix-zero-sign"];
     let names: Vec<&str> = NAMES.iter().enumerate().filter(|(i, _)| used >> i & 1 == 1).map(|(_, n)| *n).collect();
     if names.is_empty() {
         "none".into()

@@ -1796,28 +1796,28 @@ impl Emitter for SpirvEmitter {
                 }
             },
             DType::F32 => self.unary_f32(op, x),
-            DType::F16 => {
-                let h = self.f16_ty();
-                let r = match op {
-                    UnaryOp::Neg => self.emit(Op::FNegate, h, &[x]),
-                    UnaryOp::Abs => self.abs_float(DType::F16, x),
-                    _ => x,
-                };
-                // A sign change of a rounding is the rounding of the sign change (see binary's
-                // minimum).
-                if r != x && self.rounded_f16.contains(&x) {
-                    self.rounded_f16.insert(r);
-                }
-                match op {
-                    UnaryOp::Neg | UnaryOp::Abs => r,
-                    UnaryOp::Not => x,
-                    _ => {
-                        let xf = self.widen_to_f32(DType::F16, x);
-                        let r = self.unary_f32(op, xf);
-                        self.round_from_f32(DType::F16, r)
+            DType::F16 => match op {
+                UnaryOp::Neg | UnaryOp::Abs => {
+                    let r = if op == UnaryOp::Neg {
+                        let h = self.f16_ty();
+                        self.emit(Op::FNegate, h, &[x])
+                    } else {
+                        self.abs_float(DType::F16, x)
+                    };
+                    // A sign change of a rounding is the rounding of the sign change (see
+                    // binary's minimum).
+                    if self.rounded_f16.contains(&x) {
+                        self.rounded_f16.insert(r);
                     }
+                    r
                 }
-            }
+                UnaryOp::Not => x,
+                _ => {
+                    let xf = self.widen_to_f32(DType::F16, x);
+                    let r = self.unary_f32(op, xf);
+                    self.round_from_f32(DType::F16, r)
+                }
+            },
             DType::BF16 => match op {
                 UnaryOp::Neg => self.u_opk(Op::BitwiseXor, x, 0x8000),
                 UnaryOp::Abs => self.u_opk(Op::BitwiseAnd, x, 0x7fff),

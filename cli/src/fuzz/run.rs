@@ -382,3 +382,33 @@ fn explained_kind(used: usize) -> String {
         names.join("+")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::Check;
+
+    fn mismatch(spread: &[(&str, usize)]) -> Outcome {
+        let m = Mismatch {
+            buffer: 0,
+            name: spread[0].0.into(),
+            element: 0,
+            want: 1.0,
+            got: 0.0,
+            check: Check::Exact,
+            spread: spread.iter().map(|&(n, c)| (n.to_string(), c)).collect(),
+        };
+        Outcome::Mismatch(m, spread.iter().map(|s| s.1).sum())
+    }
+
+    /// A shrink keeps a candidate only where it still mismatches in an output the original
+    /// mismatched in; a difference elsewhere is another one.
+    #[test]
+    fn the_same_failure_shares_an_output() {
+        let original = mismatch(&[("y11", 2)]);
+        assert!(mismatch(&[("y11", 5)]).same_failure(&original));
+        assert!(mismatch(&[("y6", 1), ("y11", 1)]).same_failure(&original));
+        assert!(!mismatch(&[("y6", 52)]).same_failure(&original));
+        assert!(!Outcome::Failed("x".into()).same_failure(&original));
+    }
+}

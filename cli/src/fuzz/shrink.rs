@@ -309,3 +309,35 @@ pub fn shrink(case: &Case, dev: &FuzzDevice, failure: &Outcome, budget: usize) -
     }
     (best, best_outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shrink may drop the store of an approximate output or keep it with its operands' stores,
+    /// never keep it without them (their poison fill would make a new difference).
+    #[test]
+    fn approximate_outputs_keep_their_operands_stored() {
+        let case = |stores: &str| {
+            let text = format!(
+                "// grid: 1 1 1
+// num_warps: 1
+// input_seed: 1
+// buffer x: 4 wild exact
+// buffer y: 4 poison approx-sqrt of z
+// buffer z: 4 poison exact
+program p(x: buffer<f32, read>, y: buffer<f32, write>, z: buffer<f32, write>) grid 1 {{
+  %0 = arange 0, 4 : [4]xi32
+  %1 = load x[%0] : [4]xf32
+  %2 = sqrt %1 : [4]xf32
+{stores}}}
+"
+            );
+            super::super::filetest::parse(&text).unwrap().case
+        };
+        assert!(operands_stored(&case("  store y[%0], %2\n  store z[%0], %1\n")));
+        assert!(operands_stored(&case("  store z[%0], %1\n")));
+        assert!(operands_stored(&case("")));
+        assert!(!operands_stored(&case("  store y[%0], %2\n")));
+    }
+}

@@ -122,7 +122,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             pid,
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
-            compare_ftz: options.flush_subnormals && !options.arithmetic_flush_only,
+            ftz_beyond_arithmetic: options.flush_subnormals && !options.arithmetic_flush_only,
             matrix_zero_positive: options.matrix_zero_positive,
             nonfinite_as: options.nonfinite_as,
             muls: &muls,
@@ -278,7 +278,7 @@ struct Instance<'a> {
     /// [`InterpOptions::flush_subnormals`].
     ftz: bool,
     /// Whether comparisons and bf16 widening flush ([`InterpOptions::arithmetic_flush_only`]).
-    compare_ftz: bool,
+    ftz_beyond_arithmetic: bool,
     /// [`InterpOptions::matrix_zero_positive`].
     matrix_zero_positive: bool,
     /// [`InterpOptions::nonfinite_as`].
@@ -379,14 +379,12 @@ impl<'a> Instance<'a> {
                     (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| cmp(x.cmp(y)) as i64).collect()),
                     (Data::Float(a), Data::Float(b)) => {
                         let dtype = self.ty(*lhs).dtype;
+                        let fz = |v: f32| if self.ftz_beyond_arithmetic { flush_subnormal(dtype, v) } else { v };
                         Data::Int(
                             a.iter()
                                 .zip(b)
                                 // Unordered (NaN) compares false except for `ne`.
-                                .map(|(&x, &y)| {
-                                    let fz = |v: f32| if self.compare_ftz { flush_subnormal(dtype, v) } else { v };
-                                    fz(x).partial_cmp(&fz(y)).map_or(p == CmpPred::Ne, cmp) as i64
-                                })
+                                .map(|(&x, &y)| fz(x).partial_cmp(&fz(y)).map_or(p == CmpPred::Ne, cmp) as i64)
                                 .collect(),
                         )
                     }
@@ -415,7 +413,7 @@ impl<'a> Instance<'a> {
                 let (from, to) = (self.ty(*x).dtype, self.ty(res(0)).dtype);
                 // A cast to its own dtype is a move; bf16 to f32 is a shift where only
                 // arithmetic flushes.
-                let ftz = self.ftz && from != to && (self.compare_ftz || (from, to) != (DType::BF16, DType::F32));
+                let ftz = self.ftz && from != to && (self.ftz_beyond_arithmetic || (from, to) != (DType::BF16, DType::F32));
                 match (ftz, self.get(*x)) {
                     (true, Data::Float(v)) => {
                         let read = Data::Float(v.iter().map(|&a| self.fz(from, a)).collect());

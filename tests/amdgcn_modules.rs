@@ -5,7 +5,7 @@
 //! library's default configurations use no scratch and do not spill, on any of the three.
 //! Golden AMDGCN assembly for vector add and softmax on gfx942 and gfx1100 (`tests/golden/*.s`;
 //! `TILEKIT_BLESS=1` rewrites them). Reductions shuffle across the whole wave: 64 lanes on CDNA,
-//! 32 on RDNA in wave32.
+//! 32 on RDNA in wave32. f16 and bf16 dots are MFMA instructions on CDNA.
 //!
 //! Spilling non-default configurations are printed.
 //!
@@ -259,6 +259,8 @@ fn report_says_compiled_not_run() {
 /// A dot's k loop carries `llvm.loop.unroll.disable` on AMDGPU: fully unrolled, each k chunk
 /// issued all its LDS loads before the FMAs and attention at D = 128 spilled past 512 VGPRs on
 /// wave64. With the hint (and one LDS base address per dot operand) it fits in half the file.
+/// f32 dots keep those loops on CDNA; f16 and bf16 ones are MFMA instructions there, one per
+/// 16 x 16 x 16 step, with no k loop to hint, and fit the register file without spilling.
 #[test]
 fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
     let k = kernels::find("attention").unwrap();
@@ -269,11 +271,49 @@ fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
         for arch in [Arch::Gfx90a, Arch::Gfx942] {
             let c = compile(&plan.launches[0].program, &arch.target(), &options_for(&config), arch).unwrap();
             let hinted = c.llvm_ir.lines().filter(|l| l.contains("br label") && l.contains("!llvm.loop")).count();
-            // Two causal stages, each with a QK dot in 4 k chunks and a PV dot in 2.
-            assert_eq!(hinted, 12, "{dtype} on {arch}: {hinted} hinted k loops");
-            assert!(c.llvm_ir.contains("!{!\"llvm.loop.unroll.disable\"}"), "{dtype} on {arch}: no unroll.disable node");
+            let mfma = c.kernel.disassemble().unwrap().lines().filter(|l| l.trim_start().starts_with("v_mfma_f32_16x16x16")).count();
+            if dtype == DType::F32 {
+                // Two causal stages, each with a QK dot in 4 k chunks and a PV dot in 2.
+                assert_eq!(hinted, 12, "{dtype} on {arch}: {hinted} hinted k loops");
+                assert!(c.llvm_ir.contains("!{!\"llvm.loop.unroll.disable\"}"), "{dtype} on {arch}: no unroll.disable node");
+                assert_eq!(mfma, 0, "{dtype} on {arch}: f32 has no MFMA here");
+            } else {
+                assert_eq!(hinted, 0, "{dtype} on {arch}: {hinted} hinted k loops beside MFMA");
+                assert!(mfma > 0, "{dtype} on {arch}: no MFMA instruction");
+            }
+            // MFMA's bf16 operands are held widened to f32 between loads and instructions:
+            // bf16 on gfx90a takes a few more than half the file, within the whole of it.
             let r = &c.kernel.resources;
-            assert!(!r.spills() && r.scratch_bytes == 0 && r.vgprs <= 256, "{dtype} on {arch}: {r}");
+            let bound = if dtype == DType::F32 { r.vgprs <= 256 } else { r.vgprs + r.agprs <= 512 };
+            assert!(!r.spills() && r.scratch_bytes == 0 && bound, "{dtype} on {arch}: {r}");
+        }
+    }
+}
+
+/// `dot` on f16 and bf16 lowers to MFMA 16x16x16 on CDNA (gfx90a's `f16` and `bf16_1k`
+/// forms, gfx942's `_f16` and `_bf16`: LLVM's names for the same instructions), in matmul's
+/// default configuration, with no spills and no scratch; RDNA3 in wave32 has no MFMA and keeps
+/// FMA, as f32 does everywhere.
+#[test]
+fn sixteen_bit_dots_lower_to_mfma_on_cdna() {
+    let k = kernels::find("matmul").unwrap();
+    let config = k.configs()[0].clone();
+    for dtype in [DType::F16, DType::BF16, DType::F32] {
+        let plan = k.plan(&Problem::new(&[256, 192, 160], dtype), &config).unwrap();
+        for arch in Arch::ALL {
+            let c = compile(&plan.launches[0].program, &arch.target(), &options_for(&config), arch).unwrap();
+            let d = c.kernel.disassemble().unwrap();
+            let mnemonics: HashSet<&str> = d.lines().filter_map(|l| l.split_whitespace().next()).filter(|m| m.starts_with("v_mfma")).collect();
+            let want: &[&str] = match (arch, dtype) {
+                (Arch::Gfx90a, DType::F16) => &["v_mfma_f32_16x16x16f16"],
+                (Arch::Gfx90a, DType::BF16) => &["v_mfma_f32_16x16x16bf16_1k"],
+                (Arch::Gfx942, DType::F16) => &["v_mfma_f32_16x16x16_f16"],
+                (Arch::Gfx942, DType::BF16) => &["v_mfma_f32_16x16x16_bf16"],
+                _ => &[],
+            };
+            assert_eq!(mnemonics, want.iter().copied().collect(), "{dtype} on {arch}");
+            let r = &c.kernel.resources;
+            assert!(!r.spills() && r.scratch_bytes == 0, "{dtype} on {arch}: {r}");
         }
     }
 }

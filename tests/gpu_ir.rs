@@ -56,6 +56,15 @@ fn matmul_sm90() {
     golden("matmul_sm90", "matmul", &p, "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3", &Target::cuda_sm90());
 }
 
+/// Matmul on AMD CDNA (gfx942): the dot on MFMA 16x16x16 with warps of 64 in its fragment
+/// layouts, operands staged through shared memory each K step (no asynchronous copies, so
+/// nothing pipelined).
+#[test]
+fn matmul_gfx942() {
+    let p = Problem::new(&[4096, 4096, 4096], DType::F16);
+    golden("matmul_gfx942", "matmul", &p, "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3", &Target::amd_gfx942());
+}
+
 /// Matmul with B as N x K (`trans_b`, a linear layer's weight) on sm_90: B's tile is
 /// contiguous along K, so its ring holds it as stored (`stored transposed`).
 #[test]

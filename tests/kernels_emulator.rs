@@ -1,7 +1,7 @@
 //! Every library kernel through the GPU lowering, emulated thread by thread on the CPU, for a
 //! warp-32 target, for lavapipe's warp of 8 and for CUDA's sm_80 (whose `dot`s lower to
 //! `mma.sync`, run by the emulator's model of the instruction), against the kernel's f64
-//! reference.
+//! reference; matmul and attention also on AMD's gfx942 (wavefronts of 64, `dot`s on MFMA).
 
 #[macro_use]
 mod common;
@@ -50,4 +50,16 @@ fn matmul_pipelined_wgmma() {
 #[test]
 fn attention_matrix_wgmma() {
     common::check_attention_matrix(&Device::Emulator(Target::cuda_sm90a()));
+}
+
+/// Matmul (its test problems and the pipelined loop's tiles, which on AMD load where they
+/// stand) and attention on tensor-core tiles on AMD CDNA (gfx942, wavefronts of 64), whose f16
+/// and bf16 dots lower to MFMA 16x16x16 in its fragment layouts, run by the emulator's model of
+/// the instruction.
+#[test]
+fn matmul_and_attention_mfma() {
+    let device = Device::Emulator(Target::amd_gfx942());
+    common::check_kernel("matmul", &device);
+    common::check_matmul_pipelined(&device);
+    common::check_attention_matrix(&device);
 }

@@ -160,6 +160,7 @@ pub fn check_attention_matrix(device: &Device) {
     let problems =
         [(1, 2, 67, 64, true), (1, 1, 200, 64, false), (2, 1, 45, 128, true), (1, 1, 129, 16, false), (1, 1, 1, 32, true), (1, 1, 131, 32, true)];
     let configs = [(64, 64, 4, 1), (64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 3), (128, 32, 8, 2), (64, 128, 4, 2)];
+    let shared = device.target().map_or(u32::MAX, |t| t.shared_memory_bytes);
     for (i, &(b, h, s, d, causal)) in problems.iter().enumerate() {
         for dtype in [DType::F16, DType::BF16] {
             let problem = kernels::Problem::new(&[b, h, s, d], dtype).with("causal", if causal { "1" } else { "0" });
@@ -171,6 +172,9 @@ pub fn check_attention_matrix(device: &Device) {
                 }
                 match check(kernel.as_ref(), &problem, &config, device, 0xA77E ^ i as u64) {
                     Ok(report) => failures.extend(failed_outputs(&report, &problem, &config)),
+                    // 64 KiB of LDS (AMD) does not hold the largest tiles' operand staging at
+                    // D = 128; the refusal names the bytes. CUDA's shared memory holds them all.
+                    Err(e) if shared < 96 * 1024 && e.to_string().contains("bytes of shared memory") => continue,
                     Err(e) => failures.push(format!("{problem} [{config}]: {e}")),
                 }
                 runs += 1;

@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use tilekit_core::gpu::Target;
+use tilekit_core::gpu::{MatrixInstr, MatrixKind, Target};
+use tilekit_core::DType;
 use tilekit_llvm::emit::{Builder, Operand};
 use tilekit_llvm::inkwell::context::Context;
 use tilekit_llvm::inkwell::memory_buffer::MemoryBuffer;
@@ -143,6 +144,40 @@ impl Hooks for AmdgpuHooks {
             let addr = b.inst(format!("shl i32 {src}, 2"));
             b.call("i32", "llvm.amdgcn.ds.bpermute", &[("i32", addr), ("i32", value)])
         }
+    }
+
+    fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
+        // CDNA's v_mfma_f32_16x16x16f16 / bf16_1k: each lane hands four 16-bit elements of `a`
+        // and of `b` (two words, the first element in the low half: the vector's order) and
+        // four f32 of the accumulator; no broadcast (cbsz, abid, blgp 0).
+        let (ty, name) = match instr.a {
+            DType::F16 => ("<4 x half>", "llvm.amdgcn.mfma.f32.16x16x16f16"),
+            DType::BF16 => ("<4 x i16>", "llvm.amdgcn.mfma.f32.16x16x16bf16.1k"),
+            _ => return None,
+        };
+        if instr.kind != MatrixKind::Mfma
+            || (instr.m, instr.n, instr.k, instr.acc) != (16, 16, 16, DType::F32)
+            || instr.b != instr.a
+            || self.arch.wave_size() != 64
+            || a.len() != 2
+            || bw.len() != 2
+            || c.len() != 4
+        {
+            return None;
+        }
+        let operand = |b: &mut Builder<'_>, words: &[Operand]| {
+            let lo = b.inst(format!("insertelement <2 x i32> poison, i32 {}, i32 0", words[0]));
+            let v = b.inst(format!("insertelement <2 x i32> {lo}, i32 {}, i32 1", words[1]));
+            b.inst(format!("bitcast <2 x i32> {v} to {ty}"))
+        };
+        let (va, vb) = (operand(b, a), operand(b, bw));
+        let mut acc = b.inst(format!("insertelement <4 x float> poison, float {}, i32 0", c[0]));
+        for (i, &x) in c.iter().enumerate().skip(1) {
+            acc = b.inst(format!("insertelement <4 x float> {acc}, float {x}, i32 {i}"));
+        }
+        let zero = ("i32", Operand::Int(0));
+        let d = b.call("<4 x float>", name, &[(ty, va), (ty, vb), ("<4 x float>", acc), zero, zero, zero]);
+        Some((0..4).map(|i| b.inst(format!("extractelement <4 x float> {d}, i32 {i}"))).collect())
     }
 
     fn own_sin_cos(&self) -> bool {

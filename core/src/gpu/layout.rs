@@ -39,115 +39,193 @@ pub enum Layout {
     },
 }
 
-/// NVIDIA's `mma.sync.aligned.m16n8k16` fragments (PTX ISA, "Matrix Fragments for
-/// mma.m16n8k16"): in a warp, lane `l` has group `g = l / 4` and thread-in-group `t = l % 4`;
-/// the accumulator's four registers hold rows `g` and `g + 8`, columns `2t` and `2t + 1` of a
-/// 16 x 8 tile; `a`'s eight hold rows `g`, `g + 8` by columns `2t, 2t + 1, 2t + 8, 2t + 9` of
-/// a 16 x 16 tile; `b`'s four hold rows (k) `2t, 2t + 1, 2t + 8, 2t + 9` of column `g` of a
-/// 16 x 8 tile. `warps` = `[wm, wn]` warps tile M and N (warp `w` takes M-index `w % wm`);
-/// the instruction tiles then repeat over the value's shape.
+/// The fragment map of one warp-level matrix instruction: which lane holds which element of
+/// its operands and accumulator in which register. Each is written here as its vendor's ISA
+/// documents it ([`Frag::lane`], [`Frag::reg`]); the layouts ([`Mma`]) are built from the same
+/// maps as thread terms, and a test checks the two agree for every lane and register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Frag {
+    /// NVIDIA's `mma.sync.aligned.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"),
+    /// warps of 32: lane `l` has group `g = l / 4` and thread-in-group `t = l % 4`; the
+    /// accumulator's four registers hold rows `g` and `g + 8`, columns `2t` and `2t + 1` of a
+    /// 16 x 8 tile; `a`'s eight hold rows `g`, `g + 8` by columns `2t, 2t + 1, 2t + 8, 2t + 9`
+    /// of a 16 x 16 tile; `b`'s four hold rows (k) `2t, 2t + 1, 2t + 8, 2t + 9` of column `g`
+    /// of a 16 x 8 tile.
+    M16n8k16,
+    /// AMD CDNA's `v_mfma_f32_16x16x16f16` / `v_mfma_f32_16x16x16bf16_1k` (AMD Instinct ISA,
+    /// "Dependent Matrix Operations"; the matrix instruction calculator's maps), wavefronts of
+    /// 64: lane `l` has column (or row of `a`) `l % 16` and block `q = l / 16`; the
+    /// accumulator's four registers hold rows `4q .. 4q + 3` of column `l % 16` of a 16 x 16
+    /// tile; `a`'s four hold columns (k) `4q .. 4q + 3` of row `l % 16`; `b`'s four hold rows
+    /// (k) `4q .. 4q + 3` of column `l % 16`.
+    Mfma16x16x16,
+}
+
+impl Frag {
+    /// Rows and columns of one instruction's accumulator, and its K.
+    pub fn mnk(self) -> (u32, u32, u32) {
+        match self {
+            Frag::M16n8k16 => (16, 8, 16),
+            Frag::Mfma16x16x16 => (16, 16, 16),
+        }
+    }
+
+    /// Lanes of the warp that executes the instruction.
+    pub fn lanes(self) -> u32 {
+        match self {
+            Frag::M16n8k16 => 32,
+            Frag::Mfma16x16x16 => 64,
+        }
+    }
+
+    /// Registers per lane of the accumulator (`which` None) or operand `which`.
+    pub fn regs(self, which: Option<u8>) -> u32 {
+        match (self, which) {
+            (Frag::M16n8k16, Some(0)) => 8,
+            _ => 4,
+        }
+    }
+
+    /// The short name the GPU IR prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Frag::M16n8k16 => "m16n8k16",
+            Frag::Mfma16x16x16 => "mfma16x16x16",
+        }
+    }
+
+    /// The instruction's name as the lowering records it.
+    pub fn instruction(self) -> &'static str {
+        match self {
+            Frag::M16n8k16 => "mma.sync m16n8k16",
+            Frag::Mfma16x16x16 => "mfma 16x16x16",
+        }
+    }
+
+    /// Static (row, column) of register `j` of the accumulator or of operand `which`, within
+    /// one instruction's tile: what [`Frag::lane`] adds to.
+    pub fn reg(self, which: Option<u8>, j: u32) -> (u32, u32) {
+        match (self, which) {
+            (Frag::M16n8k16, None) => (8 * (j >> 1), j & 1),
+            (Frag::M16n8k16, Some(0)) => (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1)),
+            (Frag::M16n8k16, _) => (8 * (j >> 1) + (j & 1), 0),
+            (Frag::Mfma16x16x16, None | Some(1)) => (j, 0),
+            (Frag::Mfma16x16x16, _) => (0, j),
+        }
+    }
+
+    /// Lane `lane`'s offset (row, column) within one instruction's tile of the accumulator or
+    /// operand `which`, as the ISA gives it.
+    pub fn lane(self, which: Option<u8>, lane: u32) -> (u32, u32) {
+        match (self, which) {
+            (Frag::M16n8k16, Some(1)) => (2 * (lane & 3), lane >> 2),
+            (Frag::M16n8k16, _) => (lane >> 2, 2 * (lane & 3)),
+            (Frag::Mfma16x16x16, Some(0)) => (lane % 16, 4 * (lane / 16)),
+            (Frag::Mfma16x16x16, _) => (4 * (lane / 16), lane % 16),
+        }
+    }
+
+    /// [`Frag::lane`] as thread terms per dimension.
+    fn lane_terms(self, which: Option<u8>) -> [Option<ThreadTerm>; 2] {
+        let lane = |shift, mask, mult| Some(ThreadTerm { src: ThreadSrc::Lane, shift, mask, mult });
+        match (self, which) {
+            (Frag::M16n8k16, Some(1)) => [lane(0, 3, 2), lane(2, 7, 1)],
+            (Frag::M16n8k16, _) => [lane(2, 7, 1), lane(0, 3, 2)],
+            (Frag::Mfma16x16x16, Some(0)) => [lane(0, 15, 1), lane(4, 3, 4)],
+            (Frag::Mfma16x16x16, _) => [lane(4, 3, 4), lane(0, 15, 1)],
+        }
+    }
+}
+
+/// The accumulator layout of a warp-level matrix instruction ([`Frag`]): `warps` = `[wm, wn]`
+/// warps tile M and N (warp `w` takes M-index `w % wm`); the instruction tiles then repeat
+/// over the value's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Mma {
     pub warps: [u32; 2],
+    pub frag: Frag,
 }
 
 impl Mma {
-    /// Rows and columns of one instruction's accumulator, and its K.
+    /// Rows and columns of one `mma.sync` accumulator, and its K (the warpgroup instructions
+    /// build on its fragments).
     pub const M: u32 = 16;
     pub const N: u32 = 8;
     pub const K: u32 = 16;
 
-    /// Static (row, column) of accumulator register `j` (0..4) of one instruction.
+    /// Static (row, column) of `mma.sync` accumulator register `j` (0..4) of one instruction.
     pub fn acc_reg(j: u32) -> (u32, u32) {
-        (8 * (j >> 1), j & 1)
+        Frag::M16n8k16.reg(None, j)
     }
 
-    /// Static (row, k) of `a` register `j` (0..8) of one instruction.
+    /// Static (row, k) of `mma.sync` `a` register `j` (0..8) of one instruction.
     pub fn a_reg(j: u32) -> (u32, u32) {
-        (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1))
+        Frag::M16n8k16.reg(Some(0), j)
     }
 
-    /// Static (k, column) of `b` register `j` (0..4) of one instruction.
-    pub fn b_reg(j: u32) -> (u32, u32) {
-        (8 * (j >> 1) + (j & 1), 0)
-    }
-
-    /// Lane `l`'s offsets within one instruction's tile: (group, thread-in-group).
+    /// Lane `l`'s offsets within one `mma.sync` tile: (group, thread-in-group).
     pub fn lane_parts(lane: u32) -> (u32, u32) {
         (lane >> 2, lane & 3)
     }
 
     fn warp_terms(&self) -> (Option<ThreadTerm>, Option<ThreadTerm>) {
         let [wm, wn] = self.warps;
-        let m = (wm > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: 0, mask: wm - 1, mult: Mma::M });
-        let n = (wn > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: wm.trailing_zeros(), mask: wn - 1, mult: Mma::N });
+        let (fm, fn_, _) = self.frag.mnk();
+        let m = (wm > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: 0, mask: wm - 1, mult: fm });
+        let n = (wn > 1).then_some(ThreadTerm { src: ThreadSrc::Warp, shift: wm.trailing_zeros(), mask: wn - 1, mult: fn_ });
         (m, n)
+    }
+
+    /// The extent of the warps' tile of the accumulator or of operand `which`.
+    fn tile(&self, which: Option<u8>) -> [u32; 2] {
+        let [wm, wn] = self.warps;
+        let (fm, fn_, fk) = self.frag.mnk();
+        match which {
+            None => [fm * wm, fn_ * wn],
+            Some(0) => [fm * wm, fk],
+            _ => [fk, fn_ * wn],
+        }
     }
 
     /// Instruction tiles along each dimension of `shape` for operand `which` (None: the
     /// accumulator), and whether a dimension is smaller than the warps' tile (then it wraps).
     fn repeats(&self, shape: &[usize], which: Option<u8>) -> ([usize; 2], [bool; 2]) {
-        let [wm, wn] = self.warps;
-        let tile = match which {
-            None => [Mma::M * wm, Mma::N * wn],
-            Some(0) => [Mma::M * wm, Mma::K],
-            _ => [Mma::K, Mma::N * wn],
-        };
+        let tile = self.tile(which);
         let reps = [0, 1].map(|d| (shape[d] / tile[d] as usize).max(1));
         let wrap = [0, 1].map(|d| shape[d] < tile[d] as usize);
         (reps, wrap)
     }
 
     fn dist(&self, shape: &[usize], which: Option<u8>) -> Dist {
-        let [wm, wn] = self.warps;
         let (wterm_m, wterm_n) = self.warp_terms();
-        let g = ThreadTerm { src: ThreadSrc::Lane, shift: 2, mask: 7, mult: 1 };
-        let t2 = ThreadTerm { src: ThreadSrc::Lane, shift: 0, mask: 3, mult: 2 };
+        let tile = self.tile(which);
         let (reps, wrap) = self.repeats(shape, which);
         let mut terms = vec![Vec::new(), Vec::new()];
+        for (d, t) in self.frag.lane_terms(which).into_iter().enumerate() {
+            terms[d].extend(t);
+        }
         let mut replica_terms = Vec::new();
-        let mut regs = Vec::new();
         match which {
             None => {
-                terms[0].push(g);
                 terms[0].extend(wterm_m);
-                terms[1].push(t2);
                 terms[1].extend(wterm_n);
-                for mi in 0..reps[0] as u32 {
-                    for ni in 0..reps[1] as u32 {
-                        for j in 0..4 {
-                            let (r, c) = Mma::acc_reg(j);
-                            regs.push(vec![Mma::M * wm * mi + r, Mma::N * wn * ni + c]);
-                        }
-                    }
-                }
             }
+            // An operand is shared by the warps along the other dimension of the result.
             Some(0) => {
-                terms[0].push(g);
                 terms[0].extend(wterm_m);
-                terms[1].push(t2);
                 replica_terms.extend(wterm_n);
-                for mi in 0..reps[0] as u32 {
-                    for ki in 0..reps[1] as u32 {
-                        for j in 0..8 {
-                            let (r, k) = Mma::a_reg(j);
-                            regs.push(vec![Mma::M * wm * mi + r, Mma::K * ki + k]);
-                        }
-                    }
-                }
             }
             _ => {
-                terms[0].push(t2);
-                terms[1].push(g);
                 terms[1].extend(wterm_n);
                 replica_terms.extend(wterm_m);
-                for ki in 0..reps[0] as u32 {
-                    for ni in 0..reps[1] as u32 {
-                        for j in 0..4 {
-                            let (k, c) = Mma::b_reg(j);
-                            regs.push(vec![Mma::K * ki + k, Mma::N * wn * ni + c]);
-                        }
-                    }
+            }
+        }
+        let mut regs = Vec::new();
+        for i in 0..reps[0] as u32 {
+            for j in 0..reps[1] as u32 {
+                for r in 0..self.frag.regs(which) {
+                    let (row, col) = self.frag.reg(which, r);
+                    regs.push(vec![tile[0] * i + row, tile[1] * j + col]);
                 }
             }
         }
@@ -159,11 +237,7 @@ impl Mma {
     /// operand's repeats), in fragment order.
     pub fn fragment(&self, shape: &[usize], which: Option<u8>, i: usize, j: usize) -> std::ops::Range<usize> {
         let (reps, _) = self.repeats(shape, which);
-        let per = match which {
-            None => 4,
-            Some(0) => 8,
-            _ => 4,
-        };
+        let per = self.frag.regs(which) as usize;
         let first = (i * reps[1] + j) * per;
         first..first + per
     }
@@ -172,7 +246,7 @@ impl Mma {
     /// (M repeats, N repeats, K steps).
     pub fn steps(&self, m: usize, n: usize, k: usize) -> (usize, usize, usize) {
         let (acc, _) = self.repeats(&[m, n], None);
-        (acc[0], acc[1], (k / Mma::K as usize).max(1))
+        (acc[0], acc[1], (k / self.frag.mnk().2 as usize).max(1))
     }
 }
 
@@ -430,10 +504,15 @@ impl fmt::Display for Layout {
                 list(&b.order)
             ),
             Layout::Slice { dim, parent } => write!(f, "#slice<dim {dim}, {parent}>"),
-            Layout::Mma(m) => write!(f, "#mma<m16n8k16, warps [{}, {}]>", m.warps[0], m.warps[1]),
-            Layout::DotOperand { operand, parent } => {
-                write!(f, "#dot_operand<{}, #mma<m16n8k16, warps [{}, {}]>>", ["a", "b"][*operand as usize & 1], parent.warps[0], parent.warps[1])
-            }
+            Layout::Mma(m) => write!(f, "#mma<{}, warps [{}, {}]>", m.frag.name(), m.warps[0], m.warps[1]),
+            Layout::DotOperand { operand, parent } => write!(
+                f,
+                "#dot_operand<{}, #mma<{}, warps [{}, {}]>>",
+                ["a", "b"][*operand as usize & 1],
+                parent.frag.name(),
+                parent.warps[0],
+                parent.warps[1]
+            ),
         }
     }
 }
@@ -534,27 +613,74 @@ mod tests {
     #[test]
     fn mma_layouts_own_every_element_once() {
         for (warps, m, n, k) in [([1, 1], 16, 8, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 64, 16), ([1, 8], 16, 128, 16)] {
-            let mma = Mma { warps };
+            let mma = Mma { warps, frag: Frag::M16n8k16 };
             let nw = warps[0] * warps[1];
             check_ownership(&Layout::Mma(mma), &[m, n], 32, nw);
             check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 32, nw);
             check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 32, nw);
         }
+        for (warps, m, n, k) in [([1, 1], 16, 16, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 128, 16)] {
+            let mma = Mma { warps, frag: Frag::Mfma16x16x16 };
+            let nw = warps[0] * warps[1];
+            check_ownership(&Layout::Mma(mma), &[m, n], 64, nw);
+            check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 64, nw);
+            check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 64, nw);
+        }
+    }
+
+    /// The coordinate of register `r` of `lane` in a one-warp dist.
+    fn at(d: &Dist, r: usize, lane: u32) -> Vec<u32> {
+        (0..2).map(|dim| d.regs[r][dim] + d.terms[dim].iter().map(|t| ((lane >> t.shift) & t.mask) * t.mult).sum::<u32>()).collect()
     }
 
     /// Lane 5 (group 1, thread 1) holds the fragments the PTX ISA gives it.
     #[test]
     fn mma_fragments_follow_the_ptx_isa() {
-        let mma = Mma { warps: [1, 1] };
-        let at = |d: &Dist, r: usize, lane: u32| -> Vec<u32> {
-            (0..2).map(|dim| d.regs[r][dim] + d.terms[dim].iter().map(|t| ((lane >> t.shift) & t.mask) * t.mult).sum::<u32>()).collect()
-        };
+        let mma = Mma { warps: [1, 1], frag: Frag::M16n8k16 };
         let c = Layout::Mma(mma).dist(&[16, 8], 32);
         assert_eq!((0..4).map(|r| at(&c, r, 5)).collect::<Vec<_>>(), [[1, 2], [1, 3], [9, 2], [9, 3]]);
         let a = Layout::DotOperand { operand: 0, parent: mma }.dist(&[16, 16], 32);
         assert_eq!((0..8).map(|r| at(&a, r, 5)).collect::<Vec<_>>(), [[1, 2], [1, 3], [9, 2], [9, 3], [1, 10], [1, 11], [9, 10], [9, 11]]);
         let b = Layout::DotOperand { operand: 1, parent: mma }.dist(&[16, 8], 32);
         assert_eq!((0..4).map(|r| at(&b, r, 5)).collect::<Vec<_>>(), [[2, 1], [3, 1], [10, 1], [11, 1]]);
+    }
+
+    /// Lane 21 (column 5, block 1) holds the fragments AMD's matrix instruction calculator
+    /// gives it for v_mfma_f32_16x16x16f16: D[i][j] at lane j + 16 (i / 4), item i % 4;
+    /// A[i][k] at lane i + 16 (k / 4), item k % 4; B[k][j] at lane j + 16 (k / 4), item k % 4.
+    #[test]
+    fn mfma_fragments_follow_the_amd_isa() {
+        let mma = Mma { warps: [1, 1], frag: Frag::Mfma16x16x16 };
+        let c = Layout::Mma(mma).dist(&[16, 16], 64);
+        assert_eq!((0..4).map(|r| at(&c, r, 21)).collect::<Vec<_>>(), [[4, 5], [5, 5], [6, 5], [7, 5]]);
+        let a = Layout::DotOperand { operand: 0, parent: mma }.dist(&[16, 16], 64);
+        assert_eq!((0..4).map(|r| at(&a, r, 21)).collect::<Vec<_>>(), [[5, 4], [5, 5], [5, 6], [5, 7]]);
+        let b = Layout::DotOperand { operand: 1, parent: mma }.dist(&[16, 16], 64);
+        assert_eq!((0..4).map(|r| at(&b, r, 63)).collect::<Vec<_>>(), [[12, 15], [13, 15], [14, 15], [15, 15]]);
+    }
+
+    /// The layouts' thread terms and the fragment maps the emulator's instruction model reads
+    /// ([`Frag::lane`], [`Frag::reg`]) agree for every lane and register of every instruction.
+    #[test]
+    fn layouts_agree_with_the_fragment_maps() {
+        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16] {
+            let mma = Mma { warps: [1, 1], frag };
+            let (m, n, k) = frag.mnk();
+            for (which, shape) in [(None, [m, n]), (Some(0), [m, k]), (Some(1), [k, n])] {
+                let layout = match which {
+                    None => Layout::Mma(mma),
+                    Some(o) => Layout::DotOperand { operand: o, parent: mma },
+                };
+                let d = layout.dist(&shape.map(|x| x as usize), frag.lanes());
+                assert_eq!(d.num_regs(), frag.regs(which) as usize);
+                for lane in 0..frag.lanes() {
+                    for r in 0..frag.regs(which) {
+                        let ((rr, rc), (lr, lc)) = (frag.reg(which, r), frag.lane(which, lane));
+                        assert_eq!(at(&d, r as usize, lane), [rr + lr, rc + lc], "{frag:?} {which:?} lane {lane} register {r}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

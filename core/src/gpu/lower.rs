@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
 use crate::gpu::emit::{Emitter, SharedMatrix, WgmmaA};
-use crate::gpu::layout::{Blocked, Dist, Layout, Mma, ThreadSrc, ThreadTerm};
+use crate::gpu::layout::{Blocked, Dist, Frag, Layout, Mma, ThreadSrc, ThreadTerm};
 use crate::gpu::target::{MatrixInstr, MatrixKind, Target};
 use crate::ir::*;
 use crate::verify::{verify, VerifyError};
@@ -3221,7 +3221,7 @@ fn carry_dot_slices(
 /// Chooses the loops to software-pipeline and the loads they issue early (with `num_stages`
 /// of at least 2 on a backend with asynchronous copies): a load in a `for` body, not nested
 /// deeper, of a 2-D f16 or bf16 tile whose only uses are as an operand of a matrix-instruction
-/// `dot` in that body; whose offsets and mask are pure functions of the induction variable and
+/// `dot` in that body, on NVIDIA's fragments (the ring is read with `ldmatrix` or descriptors); whose offsets and mask are pure functions of the induction variable and
 /// values from outside the loop (no division, no loads, no carried values); that moves whole
 /// aligned 16-byte vectors (offset analysis: 8 contiguous, aligned elements; the mask constant
 /// over them), each thread its own (no copies in several threads); and that fills masked-off
@@ -3327,7 +3327,7 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             }
             let only_dot_operand = uses.get(&r).is_some_and(|us| {
                 us.iter().all(|&(j, u)| {
-                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.mma.contains_key(&u.results[0]))
+                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.mma.get(&u.results[0]).is_some_and(|(_, m)| m.frag == Frag::M16n8k16))
                 })
             });
             if !only_dot_operand || other.is_some_and(|o| !is_zero(o)) {
@@ -3433,26 +3433,28 @@ fn pipe_copy_layout(l: &PipeLoad, warp: u32, num_warps: u32) -> Layout {
 /// warps' tile divides. Warps go to M while M has more instruction rows per warp than N has
 /// columns (Triton's rule for mma v2), or, with `rows_first`, while M has rows for them.
 fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type, rows_first: bool) -> Option<(MatrixInstr, Mma)> {
-    if target.subgroup_size != 32 || !acc.dtype.is_float() {
+    if !acc.dtype.is_float() {
         return None;
     }
-    let instr = *target.matrix.iter().find(|i| {
-        i.kind == MatrixKind::MmaSync && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32 && (i.m, i.n, i.k) == (Mma::M, Mma::N, Mma::K)
+    let (instr, frag) = target.matrix.iter().find_map(|i| {
+        let frag = i.frag()?;
+        (frag.lanes() == target.subgroup_size && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32).then_some((*i, frag))
     })?;
+    let (fm, fn_, fk) = frag.mnk();
     let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
-    if m % Mma::M != 0 || n % Mma::N != 0 || k % Mma::K != 0 {
+    if m % fm != 0 || n % fn_ != 0 || k % fk != 0 {
         return None;
     }
     let mut warps = [1u32, 1];
     while warps[0] * warps[1] < num_warps {
-        let more_rows = rows_first || m / Mma::M / warps[0] >= n / (Mma::N * warps[1]);
-        if more_rows && warps[0] < m / Mma::M {
+        let more_rows = rows_first || m / fm / warps[0] >= n / (fn_ * warps[1]);
+        if more_rows && warps[0] < m / fm {
             warps[0] *= 2;
         } else {
             warps[1] *= 2;
         }
     }
-    (Mma::M * warps[0] <= m && Mma::N * warps[1] <= n).then_some((instr, Mma { warps }))
+    (fm * warps[0] <= m && fn_ * warps[1] <= n).then_some((instr, Mma { warps, frag }))
 }
 
 /// The warpgroup matrix instruction a `dot` lowers to on `target` with `num_warps` warps, if
@@ -3471,7 +3473,7 @@ fn wgmma_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type)
     // K in whole 64-element panels, so a pipelined `a` is read through descriptors as well
     // (one fed from registers would hold the warp-level layout's operand traffic).
     let fits = m % (Mma::M * num_warps) == 0 && n % Mma::N == 0 && n <= instr.n && k % 64 == 0;
-    fits.then_some((instr, Mma { warps: [num_warps, 1] }))
+    fits.then_some((instr, Mma { warps: [num_warps, 1], frag: Frag::M16n8k16 }))
 }
 
 /// The target's mma.sync instruction for `dtype` operands.

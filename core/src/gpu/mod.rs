@@ -47,7 +47,7 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
                     let n = program.ty(r).shape.get(1).copied().unwrap_or(0);
                     format!("wgmma m64n{n}k16{}", if info.in_flight.contains(&r.index()) { ", in flight across iterations" } else { "" })
                 }
-                Some(layout::Layout::Mma(_)) => format!("mma.sync m{}n{}k{}", layout::Mma::M, layout::Mma::N, layout::Mma::K),
+                Some(layout::Layout::Mma(m)) => m.frag.instruction().to_string(),
                 _ => "fma".to_string(),
             });
         }
@@ -96,8 +96,8 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         // Whether the knob took effect, and where it could not, what it needs.
         out.push_str(&match info.pipelined_loads() {
             0 => format!(
-                "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and matrix instructions, and \
-                 2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
+                "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and NVIDIA's matrix \
+                 instructions, and 2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
                 options.num_stages
             ),
             n => {

@@ -975,54 +975,64 @@ impl Machine<'_> {
     }
 
     /// One matrix instruction in lock-step over every warp: the fragments of the warp's lanes
-    /// are gathered into whole tiles (the layout's fragment map, [`Mma`]), multiplied with the
-    /// products summed in f32 in ascending K, and scattered back.
+    /// are gathered into whole tiles (the instruction's fragment maps as its ISA states them,
+    /// [`crate::gpu::layout::Frag::lane`] and [`crate::gpu::layout::Frag::reg`]), multiplied
+    /// with the products summed in f32 in ascending K, and scattered back.
     fn mma(&mut self, instr: &MatrixInstr, a: &[Reg], b: &[Reg], c: &[Reg], d: &[Reg], active: &[bool]) -> Result<(), SimtError> {
-        let warp = self.lowered.warp as usize;
+        let warp = self.lowered.warp;
         if let Some(t) = active.iter().position(|a| !a) {
             return Err(self.fault(t, "a matrix instruction is reached by only some threads of a warp".into()));
         }
-        if (instr.m, instr.n, instr.k) != (Mma::M, Mma::N, Mma::K) || a.len() != 8 || b.len() != 4 || c.len() != 4 || d.len() != 4 || warp != 32 {
+        let frag = instr.frag().filter(|f| {
+            f.lanes() == warp
+                && a.len() == f.regs(Some(0)) as usize
+                && b.len() == f.regs(Some(1)) as usize
+                && c.len() == f.regs(None) as usize
+                && d.len() == c.len()
+        });
+        let Some(frag) = frag else {
             return Err(self.fault(0, format!("no model of {instr:?} with {} lanes and {}/{}/{} fragments", warp, a.len(), b.len(), c.len())));
-        }
+        };
         let f = |me: &Self, r: Reg, t: usize| match me.get(r, t) {
             Elem::F(x) => x,
             Elem::I(x) => x as f32,
         };
+        let (m, n, k) = frag.mnk();
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let at = |which: Option<u8>, lane: u32, j: usize| {
+            let ((r, c), (lr, lc)) = (frag.reg(which, j as u32), frag.lane(which, lane));
+            ((r + lr) as usize, (c + lc) as usize)
+        };
+        let warp = warp as usize;
         for w in 0..self.threads / warp {
-            let mut ta = [[0f32; 16]; 16];
-            let mut tb = [[0f32; 8]; 16];
-            let mut tc = [[0f32; 8]; 16];
-            for lane in 0..32u32 {
+            let (mut ta, mut tb, mut tc) = (vec![0f32; m * k], vec![0f32; k * n], vec![0f32; m * n]);
+            for lane in 0..warp as u32 {
                 let t = w * warp + lane as usize;
-                let (g, q) = Mma::lane_parts(lane);
                 for (j, &r) in a.iter().enumerate() {
-                    let (row, k) = Mma::a_reg(j as u32);
-                    ta[(row + g) as usize][(k + 2 * q) as usize] = f(self, r, t);
+                    let (row, kk) = at(Some(0), lane, j);
+                    ta[row * k + kk] = f(self, r, t);
                 }
                 for (j, &r) in b.iter().enumerate() {
-                    let (k, col) = Mma::b_reg(j as u32);
-                    tb[(k + 2 * q) as usize][(col + g) as usize] = f(self, r, t);
+                    let (kk, col) = at(Some(1), lane, j);
+                    tb[kk * n + col] = f(self, r, t);
                 }
                 for (j, &r) in c.iter().enumerate() {
-                    let (row, col) = Mma::acc_reg(j as u32);
-                    tc[(row + g) as usize][(col + 2 * q) as usize] = f(self, r, t);
+                    let (row, col) = at(None, lane, j);
+                    tc[row * n + col] = f(self, r, t);
                 }
             }
-            for (i, row) in tc.iter_mut().enumerate() {
-                for (j, acc) in row.iter_mut().enumerate() {
-                    for (kk, brow) in tb.iter().enumerate() {
-                        *acc = ta[i][kk].mul_add(brow[j], *acc);
+            for i in 0..m {
+                for j in 0..n {
+                    for kk in 0..k {
+                        tc[i * n + j] = ta[i * k + kk].mul_add(tb[kk * n + j], tc[i * n + j]);
                     }
                 }
             }
-            for lane in 0..32u32 {
+            for lane in 0..warp as u32 {
                 let t = w * warp + lane as usize;
-                let (g, q) = Mma::lane_parts(lane);
                 for (j, &r) in d.iter().enumerate() {
-                    let (row, col) = Mma::acc_reg(j as u32);
-                    let v = tc[(row + g) as usize][(col + 2 * q) as usize];
-                    self.set(r, t, Elem::F(v));
+                    let (row, col) = at(None, lane, j);
+                    self.set(r, t, Elem::F(tc[row * n + col]));
                 }
             }
         }

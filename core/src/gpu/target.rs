@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::dtype::DType;
+use crate::gpu::layout::Frag;
 
 /// The instruction set family a target compiles to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +40,9 @@ pub enum MatrixKind {
     /// in 128-byte swizzled panels; the accumulator is the mma.sync one with the four warps
     /// along M ([`crate::gpu::layout::Mma`]).
     Wgmma,
+    /// A wavefront-level instruction on per-lane fragments (`v_mfma` on AMD CDNA), laid out
+    /// like [`MatrixKind::MmaSync`]'s in its own fragment maps ([`crate::gpu::layout::Frag`]).
+    Mfma,
 }
 
 /// A matrix instruction the target executes per subgroup: `[m, k] x [k, n] + [m, n]`.
@@ -57,6 +61,23 @@ impl MatrixInstr {
     /// `mma.sync.aligned.m16n8k16` with f32 accumulation on `dtype` operands.
     pub fn mma_m16n8k16(dtype: DType) -> MatrixInstr {
         MatrixInstr { kind: MatrixKind::MmaSync, m: 16, n: 8, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
+
+    /// `v_mfma_f32_16x16x16f16` (or `bf16_1k`) with f32 accumulation on `dtype` operands.
+    pub fn mfma_16x16x16(dtype: DType) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::Mfma, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
+
+    /// The fragment maps of a warp-level instruction the lowering lays values out for; `None`
+    /// for the instructions it does not (cooperative matrices, whose layout is the driver's,
+    /// and warpgroup instructions, which build on mma.sync's).
+    pub fn frag(&self) -> Option<Frag> {
+        let frag = match self.kind {
+            MatrixKind::MmaSync => Frag::M16n8k16,
+            MatrixKind::Mfma => Frag::Mfma16x16x16,
+            MatrixKind::CooperativeMatrix | MatrixKind::Wgmma => return None,
+        };
+        ((self.m, self.n, self.k) == frag.mnk()).then_some(frag)
     }
 
     /// `wgmma.mma_async.sync.aligned.m64nNk16` with f32 accumulation on `dtype` operands, `N`
@@ -218,7 +239,9 @@ impl Target {
     }
 
     /// An AMD CDNA2 GPU (gfx90a, MI200) through HSA: wavefronts of 64, 1024 threads, 64 KiB of
-    /// LDS per workgroup, 16-byte vector accesses. Compile-only: nothing here runs AMD code.
+    /// LDS per workgroup, 16-byte vector accesses, f16 and bf16 matrix instructions (MFMA
+    /// 16x16x16; bf16 through the `_1k` forms, although bf16 arithmetic is not native).
+    /// Compile-only: nothing here runs AMD code.
     pub fn amd_gfx90a() -> Target {
         Target {
             name: "amdgcn:gfx90a".into(),
@@ -239,7 +262,7 @@ impl Target {
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
-            matrix: Vec::new(),
+            matrix: vec![MatrixInstr::mfma_16x16x16(DType::F16), MatrixInstr::mfma_16x16x16(DType::BF16)],
         }
     }
 
@@ -249,9 +272,10 @@ impl Target {
     }
 
     /// An AMD RDNA3 GPU (gfx1100, RX 7900) in wave32 mode: the layouts and reductions are built
-    /// for 32 lanes, like a CUDA warp.
+    /// for 32 lanes, like a CUDA warp. No MFMA (RDNA's matrix instructions are WMMA, which
+    /// `dot` does not use yet).
     pub fn amd_gfx1100() -> Target {
-        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, ..Target::amd_gfx90a() }
+        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, matrix: Vec::new(), ..Target::amd_gfx90a() }
     }
 
     /// Offline presets by name, for `tilekit ir --gpu --target NAME`.

@@ -5,7 +5,7 @@
 //! library's default configurations use no scratch and do not spill, on any of the three.
 //! Golden AMDGCN assembly for vector add and softmax on gfx942 and gfx1100 (`tests/golden/*.s`;
 //! `TILEKIT_BLESS=1` rewrites them). Reductions shuffle across the whole wave: 64 lanes on CDNA,
-//! 32 on RDNA in wave32. f16 and bf16 dots are MFMA instructions on CDNA.
+//! 32 on RDNA in wave32. f16 and bf16 dots are MFMA instructions on CDNA, WMMA on RDNA3.
 //!
 //! Spilling non-default configurations are printed.
 //!
@@ -291,11 +291,11 @@ fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
 }
 
 /// `dot` on f16 and bf16 lowers to MFMA 16x16x16 on CDNA (gfx90a's `f16` and `bf16_1k`
-/// forms, gfx942's `_f16` and `_bf16`: LLVM's names for the same instructions), in matmul's
-/// default configuration, with no spills and no scratch; RDNA3 in wave32 has no MFMA and keeps
-/// FMA, as f32 does everywhere.
+/// forms, gfx942's `_f16` and `_bf16`: LLVM's names for the same instructions) and to WMMA
+/// 16x16x16 on RDNA3 in wave32, in matmul's default configuration, with no spills and no
+/// scratch; f32 keeps FMA everywhere.
 #[test]
-fn sixteen_bit_dots_lower_to_mfma_on_cdna() {
+fn sixteen_bit_dots_lower_to_mfma_and_wmma() {
     let k = kernels::find("matmul").unwrap();
     let config = k.configs()[0].clone();
     for dtype in [DType::F16, DType::BF16, DType::F32] {
@@ -303,12 +303,15 @@ fn sixteen_bit_dots_lower_to_mfma_on_cdna() {
         for arch in Arch::ALL {
             let c = compile(&plan.launches[0].program, &arch.target(), &options_for(&config), arch).unwrap();
             let d = c.kernel.disassemble().unwrap();
-            let mnemonics: HashSet<&str> = d.lines().filter_map(|l| l.split_whitespace().next()).filter(|m| m.starts_with("v_mfma")).collect();
+            let mnemonics: HashSet<&str> =
+                d.lines().filter_map(|l| l.split_whitespace().next()).filter(|m| m.starts_with("v_mfma") || m.starts_with("v_wmma")).collect();
             let want: &[&str] = match (arch, dtype) {
                 (Arch::Gfx90a, DType::F16) => &["v_mfma_f32_16x16x16f16"],
                 (Arch::Gfx90a, DType::BF16) => &["v_mfma_f32_16x16x16bf16_1k"],
                 (Arch::Gfx942, DType::F16) => &["v_mfma_f32_16x16x16_f16"],
                 (Arch::Gfx942, DType::BF16) => &["v_mfma_f32_16x16x16_bf16"],
+                (Arch::Gfx1100, DType::F16) => &["v_wmma_f32_16x16x16_f16"],
+                (Arch::Gfx1100, DType::BF16) => &["v_wmma_f32_16x16x16_bf16"],
                 _ => &[],
             };
             assert_eq!(mnemonics, want.iter().copied().collect(), "{dtype} on {arch}");

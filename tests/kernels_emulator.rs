@@ -1,7 +1,8 @@
 //! Every library kernel through the GPU lowering, emulated thread by thread on the CPU, for a
 //! warp-32 target, for lavapipe's warp of 8 and for CUDA's sm_80 (whose `dot`s lower to
 //! `mma.sync`, run by the emulator's model of the instruction), against the kernel's f64
-//! reference; matmul and attention also on AMD's gfx942 (wavefronts of 64, `dot`s on MFMA).
+//! reference; matmul and attention also on AMD's gfx942 (wavefronts of 64, `dot`s on MFMA) and
+//! gfx1100 (wave32, WMMA).
 
 #[macro_use]
 mod common;
@@ -59,6 +60,16 @@ fn attention_matrix_wgmma() {
 #[test]
 fn matmul_and_attention_mfma() {
     let device = Device::Emulator(Target::amd_gfx942());
+    common::check_kernel("matmul", &device);
+    common::check_matmul_pipelined(&device);
+    common::check_attention_matrix(&device);
+}
+
+/// The same on AMD RDNA3 (gfx1100, wave32), whose dots lower to WMMA 16x16x16: operands
+/// repeated in both halves of the wave (the emulator's model faults where the copies differ).
+#[test]
+fn matmul_and_attention_wmma() {
+    let device = Device::Emulator(Target::amd_gfx1100());
     common::check_kernel("matmul", &device);
     common::check_matmul_pipelined(&device);
     common::check_attention_matrix(&device);

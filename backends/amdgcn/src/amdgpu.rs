@@ -147,37 +147,50 @@ impl Hooks for AmdgpuHooks {
     }
 
     fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
-        // CDNA's v_mfma_f32_16x16x16f16 / bf16_1k: each lane hands four 16-bit elements of `a`
-        // and of `b` (two words, the first element in the low half: the vector's order) and
-        // four f32 of the accumulator; no broadcast (cbsz, abid, blgp 0).
-        let (ty, name) = match instr.a {
-            DType::F16 => ("<4 x half>", "llvm.amdgcn.mfma.f32.16x16x16f16"),
-            DType::BF16 => ("<4 x i16>", "llvm.amdgcn.mfma.f32.16x16x16bf16.1k"),
+        // CDNA's v_mfma_f32_16x16x16f16 / bf16_1k (wave64): each lane hands four 16-bit
+        // elements of `a` and of `b` and four f32 of the accumulator; no broadcast (cbsz, abid,
+        // blgp 0). RDNA3's v_wmma_f32_16x16x16_f16 / bf16 (wave32): sixteen elements of each
+        // operand and eight f32. Operands arrive as words of two elements, the first in the
+        // low half: the vector's element order.
+        let wave = self.arch.wave_size();
+        let (words, accs, name) = match (instr.kind, instr.a, wave) {
+            (MatrixKind::Mfma, DType::F16, 64) => (2, 4, "llvm.amdgcn.mfma.f32.16x16x16f16"),
+            (MatrixKind::Mfma, DType::BF16, 64) => (2, 4, "llvm.amdgcn.mfma.f32.16x16x16bf16.1k"),
+            (MatrixKind::Wmma, DType::F16, 32) => (8, 8, "llvm.amdgcn.wmma.f32.16x16x16.f16"),
+            (MatrixKind::Wmma, DType::BF16, 32) => (8, 8, "llvm.amdgcn.wmma.f32.16x16x16.bf16"),
             _ => return None,
         };
-        if instr.kind != MatrixKind::Mfma
-            || (instr.m, instr.n, instr.k, instr.acc) != (16, 16, 16, DType::F32)
+        if (instr.m, instr.n, instr.k, instr.acc) != (16, 16, 16, DType::F32)
             || instr.b != instr.a
-            || self.arch.wave_size() != 64
-            || a.len() != 2
-            || bw.len() != 2
-            || c.len() != 4
+            || a.len() != words
+            || bw.len() != words
+            || c.len() != accs
         {
             return None;
         }
-        let operand = |b: &mut Builder<'_>, words: &[Operand]| {
-            let lo = b.inst(format!("insertelement <2 x i32> poison, i32 {}, i32 0", words[0]));
-            let v = b.inst(format!("insertelement <2 x i32> {lo}, i32 {}, i32 1", words[1]));
-            b.inst(format!("bitcast <2 x i32> {v} to {ty}"))
+        let elem = if instr.a == DType::F16 { "half" } else { "i16" };
+        let ty = format!("<{} x {elem}>", 2 * words);
+        let acc_ty = format!("<{accs} x float>");
+        let vector = |b: &mut Builder<'_>, ty: &str, elem: &str, values: &[Operand]| {
+            let mut v = None;
+            for (i, x) in values.iter().enumerate() {
+                let prev = v.map_or("poison".to_string(), |p: Operand| p.to_string());
+                v = Some(b.inst(format!("insertelement {ty} {prev}, {elem} {x}, i32 {i}")));
+            }
+            v.expect("a matrix operand has elements")
         };
-        let (va, vb) = (operand(b, a), operand(b, bw));
-        let mut acc = b.inst(format!("insertelement <4 x float> poison, float {}, i32 0", c[0]));
-        for (i, &x) in c.iter().enumerate().skip(1) {
-            acc = b.inst(format!("insertelement <4 x float> {acc}, float {x}, i32 {i}"));
-        }
+        let words_ty = format!("<{words} x i32>");
+        let (wa, wb) = (vector(b, &words_ty, "i32", a), vector(b, &words_ty, "i32", bw));
+        let va = b.inst(format!("bitcast {words_ty} {wa} to {ty}"));
+        let vb = b.inst(format!("bitcast {words_ty} {wb} to {ty}"));
+        let acc = vector(b, &acc_ty, "float", c);
         let zero = ("i32", Operand::Int(0));
-        let d = b.call("<4 x float>", name, &[(ty, va), (ty, vb), ("<4 x float>", acc), zero, zero, zero]);
-        Some((0..4).map(|i| b.inst(format!("extractelement <4 x float> {d}, i32 {i}"))).collect())
+        let args: Vec<(&str, Operand)> = match instr.kind {
+            MatrixKind::Mfma => vec![(&ty, va), (&ty, vb), (&acc_ty, acc), zero, zero, zero],
+            _ => vec![(&ty, va), (&ty, vb), (&acc_ty, acc)],
+        };
+        let d = b.call(&acc_ty, name, &args);
+        Some((0..accs).map(|i| b.inst(format!("extractelement {acc_ty} {d}, i32 {i}"))).collect())
     }
 
     fn own_sin_cos(&self) -> bool {

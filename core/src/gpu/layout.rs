@@ -59,6 +59,11 @@ pub enum Frag {
     /// tile; `a`'s four hold columns (k) `4q .. 4q + 3` of row `l % 16`; `b`'s four hold rows
     /// (k) `4q .. 4q + 3` of column `l % 16`.
     Mfma16x16x16,
+    /// AMD RDNA3's `v_wmma_f32_16x16x16_f16` / `bf16` in wave32 (RDNA3 ISA, "Wave Matrix
+    /// Multiply Accumulate"): lane `l` holds all sixteen k of row `l % 16` of `a` and of column
+    /// `l % 16` of `b`, lanes 16-31 repeating lanes 0-15; the accumulator's eight registers
+    /// hold rows `2j + l / 16` (j = 0..7) of column `l % 16` of a 16 x 16 tile.
+    Wmma16x16x16,
 }
 
 impl Frag {
@@ -66,14 +71,14 @@ impl Frag {
     pub fn mnk(self) -> (u32, u32, u32) {
         match self {
             Frag::M16n8k16 => (16, 8, 16),
-            Frag::Mfma16x16x16 => (16, 16, 16),
+            Frag::Mfma16x16x16 | Frag::Wmma16x16x16 => (16, 16, 16),
         }
     }
 
     /// Lanes of the warp that executes the instruction.
     pub fn lanes(self) -> u32 {
         match self {
-            Frag::M16n8k16 => 32,
+            Frag::M16n8k16 | Frag::Wmma16x16x16 => 32,
             Frag::Mfma16x16x16 => 64,
         }
     }
@@ -81,7 +86,8 @@ impl Frag {
     /// Registers per lane of the accumulator (`which` None) or operand `which`.
     pub fn regs(self, which: Option<u8>) -> u32 {
         match (self, which) {
-            (Frag::M16n8k16, Some(0)) => 8,
+            (Frag::M16n8k16, Some(0)) | (Frag::Wmma16x16x16, None) => 8,
+            (Frag::Wmma16x16x16, _) => 16,
             _ => 4,
         }
     }
@@ -91,6 +97,7 @@ impl Frag {
         match self {
             Frag::M16n8k16 => "m16n8k16",
             Frag::Mfma16x16x16 => "mfma16x16x16",
+            Frag::Wmma16x16x16 => "wmma16x16x16",
         }
     }
 
@@ -99,6 +106,7 @@ impl Frag {
         match self {
             Frag::M16n8k16 => "mma.sync m16n8k16",
             Frag::Mfma16x16x16 => "mfma 16x16x16",
+            Frag::Wmma16x16x16 => "wmma 16x16x16",
         }
     }
 
@@ -110,7 +118,9 @@ impl Frag {
             (Frag::M16n8k16, Some(0)) => (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1)),
             (Frag::M16n8k16, _) => (8 * (j >> 1) + (j & 1), 0),
             (Frag::Mfma16x16x16, None | Some(1)) => (j, 0),
-            (Frag::Mfma16x16x16, _) => (0, j),
+            (Frag::Mfma16x16x16, _) | (Frag::Wmma16x16x16, Some(0)) => (0, j),
+            (Frag::Wmma16x16x16, None) => (2 * j, 0),
+            (Frag::Wmma16x16x16, _) => (j, 0),
         }
     }
 
@@ -122,18 +132,32 @@ impl Frag {
             (Frag::M16n8k16, _) => (lane >> 2, 2 * (lane & 3)),
             (Frag::Mfma16x16x16, Some(0)) => (lane % 16, 4 * (lane / 16)),
             (Frag::Mfma16x16x16, _) => (4 * (lane / 16), lane % 16),
+            (Frag::Wmma16x16x16, None) => ((lane / 16) % 2, lane % 16),
+            (Frag::Wmma16x16x16, Some(0)) => (lane % 16, 0),
+            (Frag::Wmma16x16x16, _) => (0, lane % 16),
         }
     }
 
-    /// [`Frag::lane`] as thread terms per dimension.
-    fn lane_terms(self, which: Option<u8>) -> [Option<ThreadTerm>; 2] {
+    /// Whether lanes `l` and `l ^ 16` hold the same elements of operand `which` (RDNA3's WMMA
+    /// reads its operands replicated across the two halves of the wave).
+    pub fn replicated(self, which: Option<u8>) -> bool {
+        self == Frag::Wmma16x16x16 && which.is_some()
+    }
+
+    /// [`Frag::lane`] as thread terms per dimension, and the lane term whose threads hold
+    /// copies ([`Frag::replicated`]).
+    fn lane_terms(self, which: Option<u8>) -> ([Option<ThreadTerm>; 2], Option<ThreadTerm>) {
         let lane = |shift, mask, mult| Some(ThreadTerm { src: ThreadSrc::Lane, shift, mask, mult });
-        match (self, which) {
+        let terms = match (self, which) {
             (Frag::M16n8k16, Some(1)) => [lane(0, 3, 2), lane(2, 7, 1)],
             (Frag::M16n8k16, _) => [lane(2, 7, 1), lane(0, 3, 2)],
             (Frag::Mfma16x16x16, Some(0)) => [lane(0, 15, 1), lane(4, 3, 4)],
             (Frag::Mfma16x16x16, _) => [lane(4, 3, 4), lane(0, 15, 1)],
-        }
+            (Frag::Wmma16x16x16, None) => [lane(4, 1, 1), lane(0, 15, 1)],
+            (Frag::Wmma16x16x16, Some(0)) => [lane(0, 15, 1), None],
+            (Frag::Wmma16x16x16, _) => [None, lane(0, 15, 1)],
+        };
+        (terms, if self.replicated(which) { lane(4, 1, 1) } else { None })
     }
 }
 
@@ -201,10 +225,11 @@ impl Mma {
         let tile = self.tile(which);
         let (reps, wrap) = self.repeats(shape, which);
         let mut terms = vec![Vec::new(), Vec::new()];
-        for (d, t) in self.frag.lane_terms(which).into_iter().enumerate() {
+        let (lane_terms, lane_replica) = self.frag.lane_terms(which);
+        for (d, t) in lane_terms.into_iter().enumerate() {
             terms[d].extend(t);
         }
-        let mut replica_terms = Vec::new();
+        let mut replica_terms: Vec<ThreadTerm> = lane_replica.into_iter().collect();
         match which {
             None => {
                 terms[0].extend(wterm_m);
@@ -619,12 +644,14 @@ mod tests {
             check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 32, nw);
             check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 32, nw);
         }
-        for (warps, m, n, k) in [([1, 1], 16, 16, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 128, 16)] {
-            let mma = Mma { warps, frag: Frag::Mfma16x16x16 };
-            let nw = warps[0] * warps[1];
-            check_ownership(&Layout::Mma(mma), &[m, n], 64, nw);
-            check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 64, nw);
-            check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 64, nw);
+        for frag in [Frag::Mfma16x16x16, Frag::Wmma16x16x16] {
+            for (warps, m, n, k) in [([1, 1], 16, 16, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 128, 16)] {
+                let mma = Mma { warps, frag };
+                let (nw, lanes) = (warps[0] * warps[1], frag.lanes());
+                check_ownership(&Layout::Mma(mma), &[m, n], lanes, nw);
+                check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], lanes, nw);
+                check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], lanes, nw);
+            }
         }
     }
 
@@ -659,11 +686,28 @@ mod tests {
         assert_eq!((0..4).map(|r| at(&b, r, 63)).collect::<Vec<_>>(), [[12, 15], [13, 15], [14, 15], [15, 15]]);
     }
 
+    /// Lane 21 (column 5, upper half) holds what RDNA3's ISA gives it for
+    /// v_wmma_f32_16x16x16_f16 in wave32: D[i][j] at lane j + 16 (i % 2), item i / 2; A[i][k]
+    /// at lanes i and i + 16, item k; B[k][j] at lanes j and j + 16, item k.
+    #[test]
+    fn wmma_fragments_follow_the_amd_isa() {
+        let mma = Mma { warps: [1, 1], frag: Frag::Wmma16x16x16 };
+        let c = Layout::Mma(mma).dist(&[16, 16], 32);
+        assert_eq!((0..8).map(|r| at(&c, r, 21)).collect::<Vec<_>>(), (0..8).map(|j| vec![2 * j + 1, 5]).collect::<Vec<_>>());
+        let a = Layout::DotOperand { operand: 0, parent: mma }.dist(&[16, 16], 32);
+        assert_eq!((0..16).map(|r| at(&a, r, 21)).collect::<Vec<_>>(), (0..16).map(|k| vec![5, k]).collect::<Vec<_>>());
+        let b = Layout::DotOperand { operand: 1, parent: mma }.dist(&[16, 16], 32);
+        assert_eq!((0..16).map(|r| at(&b, r, 21)).collect::<Vec<_>>(), (0..16).map(|k| vec![k, 5]).collect::<Vec<_>>());
+        // The upper half holds copies: only lanes 0-15 own the operands' elements.
+        assert_eq!(a.replica_terms, [ThreadTerm { src: ThreadSrc::Lane, shift: 4, mask: 1, mult: 1 }]);
+        assert!(c.replica_terms.is_empty());
+    }
+
     /// The layouts' thread terms and the fragment maps the emulator's instruction model reads
     /// ([`Frag::lane`], [`Frag::reg`]) agree for every lane and register of every instruction.
     #[test]
     fn layouts_agree_with_the_fragment_maps() {
-        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16] {
+        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16, Frag::Wmma16x16x16] {
             let mma = Mma { warps: [1, 1], frag };
             let (m, n, k) = frag.mnk();
             for (which, shape) in [(None, [m, n]), (Some(0), [m, k]), (Some(1), [k, n])] {

@@ -1005,22 +1005,32 @@ impl Machine<'_> {
         };
         let warp = warp as usize;
         for w in 0..self.threads / warp {
-            let (mut ta, mut tb, mut tc) = (vec![0f32; m * k], vec![0f32; k * n], vec![0f32; m * n]);
+            let (mut ta, mut tb, mut tc) = (vec![None; m * k], vec![None; k * n], vec![0f32; m * n]);
             for lane in 0..warp as u32 {
                 let t = w * warp + lane as usize;
-                for (j, &r) in a.iter().enumerate() {
-                    let (row, kk) = at(Some(0), lane, j);
-                    ta[row * k + kk] = f(self, r, t);
-                }
-                for (j, &r) in b.iter().enumerate() {
-                    let (kk, col) = at(Some(1), lane, j);
-                    tb[kk * n + col] = f(self, r, t);
+                // An operand the instruction reads replicated (RDNA3's WMMA) must hold the
+                // same element in every copy.
+                for (which, regs, tile, cols) in [(0u8, a, &mut ta, k), (1, b, &mut tb, n)] {
+                    for (j, &r) in regs.iter().enumerate() {
+                        let (row, col) = at(Some(which), lane, j);
+                        let x = f(self, r, t);
+                        match tile[row * cols + col] {
+                            Some(y) if f32::to_bits(y) != x.to_bits() => {
+                                let what = ["a", "b"][which as usize];
+                                return Err(self.fault(t, format!("the copies of {what}[{row}][{col}] of a matrix instruction differ: {y} and {x}")));
+                            }
+                            _ => tile[row * cols + col] = Some(x),
+                        }
+                    }
                 }
                 for (j, &r) in c.iter().enumerate() {
                     let (row, col) = at(None, lane, j);
                     tc[row * n + col] = f(self, r, t);
                 }
             }
+            // Every element of a whole-warp instruction's operands is some lane's.
+            let ta: Vec<f32> = ta.into_iter().map(|x| x.unwrap_or(f32::NAN)).collect();
+            let tb: Vec<f32> = tb.into_iter().map(|x| x.unwrap_or(f32::NAN)).collect();
             for i in 0..m {
                 for j in 0..n {
                     for kk in 0..k {

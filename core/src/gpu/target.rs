@@ -43,6 +43,9 @@ pub enum MatrixKind {
     /// A wavefront-level instruction on per-lane fragments (`v_mfma` on AMD CDNA), laid out
     /// like [`MatrixKind::MmaSync`]'s in its own fragment maps ([`crate::gpu::layout::Frag`]).
     Mfma,
+    /// RDNA3's wave32 `v_wmma`, on per-lane fragments whose operands are repeated in both
+    /// halves of the wave ([`crate::gpu::layout::Frag::Wmma16x16x16`]).
+    Wmma,
 }
 
 /// A matrix instruction the target executes per subgroup: `[m, k] x [k, n] + [m, n]`.
@@ -68,6 +71,11 @@ impl MatrixInstr {
         MatrixInstr { kind: MatrixKind::Mfma, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
     }
 
+    /// `v_wmma_f32_16x16x16_f16` (or `bf16`) with f32 accumulation on `dtype` operands.
+    pub fn wmma_16x16x16(dtype: DType) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::Wmma, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
+
     /// The fragment maps of a warp-level instruction the lowering lays values out for; `None`
     /// for the instructions it does not (cooperative matrices, whose layout is the driver's,
     /// and warpgroup instructions, which build on mma.sync's).
@@ -75,6 +83,7 @@ impl MatrixInstr {
         let frag = match self.kind {
             MatrixKind::MmaSync => Frag::M16n8k16,
             MatrixKind::Mfma => Frag::Mfma16x16x16,
+            MatrixKind::Wmma => Frag::Wmma16x16x16,
             MatrixKind::CooperativeMatrix | MatrixKind::Wgmma => return None,
         };
         ((self.m, self.n, self.k) == frag.mnk()).then_some(frag)
@@ -272,10 +281,11 @@ impl Target {
     }
 
     /// An AMD RDNA3 GPU (gfx1100, RX 7900) in wave32 mode: the layouts and reductions are built
-    /// for 32 lanes, like a CUDA warp. No MFMA (RDNA's matrix instructions are WMMA, which
-    /// `dot` does not use yet).
+    /// for 32 lanes, like a CUDA warp. Its matrix instructions are WMMA (f16 and bf16), not
+    /// MFMA.
     pub fn amd_gfx1100() -> Target {
-        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, matrix: Vec::new(), ..Target::amd_gfx90a() }
+        let matrix = vec![MatrixInstr::wmma_16x16x16(DType::F16), MatrixInstr::wmma_16x16x16(DType::BF16)];
+        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, matrix, ..Target::amd_gfx90a() }
     }
 
     /// Offline presets by name, for `tilekit ir --gpu --target NAME`.

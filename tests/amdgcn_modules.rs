@@ -282,9 +282,10 @@ fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
                 assert!(mfma > 0, "{dtype} on {arch}: no MFMA instruction");
             }
             // MFMA's bf16 operands are held widened to f32 between loads and instructions:
-            // bf16 on gfx90a takes a few more than half the file, within the whole of it.
+            // bf16 on gfx90a takes a few more than half the file (VGPRs, AGPRs included on
+            // CDNA), within the whole of it.
             let r = &c.kernel.resources;
-            let bound = if dtype == DType::F32 { r.vgprs <= 256 } else { r.vgprs + r.agprs <= 512 };
+            let bound = if dtype == DType::F32 { r.vgprs <= 256 } else { r.vgprs <= 512 };
             assert!(!r.spills() && r.scratch_bytes == 0 && bound, "{dtype} on {arch}: {r}");
         }
     }

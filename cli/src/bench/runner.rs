@@ -279,7 +279,11 @@ pub(super) fn blank(
 /// What the lowering chose for each launch of `plan` on `device`'s target; empty for the
 /// interpreter (no target) and where a launch does not lower (the run reports why).
 fn lowering(device: &Device, plan: &Plan, config: &Config) -> Vec<super::schema::Lowering> {
-    let Some(target) = device.target() else { return Vec::new() };
+    device.target().map_or_else(Vec::new, |target| target_lowering(target, plan, config))
+}
+
+/// What the lowering chose for each launch of `plan` on `target`.
+fn target_lowering(target: &tilekit_core::gpu::Target, plan: &Plan, config: &Config) -> Vec<super::schema::Lowering> {
     let options = tilekit_core::gpu::lower::LowerOptions::for_config(config);
     plan.launches
         .iter()
@@ -841,11 +845,12 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, machine: &str, ru
                     continue;
                 }
                 match compile_amdgcn(kernel.as_ref(), problem, &config, arch) {
-                    Ok((hash, secs, resources)) => {
+                    Ok((hash, secs, resources, lowering)) => {
                         e.status = Status::CompiledNotRun;
                         e.kernel_hash = Some(hash);
                         e.compile_s = Some(secs);
                         e.static_resources = Some(resources);
+                        e.lowering = lowering;
                     }
                     Err(m) => {
                         e.status = Status::Error;
@@ -860,15 +865,16 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, machine: &str, ru
     }
 }
 
-/// Every launch of the plan compiled for `arch`: the plan's hash, the compile time and the
-/// resources of its most demanding launch (most registers, LDS; spills summed; least occupancy).
+/// Every launch of the plan compiled for `arch`: the plan's hash, the compile time, the
+/// resources of its most demanding launch (most registers, LDS; spills summed; least
+/// occupancy) and what the lowering chose (each dot's instruction).
 #[cfg(any(feature = "amdgcn", feature = "amdgcn-static"))]
 fn compile_amdgcn(
     kernel: &dyn Kernel,
     problem: &Problem,
     config: &Config,
     arch: tilekit_amdgcn::Arch,
-) -> Result<(String, f64, super::schema::StaticResources), String> {
+) -> Result<(String, f64, super::schema::StaticResources, Vec<super::schema::Lowering>), String> {
     let plan = kernel.plan(problem, config).map_err(|e| e.to_string())?;
     let target = arch.target();
     let t0 = std::time::Instant::now();
@@ -882,10 +888,12 @@ fn compile_amdgcn(
     let r = |f: fn(&tilekit_amdgcn::CodeObjectReport) -> u32| reports.iter().map(f).max().unwrap_or(0);
     let occupancy = reports.iter().map(|x| x.occupancy.waves_per_simd).min().unwrap_or(0);
     let spills: u32 = reports.iter().map(|x| x.vgpr_spills + x.sgpr_spills).sum();
+    // MFMA accumulators live in AGPRs on CDNA: counted in `registers` too, named apart here.
     let note = format!(
-        "{}: wave{}, {} SGPRs, {} B scratch, occupancy in waves per SIMD; {}",
+        "{}: wave{}, {} AGPRs, {} SGPRs, {} B scratch, occupancy in waves per SIMD; {}",
         arch,
         arch.wave_size(),
+        r(|x| x.agprs),
         r(|x| x.sgprs),
         r(|x| x.scratch_bytes),
         tilekit_amdgcn::NOT_RUN
@@ -897,7 +905,7 @@ fn compile_amdgcn(
         occupancy: Some(occupancy as f64),
         note: Some(note),
     };
-    Ok((kernel_hash(&plan), secs, resources))
+    Ok((kernel_hash(&plan), secs, resources, target_lowering(&target, &plan, config)))
 }
 
 #[cfg(not(any(feature = "amdgcn", feature = "amdgcn-static")))]

@@ -117,10 +117,18 @@ impl FuzzDevice {
 
 /// The emulator targets the fuzzer uses: warps of 32 (CUDA sm_80's, which also has every dtype
 /// and lowers f16/bf16 `dot`s to the emulator's model of `mma.sync`; sm_90a's, whose pipelined
-/// `dot`s on 64-column panels run on its model of `wgmma`) and warps of 8 (lavapipe's, with
-/// bf16 allowed so that the emulator covers it; lavapipe itself refuses bf16).
+/// `dot`s on 64-column panels run on its model of `wgmma`), warps of 8 (lavapipe's, with bf16
+/// allowed so that the emulator covers it; lavapipe itself refuses bf16), and AMD's layouts
+/// (gfx942: wavefronts of 64 and MFMA; gfx1100: wave32 and WMMA, whose operands are repeated
+/// in both halves of the wave).
 pub fn emulator_targets() -> Vec<Target> {
-    vec![Target::cuda_sm80(), Target::cuda_sm90a(), Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() }]
+    vec![
+        Target::cuda_sm80(),
+        Target::cuda_sm90a(),
+        Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() },
+        Target::amd_gfx942(),
+        Target::amd_gfx1100(),
+    ]
 }
 
 /// The number of elements of `case`'s largest tile (what [`over_budget`] divides among threads).

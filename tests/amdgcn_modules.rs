@@ -293,8 +293,8 @@ fn dot_k_loops_are_not_unrolled_and_attention_fits_wave64() {
 
 /// `dot` on f16 and bf16 lowers to MFMA 16x16x16 on CDNA (gfx90a's `f16` and `bf16_1k`
 /// forms, gfx942's `_f16` and `_bf16`: LLVM's names for the same instructions) and to WMMA
-/// 16x16x16 on RDNA3 in wave32, in matmul's default configuration, with no spills and no
-/// scratch; f32 keeps FMA everywhere.
+/// 16x16x16 on RDNA3 in wave32, in matmul's default configuration, with no spills, no
+/// scratch and no operand read narrower than 32 bits; f32 keeps FMA everywhere.
 #[test]
 fn sixteen_bit_dots_lower_to_mfma_and_wmma() {
     let k = kernels::find("matmul").unwrap();
@@ -316,6 +316,16 @@ fn sixteen_bit_dots_lower_to_mfma_and_wmma() {
                 _ => &[],
             };
             assert_eq!(mnemonics, want.iter().copied().collect(), "{dtype} on {arch}");
+            // Staged operands are read a fragment run at a time (b held K-contiguous), never
+            // element by element.
+            if !want.is_empty() {
+                let narrow = d
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .filter(|m| m.starts_with("ds_read_u16") || m.starts_with("ds_load_u16"))
+                    .count();
+                assert_eq!(narrow, 0, "{dtype} on {arch}: {narrow} 16-bit LDS reads");
+            }
             let r = &c.kernel.resources;
             assert!(!r.spills() && r.scratch_bytes == 0, "{dtype} on {arch}: {r}");
         }

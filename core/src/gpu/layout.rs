@@ -138,6 +138,28 @@ impl Frag {
         }
     }
 
+    /// The longest run of consecutive k one lane holds in operand `which` (0: `a`, along its
+    /// columns; 1: `b`, along its rows): how wide a read of a K-contiguous copy can be.
+    pub fn k_run(self, which: Option<u8>) -> u32 {
+        let mut ks: Vec<(u32, u32)> = (0..self.regs(which))
+            .map(|j| {
+                let (r, c) = self.reg(which, j);
+                if which == Some(0) {
+                    (r, c)
+                } else {
+                    (c, r)
+                }
+            })
+            .collect();
+        ks.sort_unstable();
+        let (mut best, mut run) = (1, 1);
+        for w in ks.windows(2) {
+            run = if w[1].0 == w[0].0 && w[1].1 == w[0].1 + 1 { run + 1 } else { 1 };
+            best = best.max(run);
+        }
+        best
+    }
+
     /// Whether lanes `l` and `l ^ 16` hold the same elements of operand `which` (RDNA3's WMMA
     /// reads its operands replicated across the two halves of the wave).
     pub fn replicated(self, which: Option<u8>) -> bool {
@@ -701,6 +723,15 @@ mod tests {
         // The upper half holds copies: only lanes 0-15 own the operands' elements.
         assert_eq!(a.replica_terms, [ThreadTerm { src: ThreadSrc::Lane, shift: 4, mask: 1, mult: 1 }]);
         assert!(c.replica_terms.is_empty());
+    }
+
+    /// mma.sync's operands hold k in pairs; MFMA's in fours, WMMA's all sixteen.
+    #[test]
+    fn k_runs_of_the_fragments() {
+        let runs = |f: Frag| (f.k_run(Some(0)), f.k_run(Some(1)));
+        assert_eq!(runs(Frag::M16n8k16), (2, 2));
+        assert_eq!(runs(Frag::Mfma16x16x16), (4, 4));
+        assert_eq!(runs(Frag::Wmma16x16x16), (16, 16));
     }
 
     /// The layouts' thread terms and the fragment maps the emulator's instruction model reads

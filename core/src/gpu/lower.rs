@@ -2415,6 +2415,18 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // bf16 (held in f32 registers) is staged as bf16: half the bytes, and what the
         // instruction takes.
         let staged_dtype = |d: DType| if d == DType::BF16 { DType::BF16 } else { reg_dtype(d) };
+        // `b` is staged K-contiguous (as [N, K]) where a lane's fragment holds runs of at least
+        // four consecutive k (AMD's MFMA and WMMA), so the run is one vector read; row-major
+        // otherwise (mma.sync's pairs).
+        let k_major = [false, mma.frag.k_run(Some(1)) >= 4];
+        // Offset of element (row, col) of operand `i` in its staged copy.
+        let staged_offset = |i: usize, t: &Type, row: i64, col: i64| -> i64 {
+            if k_major[i] {
+                col * t.shape[0] as i64 + row
+            } else {
+                row * t.shape[1] as i64 + col
+            }
+        };
         if staged > 0 {
             // Both operands are computed before anything is staged: computing one (a `trans`
             // exchanged through shared memory) reuses the shared memory the other's staging
@@ -2434,7 +2446,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let dist = self.dist(&home, &t.shape);
                 let c = self.coords(&dist);
                 for (j, cs) in c.coords.iter().enumerate() {
-                    let lin = self.linear(cs, &t.shape);
+                    let lin = if k_major[i] { self.linear(&[cs[1], cs[0]], &[t.shape[1], t.shape[0]]) } else { self.linear(cs, &t.shape) };
                     let slot = self.offset(lin, base as i64);
                     let value = if rd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
                     match c.owner[j] {
@@ -2455,9 +2467,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let dist = self.dist(&layouts[i], &t.shape);
                 let row = self.thread_coord(&dist, 0);
                 let col = self.thread_coord(&dist, 1);
-                let cols = self.c_i32(t.shape[1] as i64);
-                let rb = self.e.binary(BinaryOp::Mul, DType::I32, row, cols);
-                let tb = self.e.binary(BinaryOp::Add, DType::I32, rb, col);
+                let (outer, inner, pitch) = if k_major[i] { (col, row, t.shape[0]) } else { (row, col, t.shape[1]) };
+                let pitch = self.c_i32(pitch as i64);
+                let rb = self.e.binary(BinaryOp::Mul, DType::I32, outer, pitch);
+                let tb = self.e.binary(BinaryOp::Add, DType::I32, rb, inner);
                 thread_base[i] = Some(self.offset(tb, base as i64));
             }
         }
@@ -2491,7 +2504,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                             .into_iter()
                             .map(|r| {
                                 r.map(|j| {
-                                    let off = dist.regs[j][0] as i64 * t.shape[1] as i64 + dist.regs[j][1] as i64;
+                                    let off = staged_offset(i, t, dist.regs[j][0] as i64, dist.regs[j][1] as i64);
                                     let idx = me.offset(thread_base[i].expect("a base for staged operands"), off);
                                     me.ld_sh(rd, idx)
                                 })

@@ -3234,7 +3234,8 @@ fn carry_dot_slices(
 /// Chooses the loops to software-pipeline and the loads they issue early (with `num_stages`
 /// of at least 2 on a backend with asynchronous copies): a load in a `for` body, not nested
 /// deeper, of a 2-D f16 or bf16 tile whose only uses are as an operand of a matrix-instruction
-/// `dot` in that body, on NVIDIA's fragments (the ring is read with `ldmatrix` or descriptors); whose offsets and mask are pure functions of the induction variable and
+/// `dot` in that body on NVIDIA's fragments (the ring is read with `ldmatrix` or through
+/// descriptors); whose offsets and mask are pure functions of the induction variable and
 /// values from outside the loop (no division, no loads, no carried values); that moves whole
 /// aligned 16-byte vectors (offset analysis: 8 contiguous, aligned elements; the mask constant
 /// over them), each thread its own (no copies in several threads); and that fills masked-off
@@ -3338,9 +3339,10 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             if t.rank() != 2 || !matches!(t.dtype, DType::F16 | DType::BF16) || t.shape[1] % 8 != 0 {
                 continue;
             }
+            let nvidia_fragments = |dot: Value| lw.mma.get(&dot).is_some_and(|(_, m)| m.frag == Frag::M16n8k16);
             let only_dot_operand = uses.get(&r).is_some_and(|us| {
                 us.iter().all(|&(j, u)| {
-                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.mma.get(&u.results[0]).is_some_and(|(_, m)| m.frag == Frag::M16n8k16))
+                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && nvidia_fragments(u.results[0]))
                 })
             });
             if !only_dot_operand || other.is_some_and(|o| !is_zero(o)) {

@@ -1267,3 +1267,57 @@ fn same_elem(a: Elem, b: Elem) -> bool {
         (x, y) => x == y,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 16 x 16 x 16 f16 dot, one program of one warp.
+    const DOT: &str = "program d(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f32, write>) grid 1 {
+  %0 = arange 0, 16 : [16]xi32
+  %1 = expand_dims %0, axis 1 : [16, 1]xi32
+  %2 = const 16 : i32
+  %3 = splat %2 : [16, 1]xi32
+  %4 = mul %1, %3 : [16, 1]xi32
+  %5 = broadcast %4 : [16, 16]xi32
+  %6 = expand_dims %0, axis 0 : [1, 16]xi32
+  %7 = broadcast %6 : [16, 16]xi32
+  %8 = add %5, %7 : [16, 16]xi32
+  %9 = load a[%8] : [16, 16]xf16
+  %10 = load b[%8] : [16, 16]xf16
+  %11 = const 0.0 : f32
+  %12 = splat %11 : [16, 16]xf32
+  %13 = dot %9, %10, %12 : [16, 16]xf32
+  store c[%8], %13
+}";
+
+    fn mma_a_regs(code: &mut [SInst]) -> Option<&mut Vec<Reg>> {
+        code.iter_mut().find_map(|i| match i {
+            SInst::Mma { a, .. } => Some(a),
+            _ => None,
+        })
+    }
+
+    /// RDNA3's WMMA reads its operands repeated in both halves of the wave: the model runs the
+    /// lowering's fragments, and faults when lanes `l` and `l + 16` hand it different copies
+    /// (here one `a` register replaced by the lane's thread index).
+    #[test]
+    fn wmma_copies_that_differ_fault() {
+        let program = crate::text::parse(DOT).unwrap();
+        let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
+        let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
+        let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
+        let c = HostBuffer::from_f64(DType::F32, &[0.0; 256]);
+        let args = [Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)];
+        let mut lowered = compile(&program, &Target::amd_gfx1100(), &options).unwrap();
+        lowered.run(&program, [1, 1, 1], &args).unwrap();
+        let want: f64 = (0..16).map(|k| values[k] * values[k * 16]).sum();
+        assert_eq!(c.to_f64()[0], want);
+        let tid = lowered.regs;
+        lowered.regs += 1;
+        lowered.code.insert(0, SInst::ThreadIndex { dst: tid });
+        mma_a_regs(&mut lowered.code).expect("a WMMA instruction")[0] = tid;
+        let err = lowered.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
+        assert!(err.contains("the copies of a[") && err.contains("of a matrix instruction differ"), "{err}");
+    }
+}

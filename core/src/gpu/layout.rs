@@ -59,6 +59,13 @@ pub enum Frag {
     /// tile; `a`'s four hold columns (k) `4q .. 4q + 3` of row `l % 16`; `b`'s four hold rows
     /// (k) `4q .. 4q + 3` of column `l % 16`.
     Mfma16x16x16,
+    /// The same instruction issued with its operands exchanged (`b`'s fragments as `a`, `a`'s
+    /// as `b`), so that it computes the transpose: the accumulator is MFMA's transposed, a lane
+    /// holding columns `4q .. 4q + 3` of row `l % 16` (four contiguous elements of one row, a
+    /// vector store; and exactly the `a` operand's map, so a result feeds the next dot's `a`
+    /// without moving). Its operands' maps are [`Frag::Mfma16x16x16`]'s. Triton's AMD backend
+    /// lays MFMA accumulators out the same way (`isTransposed`).
+    Mfma16x16x16T,
     /// AMD RDNA3's `v_wmma_f32_16x16x16_f16` / `bf16` in wave32 (RDNA3 ISA, "Wave Matrix
     /// Multiply Accumulate"): lane `l` holds all sixteen k of row `l % 16` of `a` and of column
     /// `l % 16` of `b`, lanes 16-31 repeating lanes 0-15; the accumulator's eight registers
@@ -71,7 +78,7 @@ impl Frag {
     pub fn mnk(self) -> (u32, u32, u32) {
         match self {
             Frag::M16n8k16 => (16, 8, 16),
-            Frag::Mfma16x16x16 | Frag::Wmma16x16x16 => (16, 16, 16),
+            Frag::Mfma16x16x16 | Frag::Mfma16x16x16T | Frag::Wmma16x16x16 => (16, 16, 16),
         }
     }
 
@@ -79,7 +86,7 @@ impl Frag {
     pub fn lanes(self) -> u32 {
         match self {
             Frag::M16n8k16 | Frag::Wmma16x16x16 => 32,
-            Frag::Mfma16x16x16 => 64,
+            Frag::Mfma16x16x16 | Frag::Mfma16x16x16T => 64,
         }
     }
 
@@ -97,6 +104,7 @@ impl Frag {
         match self {
             Frag::M16n8k16 => "m16n8k16",
             Frag::Mfma16x16x16 => "mfma16x16x16",
+            Frag::Mfma16x16x16T => "mfma16x16x16 transposed",
             Frag::Wmma16x16x16 => "wmma16x16x16",
         }
     }
@@ -105,8 +113,17 @@ impl Frag {
     pub fn instruction(self) -> &'static str {
         match self {
             Frag::M16n8k16 => "mma.sync m16n8k16",
-            Frag::Mfma16x16x16 => "mfma 16x16x16",
+            Frag::Mfma16x16x16 | Frag::Mfma16x16x16T => "mfma 16x16x16",
             Frag::Wmma16x16x16 => "wmma 16x16x16",
+        }
+    }
+
+    /// The instruction as its ISA defines it, and whether the lowering hands it `b`'s fragments
+    /// as `a` and `a`'s as `b` ([`Frag::Mfma16x16x16T`]).
+    pub fn issued(self) -> (Frag, bool) {
+        match self {
+            Frag::Mfma16x16x16T => (Frag::Mfma16x16x16, true),
+            f => (f, false),
         }
     }
 
@@ -114,6 +131,8 @@ impl Frag {
     /// one instruction's tile: what [`Frag::lane`] adds to.
     pub fn reg(self, which: Option<u8>, j: u32) -> (u32, u32) {
         match (self, which) {
+            (Frag::Mfma16x16x16T, None) => (0, j),
+            (Frag::Mfma16x16x16T, w) => Frag::Mfma16x16x16.reg(w, j),
             (Frag::M16n8k16, None) => (8 * (j >> 1), j & 1),
             (Frag::M16n8k16, Some(0)) => (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1)),
             (Frag::M16n8k16, _) => (8 * (j >> 1) + (j & 1), 0),
@@ -128,6 +147,8 @@ impl Frag {
     /// operand `which`, as the ISA gives it.
     pub fn lane(self, which: Option<u8>, lane: u32) -> (u32, u32) {
         match (self, which) {
+            (Frag::Mfma16x16x16T, None) => (lane % 16, 4 * (lane / 16)),
+            (Frag::Mfma16x16x16T, w) => Frag::Mfma16x16x16.lane(w, lane),
             (Frag::M16n8k16, Some(1)) => (2 * (lane & 3), lane >> 2),
             (Frag::M16n8k16, _) => (lane >> 2, 2 * (lane & 3)),
             (Frag::Mfma16x16x16, Some(0)) => (lane % 16, 4 * (lane / 16)),
@@ -171,6 +192,8 @@ impl Frag {
     fn lane_terms(self, which: Option<u8>) -> ([Option<ThreadTerm>; 2], Option<ThreadTerm>) {
         let lane = |shift, mask, mult| Some(ThreadTerm { src: ThreadSrc::Lane, shift, mask, mult });
         let terms = match (self, which) {
+            (Frag::Mfma16x16x16T, None) => [lane(0, 15, 1), lane(4, 3, 4)],
+            (Frag::Mfma16x16x16T, w) => return Frag::Mfma16x16x16.lane_terms(w),
             (Frag::M16n8k16, Some(1)) => [lane(0, 3, 2), lane(2, 7, 1)],
             (Frag::M16n8k16, _) => [lane(2, 7, 1), lane(0, 3, 2)],
             (Frag::Mfma16x16x16, Some(0)) => [lane(0, 15, 1), lane(4, 3, 4)],
@@ -666,7 +689,7 @@ mod tests {
             check_ownership(&Layout::DotOperand { operand: 0, parent: mma }, &[m, k], 32, nw);
             check_ownership(&Layout::DotOperand { operand: 1, parent: mma }, &[k, n], 32, nw);
         }
-        for frag in [Frag::Mfma16x16x16, Frag::Wmma16x16x16] {
+        for frag in [Frag::Mfma16x16x16, Frag::Mfma16x16x16T, Frag::Wmma16x16x16] {
             for (warps, m, n, k) in [([1, 1], 16, 16, 16), ([2, 2], 64, 64, 32), ([4, 1], 128, 32, 64), ([2, 4], 32, 128, 16)] {
                 let mma = Mma { warps, frag };
                 let (nw, lanes) = (warps[0] * warps[1], frag.lanes());
@@ -725,6 +748,27 @@ mod tests {
         assert!(c.replica_terms.is_empty());
     }
 
+    /// The transposed MFMA accumulator is what the instruction computes with its operands
+    /// exchanged: its element (row, col) is where the instruction's own map puts (col, row); and
+    /// a lane holds the same elements of it as of the `a` operand.
+    #[test]
+    fn transposed_mfma_is_the_exchanged_instruction() {
+        let (hw, swapped) = Frag::Mfma16x16x16T.issued();
+        assert_eq!((hw, swapped), (Frag::Mfma16x16x16, true));
+        for lane in 0..64 {
+            for j in 0..4 {
+                let (r, c) = Frag::Mfma16x16x16.reg(None, j);
+                let (lr, lc) = Frag::Mfma16x16x16.lane(None, lane);
+                let (tr, tc) = Frag::Mfma16x16x16T.reg(None, j);
+                let (tlr, tlc) = Frag::Mfma16x16x16T.lane(None, lane);
+                assert_eq!((tr + tlr, tc + tlc), (c + lc, r + lr));
+                let (ar, ac) = Frag::Mfma16x16x16.reg(Some(0), j);
+                let (alr, alc) = Frag::Mfma16x16x16.lane(Some(0), lane);
+                assert_eq!((tr + tlr, tc + tlc), (ar + alr, ac + alc));
+            }
+        }
+    }
+
     /// mma.sync's operands hold k in pairs; MFMA's in fours, WMMA's all sixteen.
     #[test]
     fn k_runs_of_the_fragments() {
@@ -738,7 +782,7 @@ mod tests {
     /// ([`Frag::lane`], [`Frag::reg`]) agree for every lane and register of every instruction.
     #[test]
     fn layouts_agree_with_the_fragment_maps() {
-        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16, Frag::Wmma16x16x16] {
+        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16, Frag::Mfma16x16x16T, Frag::Wmma16x16x16] {
             let mma = Mma { warps: [1, 1], frag };
             let (m, n, k) = frag.mnk();
             for (which, shape) in [(None, [m, n]), (Some(0), [m, k]), (Some(1), [k, n])] {

@@ -2551,7 +2551,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             for (mi, fa) in fa.iter().enumerate() {
                 for (ni, fb) in fb.iter().enumerate() {
                     let fc = mma.fragment(&[m, n], None, mi, ni);
-                    let d = self.e.mma(instr, fa, fb, &accregs[fc.clone()]).ok_or_else(|| LowerError::Unsupported {
+                    let (first, second) = if mma.frag.issued().1 { (fb, fa) } else { (fa, fb) };
+                    let d = self.e.mma(instr, first, second, &accregs[fc.clone()]).ok_or_else(|| LowerError::Unsupported {
                         op: "dot".into(),
                         loc: inst.loc.clone(),
                         what: format!("the backend has no {instr:?} instruction the target lists"),
@@ -3455,6 +3456,10 @@ fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type
         let frag = i.frag()?;
         (frag.lanes() == target.subgroup_size && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32).then_some((*i, frag))
     })?;
+    // MFMA's accumulator is laid out transposed (the instruction issued with its operands
+    // exchanged): rows' columns contiguous in a lane, and a result that feeds another dot's `a`
+    // stays in registers.
+    let frag = if frag == Frag::Mfma16x16x16 { Frag::Mfma16x16x16T } else { frag };
     let (fm, fn_, fk) = frag.mnk();
     let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
     if m % fm != 0 || n % fn_ != 0 || k % fk != 0 {

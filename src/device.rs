@@ -184,7 +184,12 @@ impl Device {
                 continue;
             }
             if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
-                out.push(Device::Wgpu { name: a.info.name.clone(), target: info.target(), naga: false });
+                // Cooperative matrices where wgpu can enable them (its experimental feature).
+                let mut target = info.target();
+                if !a.cooperative_matrices {
+                    target.matrix.retain(|m| m.kind != tilekit_core::gpu::MatrixKind::CooperativeMatrix);
+                }
+                out.push(Device::Wgpu { name: a.info.name.clone(), target, naga: false });
                 // Shuffles where wgpu offers subgroups and the driver gives one size: with
                 // wgpu's SUBGROUP feature a pipeline may get any size in the range.
                 let shuffles = a.subgroups && info.min_subgroup_size == info.max_subgroup_size;

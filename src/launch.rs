@@ -238,8 +238,9 @@ impl Device {
 impl Device {
     /// A device for a caller's wgpu device and queue (an engine's): kernels run on it, and
     /// [`DeviceBuffer::from_wgpu`] wraps the caller's buffers. `target` is what kernels compile
-    /// for (`Target::vulkan_baseline()` where unsure). The device is known by `name` from now
-    /// on; a later call with the same name replaces it.
+    /// for (`Target::vulkan_baseline()` where unsure); its cooperative matrices are used only
+    /// where the device was opened with wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX`. The device is
+    /// known by `name` from now on; a later call with the same name replaces it.
     pub fn from_wgpu(
         name: &str,
         device: wgpu::Device,
@@ -247,6 +248,12 @@ impl Device {
         adapter_info: wgpu::AdapterInfo,
         target: tilekit_core::gpu::Target,
     ) -> Result<Device, DeviceError> {
+        // Cooperative matrices only where the caller's device enabled them (wgpu's
+        // EXPERIMENTAL_COOPERATIVE_MATRIX); elsewhere `dot` keeps its other lowerings.
+        let mut target = target;
+        if !device.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            target.matrix.retain(|m| m.kind != tilekit_core::gpu::MatrixKind::CooperativeMatrix);
+        }
         let d = Device::Wgpu { name: name.to_string(), target, naga: false };
         Device::adopt_wgpu(d, tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info))
     }

@@ -140,3 +140,15 @@ fn filetests() {
         check_golden(&format!("gpu/{name}.gpu"), &ir, &format!("{name}: the GPU IR"));
     }
 }
+
+/// Matmul on the H200 through Vulkan: the dot on cooperative matrices 16x16x16, its K loop's
+/// accumulator kept in them (`#coop`) and moved into the exchange map once after the loop;
+/// operands staged through shared memory each K step (Vulkan has no asynchronous copies).
+#[test]
+fn matmul_h200_vulkan() {
+    let p = Problem::new(&[4096, 4096, 4096], DType::F16);
+    let config = "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3";
+    golden("matmul_h200_vulkan", "matmul", &p, config, &Target::h200_vulkan());
+    let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
+    assert!(ir.contains("dot") && ir.contains("#coop<16x16, warps [2, 2]>"), "{ir}");
+}

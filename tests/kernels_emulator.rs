@@ -74,3 +74,14 @@ fn matmul_and_attention_wmma() {
     common::check_matmul_pipelined(&device);
     common::check_attention_matrix(&device);
 }
+
+/// The same on the H200 through Vulkan, whose f16 dots lower to cooperative matrices 16x16x16:
+/// the emulator holds them in a map of its own (the driver's is unknown), so nothing in the
+/// lowering may depend on one, and it checks the extension's addressing rules.
+#[test]
+fn matmul_and_attention_cooperative_matrices() {
+    let device = Device::Emulator(Target::h200_vulkan());
+    common::check_kernel("matmul", &device);
+    common::check_matmul_pipelined(&device);
+    common::check_attention_matrix(&device);
+}

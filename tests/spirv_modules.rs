@@ -196,3 +196,38 @@ fn assert_f16_widened_by_bits(text: &str, what: &str) {
         assert!(!f16_values.contains(&operand), "an f16 widened by OpFConvert: {l}\n{dis}");
     }
 }
+
+/// Matmul and attention on the H200's Vulkan target lower their f16 dots to cooperative
+/// matrices; the modules pass SPIRV-Tools v2025.3's validator, which checks the extension's
+/// types and instructions (without the capability the same module is refused, so the check
+/// reads them).
+#[test]
+fn cooperative_matrix_modules_pass_spirv_val() {
+    let target = Target::h200_vulkan();
+    for (kernel, shape, config) in [
+        ("matmul", vec![256, 192, 160], "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=1"),
+        ("attention", vec![1, 2, 128, 64], "BLOCK_M=64,BLOCK_N=64,num_warps=4,num_stages=1"),
+    ] {
+        let k = kernels::find(kernel).expect("a library kernel");
+        let problem = Problem::new(&shape, DType::F16);
+        let config: Config = config.parse().expect("a configuration");
+        let plan = k.plan(&problem, &config).expect("a plan");
+        for launch in &plan.launches {
+            let options = launch_options(&LowerOptions::for_config(&config), launch);
+            let c = compile(&launch.program, &target, &options).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+            let text = disassemble_with_rspirv(&c.kernel.words);
+            assert!(text.contains("OpCooperativeMatrixMulAddKHR") && text.contains("OpMemoryModel Logical Vulkan"), "{kernel}: {text}");
+            assert!(c.kernel.requirements.cooperative_matrix, "{kernel}");
+            spirv_val(&c.kernel.words, &format!("{kernel} on {}", target.name));
+            // OpCapability CooperativeMatrixKHR, dropped.
+            let stripped: Vec<u32> = {
+                let w = &c.kernel.words;
+                let at = w.windows(2).position(|p| p == [2 << 16 | 17, 6022]).expect("the capability");
+                w[..at].iter().chain(&w[at + 2..]).copied().collect()
+            };
+            use spirv_tools::val::Validator;
+            let v = spirv_tools::val::create(Some(spirv_tools::TargetEnv::Vulkan_1_3));
+            assert!(v.validate(&stripped, None).is_err(), "{kernel}: a module without the capability passes");
+        }
+    }
+}

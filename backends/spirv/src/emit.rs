@@ -57,7 +57,8 @@ use half::{bf16, f16};
 use rspirv::binary::Assemble;
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, GlslStd450Op as Gl, Op, Word};
-use tilekit_core::gpu::{legalize, Emitter, Target};
+use tilekit_core::gpu::emit::CoopRole;
+use tilekit_core::gpu::{legalize, Emitter, MatrixInstr, Target};
 use tilekit_core::ir::{Access, AtomicOp, BinaryOp, CmpPred, ParamKind, UnaryOp};
 use tilekit_core::{DType, Program, Scalar};
 
@@ -111,6 +112,8 @@ struct Used {
     int64_atomics: bool,
     /// f32 -> f16 through `OpFConvert` under float controls.
     f16_rte: bool,
+    /// Cooperative matrices (`SPV_KHR_cooperative_matrix`, with the Vulkan memory model).
+    coop: bool,
 }
 
 struct BufferSlot {
@@ -205,6 +208,9 @@ pub struct SpirvEmitter {
     strided: HashSet<Word>,
     /// Type ids by shape: rspirv's own deduplication scans every global, once per call.
     types: HashMap<TypeKey, Word>,
+    /// The cooperative-matrix type of every value that holds one (their dtype is their
+    /// component's).
+    coop_types: HashMap<Word, Word>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -214,6 +220,17 @@ enum TypeKey {
     Bool,
     Vector(Word, u32),
     Pointer(spirv::StorageClass, Word),
+    /// Component type, rows, columns, use (`MatrixAKHR` 0, `MatrixBKHR` 1, accumulator 2).
+    Coop(Word, u32, u32, u32),
+}
+
+/// The component dtype of `instr`'s operand `role`.
+fn coop_component(instr: MatrixInstr, role: CoopRole) -> DType {
+    match role {
+        CoopRole::A => instr.a,
+        CoopRole::B => instr.b,
+        CoopRole::Acc => instr.acc,
+    }
 }
 
 fn is_signed(d: DType) -> bool {
@@ -282,6 +299,7 @@ impl SpirvEmitter {
             buffer_structs: HashMap::new(),
             strided: HashSet::new(),
             types: HashMap::new(),
+            coop_types: HashMap::new(),
         };
 
         // Interface: buffers in parameter order, scalars packed into one push-constant block.
@@ -536,6 +554,8 @@ impl SpirvEmitter {
             (self.target.ieee_preserve, spirv::Capability::SignedZeroInfNanPreserve),
             (used.f16_rte, spirv::Capability::RoundingModeRTE),
             (used.f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
+            (used.coop, spirv::Capability::CooperativeMatrixKHR),
+            (used.coop, spirv::Capability::VulkanMemoryModel),
         ] {
             if on {
                 caps.push(cap);
@@ -553,6 +573,12 @@ impl SpirvEmitter {
         }
         if used.atomic_float_add {
             self.b.extension("SPV_EXT_shader_atomic_float_add");
+        }
+        if used.coop {
+            // The extension requires the Vulkan memory model in shaders; the module's barriers
+            // (acquire-release on workgroup memory) mean the same under it.
+            self.b.extension("SPV_KHR_cooperative_matrix");
+            self.b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::Vulkan);
         }
         // From SPIR-V 1.4 the interface lists every global the entry point uses; before, only
         // Input and Output variables.
@@ -594,6 +620,7 @@ impl SpirvEmitter {
             shared_bytes: shared_bytes.min(u32::MAX as u64) as u32,
             f16_rte: used.f16_rte,
             denorm_preserve_f32: self.target.f32_denorm_preserve,
+            cooperative_matrix: used.coop,
         };
         let t = &self.target;
         let mut missing = Vec::new();
@@ -691,9 +718,41 @@ impl SpirvEmitter {
             TypeKey::Bool => self.b.type_bool(),
             TypeKey::Vector(c, n) => self.b.type_vector(c, n),
             TypeKey::Pointer(class, pointee) => self.b.type_pointer(None, class, pointee),
+            TypeKey::Coop(component, rows, cols, role) => {
+                let (scope, rows, cols, role) = (self.c_u32(SCOPE_SUBGROUP), self.c_u32(rows), self.c_u32(cols), self.c_u32(role));
+                let id = self.b.id();
+                self.b.module_mut().types_global_values.push(Instruction::new(
+                    Op::TypeCooperativeMatrixKHR,
+                    None,
+                    Some(id),
+                    vec![Operand::IdRef(component), Operand::IdRef(scope), Operand::IdRef(rows), Operand::IdRef(cols), Operand::IdRef(role)],
+                ));
+                id
+            }
         };
         self.types.insert(key, t);
         t
+    }
+
+    /// The cooperative-matrix type of `instr`'s operand `role`, or `None` (with the error
+    /// recorded) for components the module cannot hold.
+    fn coop_ty(&mut self, instr: MatrixInstr, role: CoopRole) -> Option<Word> {
+        let component = coop_component(instr, role);
+        let c = match component {
+            DType::F16 => self.f16_ty(),
+            DType::F32 => self.f32_ty(),
+            d => {
+                self.fail_unsupported(format!("cooperative matrices of {d}"));
+                return None;
+            }
+        };
+        let (rows, cols, use_) = match role {
+            CoopRole::A => (instr.m, instr.k, 0),
+            CoopRole::B => (instr.k, instr.n, 1),
+            CoopRole::Acc => (instr.m, instr.n, 2),
+        };
+        self.used.coop = true;
+        Some(self.cached(TypeKey::Coop(c, rows, cols, use_)))
     }
 
     fn ptr_ty(&mut self, class: spirv::StorageClass, pointee: Word) -> Word {
@@ -2382,6 +2441,63 @@ impl Emitter for SpirvEmitter {
         self.value(id, dtype)
     }
 
+    fn coop_matrices(&self) -> bool {
+        true
+    }
+
+    fn coop_fill(&mut self, instr: MatrixInstr, value: SpirvValue) -> Option<SpirvValue> {
+        self.expect(value, DType::F32, "cooperative matrix fill");
+        let ty = self.coop_ty(instr, CoopRole::Acc)?;
+        let id = self.emit(Op::CompositeConstruct, ty, &[value.id]);
+        self.coop_types.insert(id, ty);
+        Some(self.value(id, DType::F32))
+    }
+
+    fn coop_load(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: SpirvValue, stride: u32, col_major: bool) -> Option<SpirvValue> {
+        let component = coop_component(instr, role);
+        if component != dtype {
+            self.fail_contract(format!("a cooperative matrix of {component} loaded from shared {dtype}"));
+            return None;
+        }
+        let ty = self.coop_ty(instr, role)?;
+        let (ptr, _) = self.shared_ptr(dtype, index, "cooperative matrix load")?;
+        let (layout, stride) = (self.c_u32(u32::from(col_major)), self.c_u32(stride));
+        let id = self.emit(Op::CooperativeMatrixLoadKHR, ty, &[ptr, layout, stride]);
+        self.coop_types.insert(id, ty);
+        Some(self.value(id, component))
+    }
+
+    fn coop_store(&mut self, instr: MatrixInstr, value: SpirvValue, index: SpirvValue, stride: u32) -> Option<()> {
+        let ty = self.coop_ty(instr, CoopRole::Acc)?;
+        if self.coop_types.get(&value.id) != Some(&ty) {
+            self.fail_contract("a cooperative matrix store of a value that is not an accumulator".into());
+            return None;
+        }
+        let (ptr, _) = self.shared_ptr(DType::F32, index, "cooperative matrix store")?;
+        let (layout, stride) = (self.c_u32(0), self.c_u32(stride));
+        self.push_inst(Instruction::new(
+            Op::CooperativeMatrixStoreKHR,
+            None,
+            None,
+            vec![Operand::IdRef(ptr), Operand::IdRef(value.id), Operand::IdRef(layout), Operand::IdRef(stride)],
+        ));
+        Some(())
+    }
+
+    fn coop_mul_add(&mut self, instr: MatrixInstr, a: SpirvValue, b: SpirvValue, c: SpirvValue) -> Option<SpirvValue> {
+        let ty = self.coop_ty(instr, CoopRole::Acc)?;
+        for (v, role) in [(a, CoopRole::A), (b, CoopRole::B), (c, CoopRole::Acc)] {
+            let want = self.coop_ty(instr, role)?;
+            if self.coop_types.get(&v.id) != Some(&want) {
+                self.fail_contract(format!("a cooperative matrix multiply-add whose {role:?} operand is not one of its type"));
+                return None;
+            }
+        }
+        let id = self.emit(Op::CooperativeMatrixMulAddKHR, ty, &[a.id, b.id, c.id]);
+        self.coop_types.insert(id, ty);
+        Some(self.value(id, DType::F32))
+    }
+
     fn reserve_shared(&mut self, dtype: DType, len: u32) {
         if let Some(slot) = self.shared.get_mut(&dtype) {
             slot.len = slot.len.max(len);
@@ -2583,8 +2699,16 @@ impl Emitter for SpirvEmitter {
         let mut phis = Vec::with_capacity(carried.len());
         let mut frame_carried = Vec::with_capacity(carried.len());
         for &(d, v) in carried {
-            let ty = self.ty(d);
+            let coop = self.coop_types.get(&v.id).copied();
+            let ty = match coop {
+                Some(t) => t,
+                None => self.ty(d),
+            };
             let (phi, next) = (self.b.id(), self.b.id());
+            if let Some(t) = coop {
+                self.coop_types.insert(phi, t);
+                self.coop_types.insert(next, t);
+            }
             self.push_inst(Instruction::new(
                 Op::Phi,
                 Some(ty),
@@ -2637,7 +2761,15 @@ impl Emitter for SpirvEmitter {
         for (i, &(phi, next_id)) in carried.iter().enumerate() {
             let v = next.get(i).copied().unwrap_or(phi);
             self.expect(v, phi.dtype, &format!("next value of loop-carried value {i}"));
-            let ty = self.ty(phi.dtype);
+            let ty = match self.coop_types.get(&phi.id).copied() {
+                Some(t) => {
+                    if self.coop_types.get(&v.id) != Some(&t) {
+                        self.fail_contract(format!("loop-carried value {i} is a cooperative matrix whose next value is not one of its type"));
+                    }
+                    t
+                }
+                None => self.ty(phi.dtype),
+            };
             self.emit_with_id(next_id, Op::CopyObject, ty, &[v.id]);
         }
         let t = self.ty(iv.dtype);

@@ -55,6 +55,9 @@ pub struct Requirements {
     pub f16_rte: bool,
     /// f32 subnormals kept through float controls (`Target::f32_denorm_preserve`).
     pub denorm_preserve_f32: bool,
+    /// `VK_KHR_cooperative_matrix` (`cooperativeMatrix`) and `vulkanMemoryModel`, which its
+    /// SPIR-V requires.
+    pub cooperative_matrix: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

@@ -29,7 +29,7 @@ use std::time::Duration;
 use tilekit_core::gpu::warmup::warm_up;
 
 use ash::vk;
-use tilekit_core::gpu::{Isa, SubgroupOps, Target};
+use tilekit_core::gpu::{Isa, MatrixInstr, SubgroupOps, Target};
 use tilekit_core::{DType, HostBuffer, Scalar};
 
 use crate::kernel::{DispatchError, PushConstantError, SpirvKernel};
@@ -142,6 +142,10 @@ pub struct VulkanDeviceInfo {
     /// where the driver says; the cost model's waves of programs count them.
     pub multiprocessors: Option<u32>,
     pub warps_per_multiprocessor: Option<u32>,
+    /// The subgroup-scope cooperative matrices `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`
+    /// lists with 16-bit float operands and f32 accumulators (what `dot` may lower to), where
+    /// the device has `cooperativeMatrix` and `vulkanMemoryModel` (their SPIR-V requires it).
+    pub cooperative_matrices: Vec<MatrixInstr>,
 }
 
 impl VulkanDeviceInfo {
@@ -170,7 +174,7 @@ impl VulkanDeviceInfo {
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
             max_grid: self.max_workgroup_count,
-            matrix: Vec::new(),
+            matrix: self.cooperative_matrices.clone(),
         }
     }
 
@@ -204,6 +208,7 @@ impl VulkanDeviceInfo {
             (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
             (req.f16_rte, info.f16_rte, "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"),
             (req.denorm_preserve_f32, info.denorm_preserve_f32, "shaderDenormPreserveFloat32"),
+            (req.cooperative_matrix, !info.cooperative_matrices.is_empty(), "cooperativeMatrix (VK_KHR_cooperative_matrix) and vulkanMemoryModel"),
         ] {
             if need && !have {
                 return Err(missing(feature));
@@ -522,7 +527,7 @@ struct Probe {
     api: u32,
 }
 
-fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Result<Option<Probe>, VulkanError> {
+fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Result<Option<Probe>, VulkanError> {
     // SAFETY: queries on a physical device enumerated from this instance.
     unsafe {
         let props = instance.get_physical_device_properties(pdev);
@@ -541,6 +546,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let has_ext = |name: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name));
         let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
         let has_executable_ext = has_ext(ash::khr::pipeline_executable_properties::NAME);
+        let has_coop_ext = has_ext(ash::khr::cooperative_matrix::NAME);
         let v12 = api >= vk::API_VERSION_1_2;
         let v13 = api >= vk::API_VERSION_1_3;
 
@@ -567,6 +573,7 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
         let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
         let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+        let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
             f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -580,8 +587,19 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
         if has_executable_ext {
             f2 = f2.push_next(&mut fx);
         }
+        if has_coop_ext {
+            f2 = f2.push_next(&mut fc);
+        }
         instance.get_physical_device_features2(pdev, &mut f2);
         let base = f2.features;
+        let cooperative_matrices = if has_coop_ext && fc.cooperative_matrix == vk::TRUE && v12 && f12.vulkan_memory_model == vk::TRUE {
+            let ext = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+            let props =
+                ext.get_physical_device_cooperative_matrix_properties(pdev).map_err(vk_err("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))?;
+            cooperative_matrix_instrs(&props)
+        } else {
+            Vec::new()
+        };
 
         let ops = subgroup.supported_operations;
         let subgroup_ops: Vec<&'static str> = [
@@ -661,9 +679,32 @@ fn probe(instance: &ash::Instance, pdev: vk::PhysicalDevice, index: usize) -> Re
             timestamps: family.timestamp_valid_bits > 0,
             pipeline_statistics: base.pipeline_statistics_query == vk::TRUE,
             executable_statistics: has_executable_ext && fx.pipeline_executable_info == vk::TRUE,
+            cooperative_matrices,
         };
         Ok(Some(Probe { info, queue_family, timestamp_bits: family.timestamp_valid_bits, api }))
     }
+}
+
+/// The configurations of `props` `dot` may lower to: subgroup scope, no saturation, f16
+/// operands (bf16 needs `VK_KHR_shader_bfloat16`, which tilekit does not use yet), f32
+/// accumulator and result; each once, in the driver's order.
+fn cooperative_matrix_instrs(props: &[vk::CooperativeMatrixPropertiesKHR<'_>]) -> Vec<MatrixInstr> {
+    let mut out: Vec<MatrixInstr> = Vec::new();
+    for p in props {
+        let f16 = vk::ComponentTypeKHR::FLOAT16;
+        let f32 = vk::ComponentTypeKHR::FLOAT32;
+        if p.scope != vk::ScopeKHR::SUBGROUP || p.saturating_accumulation == vk::TRUE {
+            continue;
+        }
+        if (p.a_type, p.b_type, p.c_type, p.result_type) != (f16, f16, f32, f32) {
+            continue;
+        }
+        let instr = MatrixInstr { m: p.m_size, n: p.n_size, k: p.k_size, ..MatrixInstr::coop_16x16x16(DType::F16) };
+        if !out.contains(&instr) {
+            out.push(instr);
+        }
+    }
+    out
 }
 
 /// The logical device; destroyed after every buffer and pipeline (they hold an `Arc` to it).
@@ -943,7 +984,7 @@ impl VulkanRuntime {
         let pdevs = unsafe { owner.instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
         let mut out = Vec::new();
         for (i, &p) in pdevs.iter().enumerate() {
-            if let Some(probe) = probe(&owner.instance, p, i)? {
+            if let Some(probe) = probe(&owner.entry, &owner.instance, p, i)? {
                 out.push(probe.info);
             }
         }
@@ -966,7 +1007,7 @@ impl VulkanRuntime {
             let Some(&pdev) = pdevs.get(index) else {
                 return Err(VulkanError::NoDevice { index, count: pdevs.len() });
             };
-            let Some(probe) = probe(&owner.instance, pdev, index)? else {
+            let Some(probe) = probe(&owner.entry, &owner.instance, pdev, index)? else {
                 return Err(VulkanError::Device {
                     device: c_string(owner.instance.get_physical_device_properties(pdev).device_name_as_c_str()),
                     what: "it has no compute queue".into(),
@@ -994,6 +1035,7 @@ impl VulkanRuntime {
                 shader_float16: on(info.shader_float16),
                 shader_int8: on(info.shader_int8),
                 shader_buffer_int64_atomics: on(info.shader_int64_atomics),
+                vulkan_memory_model: on(!info.cooperative_matrices.is_empty()),
                 ..Default::default()
             };
             let mut f13 = vk::PhysicalDeviceVulkan13Features {
@@ -1019,6 +1061,11 @@ impl VulkanRuntime {
             if info.executable_statistics {
                 f2 = f2.push_next(&mut fx);
                 exts.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            }
+            let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR { cooperative_matrix: vk::TRUE, ..Default::default() };
+            if !info.cooperative_matrices.is_empty() {
+                f2 = f2.push_next(&mut fc);
+                exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];

@@ -151,6 +151,10 @@ pub struct AdapterEntry {
     pub missing: Vec<String>,
     /// The adapter has wgpu's `SUBGROUP` feature (subgroup operations in naga modules).
     pub subgroups: bool,
+    /// The adapter has wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX` (which enables
+    /// `VK_KHR_cooperative_matrix` and the Vulkan memory model): passthrough modules may use
+    /// cooperative matrices on a device tilekit opens.
+    pub cooperative_matrices: bool,
 }
 
 /// What the open device lets kernels use, matched against [`crate::Requirements`] at load time.
@@ -174,6 +178,8 @@ pub struct Capabilities {
     pub subgroup_max_size: u32,
     pub atomic_float_add: bool,
     pub timestamps: bool,
+    /// Cooperative matrices (wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX` on the device).
+    pub cooperative_matrix: bool,
 }
 
 /// A storage buffer that knows its element type, so launches can check it against the kernel.
@@ -377,6 +383,7 @@ fn capabilities(features: wgpu::Features, info: &wgpu::AdapterInfo, vq: &VulkanQ
         subgroup_max_size: info.subgroup_max_size,
         atomic_float_add: features.contains(F::SHADER_FLOAT32_ATOMIC),
         timestamps: features.contains(F::TIMESTAMP_QUERY),
+        cooperative_matrix: features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
     }
 }
 
@@ -412,6 +419,7 @@ impl WgpuRuntime {
                 info: a.get_info(),
                 missing: REQUIRED_FEATURES.difference(a.features()).iter_names().map(|(n, _)| n.to_string()).collect(),
                 subgroups: a.features().contains(wgpu::Features::SUBGROUP),
+                cooperative_matrices: a.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             })
             .collect()
     }
@@ -462,7 +470,10 @@ impl WgpuRuntime {
         if !missing.is_empty() {
             return Err(WgpuError::MissingFeatures { adapter: info.name.clone(), missing: feature_names(missing) });
         }
-        let features = REQUIRED_FEATURES | ((OPTIONAL_FEATURES | extra) & adapter.features());
+        // Passthrough modules may use cooperative matrices: requested where the adapter has them
+        // (naga modules never do).
+        let coop = if extra.contains(wgpu::Features::SUBGROUP) { wgpu::Features::empty() } else { wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX };
+        let features = REQUIRED_FEATURES | ((OPTIONAL_FEATURES | extra | coop) & adapter.features());
         let limits = adapter.limits();
         let (device, queue, vq, storage8) = open_device(adapter, features, &limits)?;
         let caps = capabilities(device.features(), &info, &vq, storage8);
@@ -774,6 +785,7 @@ impl WgpuRuntime {
         need(r.subgroup_shuffle, c.subgroup_shuffle, "subgroup shuffles in compute shaders");
         need(r.subgroup_arithmetic, c.subgroup_arithmetic, "subgroup arithmetic in compute shaders");
         need(r.atomic_float_add, c.atomic_float_add, "shaderBufferFloat32AtomicAdd (wgpu SHADER_FLOAT32_ATOMIC)");
+        need(r.cooperative_matrix, c.cooperative_matrix, "cooperative matrices (wgpu EXPERIMENTAL_COOPERATIVE_MATRIX: VK_KHR_cooperative_matrix)");
         // The subgroup size matters only to kernels that talk across lanes. SPIR-V 1.6 modules
         // may get any size in the device's range (Vulkan 1.3), and so may every module once
         // wgpu's SUBGROUP feature is on.
@@ -1258,7 +1270,15 @@ fn open_device(
         label: Some("tilekit"),
         required_features: features,
         required_limits: limits.clone(),
-        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        // wgpu gates cooperative matrices behind its experimental features; tilekit requests
+        // that one only for passthrough SPIR-V it has validated itself.
+        experimental_features: if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            // SAFETY: the only experimental feature requested is cooperative matrices, used by
+            // tilekit's own modules within what the driver lists.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        },
         memory_hints: wgpu::MemoryHints::Performance,
         trace: wgpu::Trace::Off,
     };

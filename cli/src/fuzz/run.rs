@@ -93,7 +93,8 @@ pub struct FuzzDevice {
     /// indeterminate, and a multiplication may be contracted with the addition that uses it.
     pub wgsl_rules: bool,
     /// Whether a `dot` of 16-bit floats may run on matrix instructions (CUDA on sm_80 and
-    /// later), whose zero sums come back +0 whatever the IEEE sign.
+    /// later, cooperative matrices through Vulkan), whose zero sums come back +0 whatever the
+    /// IEEE sign.
     pub matrix_dot: bool,
 }
 
@@ -106,7 +107,7 @@ impl FuzzDevice {
         let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
         let zero_sign_free = gpu && device.target().is_some_and(|t| !t.ieee_preserve);
         let wgsl_rules = matches!(device, Device::Wgpu { naga: true, .. });
-        let matrix_dot = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx && !t.matrix.is_empty());
+        let matrix_dot = gpu && device.target().is_some_and(|t| !t.matrix.is_empty());
         FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules, matrix_dot }
     }
 
@@ -120,7 +121,8 @@ impl FuzzDevice {
 /// `dot`s on 64-column panels run on its model of `wgmma`), warps of 8 (lavapipe's, with bf16
 /// allowed so that the emulator covers it; lavapipe itself refuses bf16), and AMD's layouts
 /// (gfx942: wavefronts of 64 and MFMA; gfx1100: wave32 and WMMA, whose operands are repeated
-/// in both halves of the wave).
+/// in both halves of the wave), and the H200's Vulkan target, whose f16 `dot`s run on
+/// cooperative matrices (held in a map of the emulator's own).
 pub fn emulator_targets() -> Vec<Target> {
     vec![
         Target::cuda_sm80(),
@@ -128,6 +130,7 @@ pub fn emulator_targets() -> Vec<Target> {
         Target { name: "vulkan:llvmpipe+bf16".into(), bf16: true, ..Target::lavapipe() },
         Target::amd_gfx942(),
         Target::amd_gfx1100(),
+        Target::h200_vulkan(),
     ]
 }
 

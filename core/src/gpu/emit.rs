@@ -214,6 +214,45 @@ pub trait Emitter {
         let _ = pending;
     }
 
+    /// Whether the backend issues cooperative matrices ([`crate::gpu::MatrixKind::CooperativeMatrix`]):
+    /// [`Emitter::coop_fill`], [`Emitter::coop_load`], [`Emitter::coop_store`] and
+    /// [`Emitter::coop_mul_add`], which return `None` on a backend without them. A cooperative matrix is one value of the backend's, opaque
+    /// to the lowering; it may be carried by a loop ([`Emitter::begin_loop`] with the
+    /// accumulator's dtype), and every thread of the warp takes part in each operation.
+    fn coop_matrices(&self) -> bool {
+        false
+    }
+
+    /// An accumulator of `instr` with every element `value` (f32).
+    fn coop_fill(&mut self, instr: MatrixInstr, value: Self::V) -> Option<Self::V> {
+        let _ = (instr, value);
+        None
+    }
+
+    /// Loads a cooperative matrix of `instr` for `role` (`a`: `m x k` of `instr.a`, `b`: `k x n`
+    /// of `instr.b`, accumulator: `m x n` f32) from the shared array of `dtype` (the role's):
+    /// element (`r`, `c`) at `index + r * stride + c` (`col_major`: `index + c * stride + r`).
+    /// `index` is the same in every thread of the warp, and `index` and `stride` are multiples
+    /// of 16 bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn coop_load(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: Self::V, stride: u32, col_major: bool) -> Option<Self::V> {
+        let _ = (instr, role, dtype, index, stride, col_major);
+        None
+    }
+
+    /// Stores accumulator `value` of `instr` to the shared array of f32 as [`Emitter::coop_load`]
+    /// addresses it.
+    fn coop_store(&mut self, instr: MatrixInstr, value: Self::V, index: Self::V, stride: u32) -> Option<()> {
+        let _ = (instr, value, index, stride);
+        None
+    }
+
+    /// `a x b + c` on cooperative matrices of `instr`: products summed in f32.
+    fn coop_mul_add(&mut self, instr: MatrixInstr, a: Self::V, b: Self::V, c: Self::V) -> Option<Self::V> {
+        let _ = (instr, a, b, c);
+        None
+    }
+
     /// Marks the loop opened next as the k loop of a `dot`: its body already holds a step of
     /// every accumulator register, so unrolling it multiplies the shared-memory loads in flight
     /// (and the registers they need) without adding independent work. Emitters whose code
@@ -240,6 +279,14 @@ pub fn store_elementwise<E: Emitter + ?Sized>(e: &mut E, buffer: u32, dtype: DTy
         let idx = e.binary(BinaryOp::Add, index_dtype, index, off);
         e.store_global(buffer, dtype, idx, index_dtype, v);
     }
+}
+
+/// What a cooperative matrix is to its multiply-add.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoopRole {
+    A,
+    B,
+    Acc,
 }
 
 /// The `a` operand of [`Emitter::wgmma`].

@@ -37,6 +37,54 @@ pub enum Layout {
         operand: u8,
         parent: Mma,
     },
+    /// The accumulator of subgroup-scope cooperative matrices (`VK_KHR_cooperative_matrix`).
+    Coop(Coop),
+}
+
+/// Cooperative-matrix accumulators: which lane holds which element of one is the driver's, so
+/// a value in this layout is one opaque matrix per `m x n` tile its warp owns (the warps tile M
+/// and N as [`Mma`]'s do: warp `w` takes M-index `w % wm`), and it leaves the layout only
+/// through shared memory ([`Coop::exchange`]). Its [`Dist`] says which warp holds which tile:
+/// one register per tile, at the tile's first element, every lane a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Coop {
+    pub warps: [u32; 2],
+    pub m: u32,
+    pub n: u32,
+}
+
+impl Coop {
+    /// The register map a cooperative matrix is exchanged with, through a scratch tile in
+    /// shared memory per warp: the accumulator of the 16 x 16 fragment of a warp of
+    /// `warp_size` lanes (RDNA3's WMMA map for 32, CDNA's MFMA map for 64), with the same warps.
+    pub fn exchange(&self, warp_size: u32) -> Option<Mma> {
+        let frag = [Frag::Wmma16x16x16, Frag::Mfma16x16x16].into_iter().find(|f| f.lanes() == warp_size)?;
+        let (fm, fn_, _) = frag.mnk();
+        ((fm, fn_) == (self.m, self.n)).then_some(Mma { warps: self.warps, frag })
+    }
+
+    /// Tiles along M and N of `[m, n]`.
+    pub fn repeats(&self, shape: &[usize]) -> [usize; 2] {
+        let tile = [self.m * self.warps[0], self.n * self.warps[1]];
+        [0, 1].map(|d| (shape[d] / tile[d] as usize).max(1))
+    }
+
+    fn dist(&self, shape: &[usize], warp_size: u32) -> Dist {
+        let [wm, wn] = self.warps;
+        let tile = [self.m * wm, self.n * wn];
+        let reps = self.repeats(shape);
+        let mut terms = vec![Vec::new(), Vec::new()];
+        if wm > 1 {
+            terms[0].push(ThreadTerm { src: ThreadSrc::Warp, shift: 0, mask: wm - 1, mult: self.m });
+        }
+        if wn > 1 {
+            terms[1].push(ThreadTerm { src: ThreadSrc::Warp, shift: wm.trailing_zeros(), mask: wn - 1, mult: self.n });
+        }
+        let replica_terms = vec![ThreadTerm { src: ThreadSrc::Lane, shift: 0, mask: warp_size - 1, mult: 1 }];
+        let regs = (0..reps[0] as u32).flat_map(|i| (0..reps[1] as u32).map(move |j| vec![tile[0] * i, tile[1] * j])).collect();
+        let wrap = [0, 1].map(|d| shape[d] < tile[d] as usize).to_vec();
+        Dist { shape: shape.to_vec(), regs, terms, wrap, replica_terms }
+    }
 }
 
 /// The fragment map of one warp-level matrix instruction: which lane holds which element of
@@ -189,7 +237,7 @@ impl Frag {
 
     /// [`Frag::lane`] as thread terms per dimension, and the lane term whose threads hold
     /// copies ([`Frag::replicated`]).
-    fn lane_terms(self, which: Option<u8>) -> ([Option<ThreadTerm>; 2], Option<ThreadTerm>) {
+    pub fn lane_terms(self, which: Option<u8>) -> ([Option<ThreadTerm>; 2], Option<ThreadTerm>) {
         let lane = |shift, mask, mult| Some(ThreadTerm { src: ThreadSrc::Lane, shift, mask, mult });
         let terms = match (self, which) {
             (Frag::Mfma16x16x16T, None) => [lane(0, 15, 1), lane(4, 3, 4)],
@@ -370,7 +418,7 @@ impl Layout {
             Layout::Uniform => 0,
             Layout::Blocked(b) => b.size_per_thread.len(),
             Layout::Slice { parent, .. } => parent.rank() - 1,
-            Layout::Mma(_) | Layout::DotOperand { .. } => 2,
+            Layout::Mma(_) | Layout::DotOperand { .. } | Layout::Coop(_) => 2,
         }
     }
 
@@ -381,6 +429,7 @@ impl Layout {
             Layout::Blocked(b) => b.dist(shape, warp_size),
             Layout::Mma(m) => m.dist(shape, None),
             Layout::DotOperand { operand, parent } => parent.dist(shape, Some(*operand)),
+            Layout::Coop(c) => c.dist(shape, warp_size),
             Layout::Slice { dim, parent } => {
                 let d = *dim as usize;
                 let mut pshape = shape.to_vec();
@@ -426,7 +475,7 @@ impl Layout {
                 }))
             }
             Layout::Uniform => Some(Layout::Uniform),
-            Layout::Slice { .. } | Layout::Mma(_) | Layout::DotOperand { .. } => None,
+            Layout::Slice { .. } | Layout::Mma(_) | Layout::DotOperand { .. } | Layout::Coop(_) => None,
         }
     }
 }
@@ -583,6 +632,7 @@ impl fmt::Display for Layout {
                 parent.warps[0],
                 parent.warps[1]
             ),
+            Layout::Coop(c) => write!(f, "#coop<{}x{}, warps [{}, {}]>", c.m, c.n, c.warps[0], c.warps[1]),
         }
     }
 }

@@ -24,8 +24,8 @@ use std::collections::HashMap;
 
 use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
-use crate::gpu::emit::{Emitter, SharedMatrix, WgmmaA};
-use crate::gpu::layout::{Blocked, Dist, Frag, Layout, Mma, ThreadSrc, ThreadTerm};
+use crate::gpu::emit::{CoopRole, Emitter, SharedMatrix, WgmmaA};
+use crate::gpu::layout::{Blocked, Coop, Dist, Frag, Layout, Mma, ThreadSrc, ThreadTerm};
 use crate::gpu::target::{MatrixInstr, MatrixKind, Target};
 use crate::ir::*;
 use crate::verify::{verify, VerifyError};
@@ -159,6 +159,8 @@ pub struct LowerInfo {
     pub wgmma: Vec<usize>,
     /// Of those, the ones whose instructions stay in flight into the next iteration.
     pub in_flight: Vec<usize>,
+    /// The `dot`s lowered to cooperative matrices, by value, with their shape (m, n, k).
+    pub coop: Vec<(usize, [u32; 3])>,
 }
 
 impl LowerInfo {
@@ -230,6 +232,8 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         ),
         default_vector: 1,
         mma: HashMap::new(),
+        coop: HashMap::new(),
+        coop_kept: std::collections::HashSet::new(),
         carried: HashMap::new(),
         pipelines: HashMap::new(),
         rings: HashMap::new(),
@@ -283,11 +287,13 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     wgmma.dedup();
     let mut in_flight: Vec<usize> = lw.pipelines.values().flat_map(|p| &p.deferred).map(|v| v.index()).filter(|v| wgmma.contains(v)).collect();
     in_flight.sort();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight })
+    let mut coop: Vec<(usize, [u32; 3])> = lw.coop.iter().map(|(v, (i, _))| (v.index(), [i.m, i.n, i.k])).collect();
+    coop.sort();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
-fn smem_elem_bytes(d: DType) -> u64 {
+pub(crate) fn smem_elem_bytes(d: DType) -> u64 {
     if d == DType::I1 {
         4
     } else {
@@ -359,6 +365,12 @@ struct Lowerer<'a, E: Emitter> {
     /// The matrix instruction and warp arrangement of each `dot` (by result) that lowers to
     /// one, chosen before emission ([`plan_matrix`]).
     mma: HashMap<Value, (MatrixInstr, Mma)>,
+    /// The cooperative-matrix instruction and warp arrangement of each `dot` (by result) that
+    /// lowers to one ([`plan_matrix`]).
+    coop: HashMap<Value, (MatrixInstr, Coop)>,
+    /// Those whose result stays in cooperative matrices: a K loop's accumulator, which only
+    /// this `dot` reads and only the loop's `yield` takes.
+    coop_kept: std::collections::HashSet<Value>,
     /// Layouts chosen ahead for values whose best layout a later op decides: the loop-carried
     /// accumulators of matrix-instruction `dot`s (by body argument).
     carried: HashMap<Value, Layout>,
@@ -733,6 +745,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     fn materialize(&mut self, v: Value, layout: &Layout) -> R<Vec<E::V>> {
         let inst = self.def(v);
         let ty = self.ty(v);
+        if let Layout::Coop(coop) = layout {
+            // A splat fills each matrix; anything else is computed in the exchange map.
+            if let Op::Splat { x } = &inst.op {
+                let s = self.scalar(*x);
+                let s = self.cast(ty.dtype, DType::F32, s);
+                let n = coop.repeats(&ty.shape).iter().product();
+                let instr = Self::coop_acc_instr(*coop);
+                let fill = self.e.coop_fill(instr, s).ok_or_else(|| LowerError::Unsupported {
+                    op: "dot".into(),
+                    loc: inst.loc.clone(),
+                    what: "no cooperative matrices in the backend".into(),
+                })?;
+                return Ok(vec![fill; n]);
+            }
+            let ex = self.coop_exchange(*coop)?;
+            let regs = self.get(v, &Layout::Mma(ex))?;
+            return self.coop_from_exchange(*coop, ex, &ty.shape, &regs);
+        }
         let dist = self.dist(layout, &ty.shape);
         match &inst.op {
             Op::Arange { start, .. } => {
@@ -834,6 +864,19 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// the same warps, as attention's probabilities feed its second dot), else through shared
     /// memory.
     fn convert(&mut self, shape: &[usize], dtype: DType, from: &Layout, regs: &[E::V], to: &Layout) -> R<Vec<E::V>> {
+        // Cooperative matrices move through their exchange map.
+        if let Layout::Coop(coop) = from {
+            let ex = self.coop_exchange(*coop)?;
+            let regs = self.coop_to_exchange(*coop, ex, shape, regs)?;
+            let exl = Layout::Mma(ex);
+            return if *to == exl { Ok(regs) } else { self.convert(shape, dtype, &exl, &regs, to) };
+        }
+        if let Layout::Coop(coop) = to {
+            let ex = self.coop_exchange(*coop)?;
+            let exl = Layout::Mma(ex);
+            let regs = if *from == exl { regs.to_vec() } else { self.convert(shape, dtype, from, regs, &exl)? };
+            return self.coop_from_exchange(*coop, ex, shape, &regs);
+        }
         let (fd, td) = (self.dist(from, shape), self.dist(to, shape));
         if same_threads(&fd, &td) {
             return self.remap(&td, &fd, regs, |r| r.to_vec());
@@ -1213,6 +1256,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     self.floors = floors;
                 }
                 self.bind(&inst.results, &layouts, &results[..nflat]);
+                // Accumulators kept in cooperative matrices leave them with the loop.
+                for (&v, l) in inst.results.iter().zip(&layouts) {
+                    if let Layout::Coop(coop) = l {
+                        let ex = self.coop_exchange(*coop)?;
+                        let shape = self.ty(v).shape.clone();
+                        let mats = self.data.get(&v).map(|(_, regs)| regs.clone()).unwrap_or_default();
+                        let regs = self.coop_to_exchange(*coop, ex, &shape, &mats)?;
+                        self.set_data(v, Layout::Mma(ex), regs);
+                    }
+                }
                 if let Some(pipe) = pipe.filter(|p| !p.deferred.is_empty()) {
                     self.wait_deferred(&pipe, body, inst)?;
                 }
@@ -2182,6 +2235,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         if let Some(&(instr, mma)) = self.mma.get(&r) {
             return self.dot_mma(inst, a, b, acc, instr, mma);
         }
+        if let Some(&(instr, coop)) = self.coop.get(&r) {
+            return self.dot_coop(inst, a, b, acc, instr, coop);
+        }
         let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
         let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
         let (ad, bd) = (reg_dtype(at.dtype), reg_dtype(bt.dtype));
@@ -2351,6 +2407,224 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let accregs = accregs.into_iter().map(|v| self.cast(racc, accd, v)).collect();
         self.set_data(r, layout, accregs);
         Ok(())
+    }
+
+    /// `a @ b + acc` on cooperative matrices. Both operands are written to shared memory
+    /// row-major, each row padded by 16 bytes so that the rows a driver's matrix load reads at
+    /// once start in different banks; each warp loads its operands' tiles from there and
+    /// multiplies them into its accumulator tiles, K outermost (every element sums its products
+    /// in ascending K). The accumulator stays in cooperative matrices where the plan keeps it (a
+    /// K loop's), else it moves into the exchange map ([`Coop::exchange`]).
+    fn dot_coop(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value, instr: MatrixInstr, coop: Coop) -> R<()> {
+        let r = inst.results[0];
+        let unsupported = |what: String| LowerError::Unsupported { op: "dot".into(), loc: inst.loc.clone(), what };
+        let (at, bt) = (self.ty(a).clone(), self.ty(b).clone());
+        let (m, k, n) = (at.shape[0], at.shape[1], bt.shape[1]);
+        let accd = self.ty(acc).dtype;
+        let ex = self.coop_exchange(coop)?;
+        let cl = Layout::Coop(coop);
+        let mut accs = if accd == DType::F32 {
+            self.get(acc, &cl)?
+        } else {
+            // Rounded to its dtype by every dot: in f32 through the exchange map.
+            let regs = self.get(acc, &Layout::Mma(ex))?;
+            let regs: Vec<E::V> = regs.iter().map(|&v| self.cast(accd, DType::F32, v)).collect();
+            self.coop_from_exchange(coop, ex, &[m, n], &regs)?
+        };
+        let (al, aregs) = self.get_natural(a)?;
+        let (bl, bregs) = self.get_natural(b)?;
+        let sd = reg_dtype(at.dtype);
+        let (a_pitch, b_pitch) = (k + Self::COOP_PAD, n + Self::COOP_PAD);
+        let b_base = m * a_pitch;
+        self.reserve(sd, b_base + k * b_pitch);
+        self.e.barrier();
+        for (shape, layout, regs, pitch, base) in [(&at.shape, &al, &aregs, a_pitch, 0), (&bt.shape, &bl, &bregs, b_pitch, b_base)] {
+            let dist = self.dist(layout, shape);
+            let c = self.coords(&dist);
+            let p = self.c_i32(pitch as i64);
+            for (j, cs) in c.coords.iter().enumerate() {
+                let row = self.e.binary(BinaryOp::Mul, DType::I32, cs[0], p);
+                let lin = self.e.binary(BinaryOp::Add, DType::I32, row, cs[1]);
+                let slot = self.offset(lin, base as i64);
+                match c.owner[j] {
+                    Some(own) => self.store_shared_if(Some(own), sd, slot, regs[j]),
+                    None => self.st_sh(sd, slot, regs[j]),
+                }
+            }
+        }
+        self.e.barrier();
+        // This warp's first row of `a` and column of `b`.
+        let (wm, wn) = (coop.warps[0] as usize, coop.warps[1] as usize);
+        let dist = self.dist(&cl, &[m, n]);
+        let (row0, col0) = (self.thread_coord(&dist, 0), self.thread_coord(&dist, 1));
+        let ap = self.c_i32(a_pitch as i64);
+        let a_warp = self.e.binary(BinaryOp::Mul, DType::I32, row0, ap);
+        let b_warp = self.offset(col0, b_base as i64);
+        let [reps_m, reps_n] = coop.repeats(&[m, n]);
+        let (tm, tn, tk) = (instr.m as usize, instr.n as usize, instr.k as usize);
+        for kk in 0..k / tk {
+            let mut fa = Vec::with_capacity(reps_m);
+            for mi in 0..reps_m {
+                let idx = self.offset(a_warp, ((mi * tm * wm) * a_pitch + kk * tk) as i64);
+                let idx = self.floored(sd, idx);
+                fa.push(
+                    self.e
+                        .coop_load(instr, CoopRole::A, sd, idx, a_pitch as u32, false)
+                        .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
+                );
+            }
+            let mut fb = Vec::with_capacity(reps_n);
+            for ni in 0..reps_n {
+                let idx = self.offset(b_warp, (kk * tk * b_pitch + ni * tn * wn) as i64);
+                let idx = self.floored(sd, idx);
+                fb.push(
+                    self.e
+                        .coop_load(instr, CoopRole::B, sd, idx, b_pitch as u32, false)
+                        .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
+                );
+            }
+            for (mi, &x) in fa.iter().enumerate() {
+                for (ni, &y) in fb.iter().enumerate() {
+                    let t = mi * reps_n + ni;
+                    accs[t] = self
+                        .e
+                        .coop_mul_add(instr, x, y, accs[t])
+                        .ok_or_else(|| unsupported(format!("the backend has no {instr:?} the target lists")))?;
+                }
+            }
+        }
+        if self.coop_kept.contains(&r) {
+            self.set_data(r, cl, accs);
+        } else {
+            let regs = self.coop_to_exchange(coop, ex, &[m, n], &accs)?;
+            let regs = regs.into_iter().map(|v| self.cast(DType::F32, accd, v)).collect();
+            self.set_data(r, Layout::Mma(ex), regs);
+        }
+        Ok(())
+    }
+
+    /// The exchange map of `coop` on this target's warps.
+    fn coop_exchange(&self, coop: Coop) -> R<Mma> {
+        coop.exchange(self.warp).ok_or_else(|| LowerError::Unsupported {
+            op: "dot".into(),
+            loc: Loc::default(),
+            what: format!("no exchange map for {}x{} cooperative matrices on warps of {}", coop.m, coop.n, self.warp),
+        })
+    }
+
+    /// Elements a cooperative-matrix operand's staged rows are padded by: 16 bytes of 16-bit
+    /// elements, so consecutive rows start four banks apart.
+    const COOP_PAD: usize = 8;
+
+    /// Shared memory, in f32 elements, the exchange between cooperative matrices and registers
+    /// takes per round (each warp moves as many of its tiles per round as fit).
+    const COOP_SCRATCH: usize = 2048;
+
+    /// The cooperative-matrix accumulator type of `coop` (its multiply-adds' other operands do
+    /// not change it).
+    fn coop_acc_instr(coop: Coop) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: coop.m, n: coop.n, k: 16, a: DType::F16, b: DType::F16, acc: DType::F32 }
+    }
+
+    /// Per round: tiles a warp moves, its scratch region's first index and, for this thread,
+    /// the scratch index of its first exchange-map element (the region plus its lane's place
+    /// in a tile).
+    fn coop_scratch(&mut self, coop: Coop, ex: Mma, tiles: usize) -> (usize, E::V, E::V) {
+        let tile = (coop.m * coop.n) as usize;
+        let per_round = (Self::COOP_SCRATCH / (tile * self.num_warps as usize)).clamp(1, tiles.max(1));
+        self.reserve(DType::F32, per_round * tile * self.num_warps as usize);
+        let (terms, _) = ex.frag.lane_terms(None);
+        let mut parts = Vec::new();
+        for (d, t) in terms.iter().enumerate() {
+            if let Some(t) = t {
+                let v = self.term_value(t);
+                parts.push(if d == 0 {
+                    let c = self.c_i32(coop.n as i64);
+                    self.e.binary(BinaryOp::Mul, DType::I32, v, c)
+                } else {
+                    v
+                });
+            }
+        }
+        let region = self.c_i32((per_round * tile) as i64);
+        let warp = self.warp_id.expect("thread ids are emitted first");
+        let start = self.e.binary(BinaryOp::Mul, DType::I32, warp, region);
+        let mut base = start;
+        for p in parts {
+            base = self.e.binary(BinaryOp::Add, DType::I32, base, p);
+        }
+        (per_round, start, base)
+    }
+
+    /// Accumulator tiles of `coop` over `shape` from registers in its exchange map `ex`: each
+    /// warp writes its tiles to its own scratch and loads them as cooperative matrices.
+    fn coop_from_exchange(&mut self, coop: Coop, ex: Mma, shape: &[usize], regs: &[E::V]) -> R<Vec<E::V>> {
+        self.conversions += 1;
+        let instr = Self::coop_acc_instr(coop);
+        let [rm, rn] = coop.repeats(shape);
+        let tiles = rm * rn;
+        let (per_round, start, base) = self.coop_scratch(coop, ex, tiles);
+        let tile = (coop.m * coop.n) as usize;
+        let per = ex.frag.regs(None) as usize;
+        let mut out = Vec::with_capacity(tiles);
+        for first in (0..tiles).step_by(per_round) {
+            let round = first..(first + per_round).min(tiles);
+            self.e.barrier();
+            for t in round.clone() {
+                for j in 0..per {
+                    let (row, col) = ex.frag.reg(None, j as u32);
+                    let idx = self.offset(base, ((t - first) * tile + (row * coop.n + col) as usize) as i64);
+                    self.st_sh(DType::F32, idx, regs[t * per + j]);
+                }
+            }
+            self.e.barrier();
+            for t in round {
+                let idx = self.offset(start, ((t - first) * tile) as i64);
+                let idx = self.floored(DType::F32, idx);
+                let v = self.e.coop_load(instr, CoopRole::Acc, DType::F32, idx, coop.n, false).ok_or_else(|| LowerError::Unsupported {
+                    op: "dot".into(),
+                    loc: Loc::default(),
+                    what: "no cooperative matrix loads".into(),
+                })?;
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Registers in the exchange map `ex` of accumulator tiles `mats` of `coop` over `shape`:
+    /// each warp stores its tiles to its own scratch and reads its lanes' elements back.
+    fn coop_to_exchange(&mut self, coop: Coop, ex: Mma, shape: &[usize], mats: &[E::V]) -> R<Vec<E::V>> {
+        self.conversions += 1;
+        let instr = Self::coop_acc_instr(coop);
+        let tiles = mats.len();
+        let (per_round, start, base) = self.coop_scratch(coop, ex, tiles);
+        let tile = (coop.m * coop.n) as usize;
+        let per = ex.frag.regs(None) as usize;
+        let _ = shape;
+        let mut out = Vec::with_capacity(tiles * per);
+        for first in (0..tiles).step_by(per_round) {
+            let round = first..(first + per_round).min(tiles);
+            self.e.barrier();
+            for t in round.clone() {
+                let idx = self.offset(start, ((t - first) * tile) as i64);
+                let idx = self.floored(DType::F32, idx);
+                self.e.coop_store(instr, mats[t], idx, coop.n).ok_or_else(|| LowerError::Unsupported {
+                    op: "dot".into(),
+                    loc: Loc::default(),
+                    what: "no cooperative matrix stores".into(),
+                })?;
+            }
+            self.e.barrier();
+            for t in round {
+                for j in 0..per {
+                    let (row, col) = ex.frag.reg(None, j as u32);
+                    let idx = self.offset(base, ((t - first) * tile + (row * coop.n + col) as usize) as i64);
+                    out.push(self.ld_sh(DType::F32, idx));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A matrix dot's accumulator in the instruction's layout, in f32: its dtype, the layout
@@ -3110,6 +3384,8 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
         }
     });
     let mut mma = HashMap::new();
+    let mut coop = HashMap::new();
+    let coop_matrices = lw.e.coop_matrices();
     p.walk(&mut |inst| {
         if let Op::Dot { a, b, acc } = &inst.op {
             let (at, bt, ct) = (p.ty(*a), p.ty(*b), p.ty(*acc));
@@ -3117,23 +3393,58 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             let wgmma = if lw.num_stages > 1 { wgmma_choice(lw.target, lw.num_warps, at, bt, ct) } else { None };
             if let Some(choice) = wgmma.or_else(|| matrix_choice(lw.target, lw.num_warps, at, bt, ct, rows_first)) {
                 mma.insert(inst.results[0], choice);
+            } else if let Some(choice) = coop_choice(lw.target, lw.num_warps, at, bt, ct, rows_first).filter(|_| coop_matrices) {
+                coop.insert(inst.results[0], choice);
             }
         }
     });
+    // A cooperative-matrix dot keeps its result in cooperative matrices where it is a K loop's
+    // f32 accumulator: the result only goes to the loop's `yield`, and the body argument that
+    // carries it is only this dot's accumulator. Anywhere else its result moves into the
+    // exchange map at once (an opaque matrix has no elements the lowering can name).
+    let mut uses: HashMap<Value, usize> = HashMap::new();
+    p.walk(&mut |inst| {
+        for o in inst.op.operands() {
+            *uses.entry(o).or_insert(0) += 1;
+        }
+    });
+    let mut kept = std::collections::HashSet::new();
     let mut carried = HashMap::new();
     p.walk(&mut |inst| {
         if let Op::For { body, .. } = &inst.op {
             if let Some(Inst { op: Op::Yield { values }, .. }) = body.insts.last() {
                 for (i, y) in values.iter().enumerate() {
+                    let arg = body.args[i + 1];
                     if let Some(&(_, m)) = mma.get(y) {
-                        carried.insert(body.args[i + 1], Layout::Mma(m));
+                        carried.insert(arg, Layout::Mma(m));
+                    } else if let Some(&(_, c)) = coop.get(y) {
+                        let alone = body.insts.iter().any(|d| matches!(d.op, Op::Dot { acc, .. } if acc == arg && d.results[0] == *y))
+                            && uses.get(y) == Some(&1)
+                            && uses.get(&arg) == Some(&1)
+                            && p.ty(*y).dtype == DType::F32;
+                        if alone {
+                            kept.insert(*y);
+                            carried.insert(arg, Layout::Coop(c));
+                        } else if let Some(ex) = c.exchange(lw.warp) {
+                            carried.insert(arg, Layout::Mma(ex));
+                        }
                     }
                 }
             }
         }
     });
-    carry_dot_slices(p, &mma, &|shape: &[usize]| lw.default_layout(shape), &mut carried);
+    let mut dots: HashMap<Value, Layout> = mma.iter().map(|(&v, &(_, m))| (v, Layout::Mma(m))).collect();
+    for (&v, &(_, c)) in &coop {
+        match c.exchange(lw.warp) {
+            Some(_) if kept.contains(&v) => dots.insert(v, Layout::Coop(c)),
+            Some(ex) => dots.insert(v, Layout::Mma(ex)),
+            None => None,
+        };
+    }
+    carry_dot_slices(p, &dots, &|shape: &[usize]| lw.default_layout(shape), &mut carried);
     lw.mma = mma;
+    lw.coop = coop;
+    lw.coop_kept = kept;
     lw.carried = carried;
 }
 
@@ -3147,12 +3458,7 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
 /// homes unknown) and is optimistic about carried values not yet placed, so a value carried
 /// through its own update (`m = max(m, rowmax(s))`) can be placed. A wrong guess costs a
 /// conversion at the `yield`, never a wrong value.
-fn carry_dot_slices(
-    p: &Program,
-    mma: &HashMap<Value, (MatrixInstr, Mma)>,
-    default_layout: &dyn Fn(&[usize]) -> Layout,
-    carried: &mut HashMap<Value, Layout>,
-) {
+fn carry_dot_slices(p: &Program, dots: &HashMap<Value, Layout>, default_layout: &dyn Fn(&[usize]) -> Layout, carried: &mut HashMap<Value, Layout>) {
     let mut loops: Vec<&Block> = Vec::new();
     walk_block(&p.body, &mut |inst| {
         if let Op::For { body, .. } = &inst.op {
@@ -3195,8 +3501,8 @@ fn carry_dot_slices(
                 }
                 let home = match &inst.op {
                     // The FMA dot computes in its accumulator's home, or the default.
-                    Op::Dot { acc, .. } => match mma.get(&r) {
-                        Some(&(_, m)) => Some(Layout::Mma(m)),
+                    Op::Dot { acc, .. } => match dots.get(&r) {
+                        Some(l) => Some(l.clone()),
                         None if recipe.contains(acc) => Some(default_layout(&p.ty(r).shape)),
                         None => homes.get(acc).cloned().flatten(),
                     },
@@ -3475,6 +3781,37 @@ fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type
         }
     }
     (fm * warps[0] <= m && fn_ * warps[1] <= n).then_some((instr, Mma { warps, frag }))
+}
+
+/// The cooperative matrix a `dot` of these operand types lowers to on `target` with
+/// `num_warps` warps, if any: as [`matrix_choice`], for the target's subgroup-scope
+/// cooperative matrices with f32 accumulators, whose shape has an exchange map for the
+/// target's warp width ([`Coop::exchange`]).
+fn coop_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type, rows_first: bool) -> Option<(MatrixInstr, Coop)> {
+    if !acc.dtype.is_float() {
+        return None;
+    }
+    let instr = *target.matrix.iter().find(|i| {
+        i.kind == MatrixKind::CooperativeMatrix
+            && i.a == a.dtype
+            && i.b == b.dtype
+            && i.acc == DType::F32
+            && Coop { warps: [1, 1], m: i.m, n: i.n }.exchange(target.subgroup_size).is_some()
+    })?;
+    let (m, k, n) = (a.shape[0] as u32, a.shape[1] as u32, b.shape[1] as u32);
+    if m % instr.m != 0 || n % instr.n != 0 || k % instr.k != 0 {
+        return None;
+    }
+    let mut warps = [1u32, 1];
+    while warps[0] * warps[1] < num_warps {
+        let more_rows = rows_first || m / instr.m / warps[0] >= n / (instr.n * warps[1]);
+        if more_rows && warps[0] < m / instr.m {
+            warps[0] *= 2;
+        } else {
+            warps[1] *= 2;
+        }
+    }
+    (instr.m * warps[0] <= m && instr.n * warps[1] <= n).then_some((instr, Coop { warps, m: instr.m, n: instr.n }))
 }
 
 /// The warpgroup matrix instruction a `dot` lowers to on `target` with `num_warps` warps, if

@@ -26,7 +26,8 @@ use crate::text::{print_with, PrintOptions};
 /// into shared memory by `num_stages`, and the threads and shared memory a program takes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decisions {
-    /// One entry per `dot` in program order: `mma.sync m16n8k16` or `fma`.
+    /// One entry per `dot` in program order: `mma.sync m16n8k16`, `cooperative matrix
+    /// 16x16x16`, ... or `fma`.
     pub dots: Vec<String>,
     pub pipelined_loads: usize,
     pub shared_bytes: u64,
@@ -42,7 +43,12 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
         if let crate::ir::Op::Dot { .. } = inst.op {
             let r = inst.results[0];
             let home = info.homes.get(r.index()).and_then(Option::as_ref);
+            let coop = info.coop.iter().find(|(v, _)| *v == r.index()).map(|(_, s)| *s);
             dots.push(match home {
+                _ if coop.is_some() => {
+                    let [m, n, k] = coop.unwrap_or_default();
+                    format!("cooperative matrix {m}x{n}x{k}")
+                }
                 Some(layout::Layout::Mma(_)) if info.wgmma.contains(&r.index()) => {
                     let n = program.ty(r).shape.get(1).copied().unwrap_or(0);
                     format!("wgmma m64n{n}k16{}", if info.in_flight.contains(&r.index()) { ", in flight across iterations" } else { "" })
@@ -128,6 +134,9 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                     }
                     (None, Some(Some(l))) if info.in_flight.contains(&idx) => format!("{l} via wgmma, in flight into the next iteration"),
                     (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),
+                    (None, Some(Some(l))) if info.coop.iter().any(|(v, _)| *v == idx) && !matches!(l, layout::Layout::Coop(_)) => {
+                        format!("{l} via cooperative matrices")
+                    }
                     (None, Some(Some(l))) => format!("{l}"),
                     _ if program.values.get(crate::ir::Value::from_index(idx)).is_some_and(|ty| ty.is_scalar()) => "#uniform".to_string(),
                     _ => "#recipe".to_string(),

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::buffer::HostBuffer;
 use crate::dtype::{DType, Scalar};
-use crate::gpu::emit::{Emitter, SharedMatrix, WgmmaA};
+use crate::gpu::emit::{CoopRole, Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::Mma;
 use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
 use crate::gpu::target::MatrixInstr;
@@ -186,6 +186,32 @@ enum SInst {
     /// `fence.proxy.async.shared::cta`: this thread's shared-memory writes so far become
     /// visible to warpgroup matrix instructions (after a barrier, for other threads' ones).
     FenceAsync,
+    /// A cooperative matrix ([`Coop`]) with every element `value`.
+    CoopFill {
+        d: Coop,
+        value: Reg,
+    },
+    /// A cooperative matrix loaded from shared memory: element (`r`, `c`) at `index + r *
+    /// stride + c` (`col_major`: `index + c * stride + r`).
+    CoopLoad {
+        d: Coop,
+        dtype: DType,
+        index: Reg,
+        stride: u32,
+        col_major: bool,
+    },
+    /// An accumulator stored to shared f32 as [`SInst::CoopLoad`] addresses it.
+    CoopStore {
+        value: Coop,
+        index: Reg,
+        stride: u32,
+    },
+    CoopMulAdd {
+        a: Coop,
+        b: Coop,
+        c: Coop,
+        d: Coop,
+    },
     ShuffleXor {
         dst: Reg,
         x: Reg,
@@ -214,6 +240,28 @@ enum SInst {
     },
 }
 
+/// A cooperative matrix of `rows x cols` as the emulator holds it: element `e` (row-major) in
+/// register `first + e / warp` of lane `e % warp`, transposed (`e` counted column-major) to
+/// keep the lowering from depending on any map; the driver's is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Coop {
+    first: Reg,
+    rows: u32,
+    cols: u32,
+}
+
+impl Coop {
+    fn regs(&self, warp: u32) -> u32 {
+        (self.rows * self.cols).div_ceil(warp)
+    }
+
+    /// Lane and register of element (`r`, `c`).
+    fn place(&self, warp: u32, r: u32, c: u32) -> (u32, Reg) {
+        let e = c * self.rows + r;
+        (e % warp, self.first + e / warp)
+    }
+}
+
 /// Open control-flow regions while recording.
 enum Frame {
     If { cond: Reg, outer: Vec<SInst>, then_body: Option<(Vec<SInst>, Vec<Reg>)>, results: Vec<Reg> },
@@ -227,12 +275,48 @@ pub struct Recorder {
     frames: Vec<Frame>,
     next: Reg,
     shared: Vec<(DType, u32)>,
+    /// Lanes per warp (the size of a cooperative matrix's register block).
+    warp: u32,
+    /// Cooperative matrices by their first register.
+    coops: std::collections::HashMap<Reg, Coop>,
 }
 
 impl Recorder {
     fn reg(&mut self) -> Reg {
         self.next += 1;
         self.next - 1
+    }
+
+    /// A new cooperative matrix of `rows x cols`: a block of registers, named by its first.
+    fn coop(&mut self, rows: u32, cols: u32) -> Coop {
+        let c = Coop { first: self.next, rows, cols };
+        self.next += c.regs(self.warp.max(1));
+        self.coops.insert(c.first, c);
+        c
+    }
+
+    /// `regs` with each cooperative matrix replaced by its block of registers.
+    fn expand(&self, regs: &[Reg]) -> Vec<Reg> {
+        regs.iter()
+            .flat_map(|r| match self.coops.get(r) {
+                Some(c) => (c.first..c.first + c.regs(self.warp.max(1))).collect(),
+                None => vec![*r],
+            })
+            .collect()
+    }
+
+    /// Fresh registers shaped like `like` (a block for each cooperative matrix).
+    fn fresh_like(&mut self, like: &[Reg]) -> Vec<Reg> {
+        like.iter()
+            .map(|r| match self.coops.get(r).copied() {
+                Some(c) => self.coop(c.rows, c.cols).first,
+                None => self.reg(),
+            })
+            .collect()
+    }
+
+    fn coop_of(&self, r: Reg) -> Option<Coop> {
+        self.coops.get(&r).copied()
     }
     fn push(&mut self, i: SInst) {
         self.code.push(i);
@@ -373,6 +457,35 @@ impl Emitter for Recorder {
         self.push(SInst::Mma { instr, a: a.to_vec(), b: b.to_vec(), c: c.to_vec(), d: d.clone() });
         Some(d)
     }
+    fn coop_matrices(&self) -> bool {
+        true
+    }
+    fn coop_fill(&mut self, instr: MatrixInstr, value: Reg) -> Option<Reg> {
+        let d = self.coop(instr.m, instr.n);
+        self.push(SInst::CoopFill { d, value });
+        Some(d.first)
+    }
+    fn coop_load(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: Reg, stride: u32, col_major: bool) -> Option<Reg> {
+        let (rows, cols) = match role {
+            CoopRole::A => (instr.m, instr.k),
+            CoopRole::B => (instr.k, instr.n),
+            CoopRole::Acc => (instr.m, instr.n),
+        };
+        let d = self.coop(rows, cols);
+        self.push(SInst::CoopLoad { d, dtype, index, stride, col_major });
+        Some(d.first)
+    }
+    fn coop_store(&mut self, _instr: MatrixInstr, value: Reg, index: Reg, stride: u32) -> Option<()> {
+        let value = self.coop_of(value)?;
+        self.push(SInst::CoopStore { value, index, stride });
+        Some(())
+    }
+    fn coop_mul_add(&mut self, instr: MatrixInstr, a: Reg, b: Reg, c: Reg) -> Option<Reg> {
+        let (a, b, c) = (self.coop_of(a)?, self.coop_of(b)?, self.coop_of(c)?);
+        let d = self.coop(instr.m, instr.n);
+        self.push(SInst::CoopMulAdd { a, b, c, d });
+        Some(d.first)
+    }
     fn wgmma(&mut self, instr: MatrixInstr, n: u32, a: WgmmaA<'_, Reg>, b: SharedMatrix<Reg>, c: &[Reg]) -> Option<Vec<Reg>> {
         let d: Vec<Reg> = c.iter().map(|_| self.reg()).collect();
         let a = match a {
@@ -419,10 +532,11 @@ impl Emitter for Recorder {
     }
     fn begin_loop(&mut self, iv_dtype: DType, lower: Reg, upper: Reg, step: Reg, carried: &[(DType, Reg)]) -> (Reg, Vec<Reg>) {
         let iv = self.reg();
-        let args: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
-        let results: Vec<Reg> = carried.iter().map(|_| self.reg()).collect();
+        // A carried cooperative matrix is carried as its block of registers.
+        let init: Vec<Reg> = carried.iter().map(|c| c.1).collect();
+        let args = self.fresh_like(&init);
+        let results = self.fresh_like(&init);
         let outer = std::mem::take(&mut self.code);
-        let init = carried.iter().map(|c| c.1).collect();
         self.frames.push(Frame::Loop { outer, iv_dtype, lower, upper, step, init, iv, args: args.clone(), results });
         (iv, args)
     }
@@ -431,7 +545,11 @@ impl Emitter for Recorder {
         match self.frames.pop() {
             Some(Frame::Loop { outer, iv_dtype, lower, upper, step, init, iv, args, results }) => {
                 self.code = outer;
-                self.push(SInst::Loop { iv_dtype, lower, upper, step, init, iv, args, body, next: next.to_vec(), results: results.clone() });
+                let (init, args_x, next, results_x) = (self.expand(&init), self.expand(&args), self.expand(next), self.expand(&results));
+                if init.len() != args_x.len() || next.len() != args_x.len() {
+                    panic!("a loop carries cooperative matrices where it started with other values: a lowering bug");
+                }
+                self.push(SInst::Loop { iv_dtype, lower, upper, step, init, iv, args: args_x, body, next, results: results_x });
                 results
             }
             _ => panic!("end_loop without begin_loop: a lowering bug"),
@@ -463,7 +581,7 @@ pub struct Lowered {
 
 /// Lowers `program` for `target` and records the per-thread program.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Lowered, LowerError> {
-    let mut rec = Recorder::default();
+    let mut rec = Recorder { warp: target.subgroup_size, ..Recorder::default() };
     let info = lower(program, target, options, &mut rec)?;
     let param_dtypes = program
         .params
@@ -637,6 +755,7 @@ impl Machine<'_> {
                     }
                 }
                 SInst::Mma { instr, a, b, c, d } => self.mma(instr, a, b, c, d, active)?,
+                SInst::CoopFill { .. } | SInst::CoopLoad { .. } | SInst::CoopStore { .. } | SInst::CoopMulAdd { .. } => self.coop(inst, active)?,
                 SInst::LoadMatrix { dtype, row, trans, d } => self.load_matrix(*dtype, *row, *trans, d, active)?,
                 SInst::Wgmma { instr, n, a, b, c, d } => self.wgmma(instr, *n, a, b, c, d, active)?,
                 SInst::WgmmaWait { pending } => {
@@ -830,44 +949,7 @@ impl Machine<'_> {
             SInst::StoreShared { dtype, index, value } => {
                 let i = self.int(*index, t);
                 let v = self.get(*value, t);
-                let epoch = self.epoch;
-                let pid = self.pid;
-                let arr = self.shared_array(*dtype);
-                let slot = arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| SimtError::Fault {
-                    pid,
-                    thread: t as u32,
-                    what: format!("shared {dtype} store at {i} is out of bounds"),
-                })?;
-                // Several threads may write the same value in one epoch (replicated elements).
-                if let Some((e, w)) = slot.written {
-                    if e == epoch && w != t as u32 && !same_elem(slot.value, v) {
-                        return Err(SimtError::Fault {
-                            pid,
-                            thread: t as u32,
-                            what: format!("shared {dtype}[{i}] written with different values by threads {w} and {t} without a barrier"),
-                        });
-                    }
-                }
-                if slot.pending {
-                    return Err(SimtError::Fault {
-                        pid,
-                        thread: t as u32,
-                        what: format!("shared {dtype}[{i}] is written while an asynchronous copy to it is in flight"),
-                    });
-                }
-                if slot.readers > 0 {
-                    return Err(SimtError::Fault {
-                        pid,
-                        thread: t as u32,
-                        what: format!("shared {dtype}[{i}] is written while a warpgroup matrix instruction not waited for reads it"),
-                    });
-                }
-                self.writes += 1;
-                let seq = self.writes;
-                if let Some(slot) = self.shared_array(*dtype).and_then(|a| a.get_mut(i as usize)) {
-                    *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
-                }
-                return Ok(());
+                return self.write_shared(*dtype, i, v, t);
             }
             SInst::ShuffleXor { dst, x, mask } => {
                 let other = t ^ *mask as usize;
@@ -930,6 +1012,10 @@ impl Machine<'_> {
             | SInst::If { .. }
             | SInst::Loop { .. }
             | SInst::Mma { .. }
+            | SInst::CoopFill { .. }
+            | SInst::CoopLoad { .. }
+            | SInst::CoopStore { .. }
+            | SInst::CoopMulAdd { .. }
             | SInst::LoadMatrix { .. }
             | SInst::Wgmma { .. }
             | SInst::WgmmaWait { .. } => return Ok(()),
@@ -1211,6 +1297,146 @@ impl Machine<'_> {
             None => Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
             _ => Ok(slot.value),
         }
+    }
+
+    /// A cooperative-matrix operation in lock-step over every warp, on the emulator's own map
+    /// of the matrices ([`Coop`]). Loads and stores check what the SPIR-V extension requires: a
+    /// pointer the same in every lane of the warp, pointer and stride multiples of 16 bytes,
+    /// and the shared-memory rules of any load or store; the multiply-add sums products in f32
+    /// in ascending K, as [`Machine::mma`].
+    fn coop(&mut self, inst: &SInst, active: &[bool]) -> Result<(), SimtError> {
+        let warp = self.lowered.warp;
+        if let Some(t) = active.iter().position(|a| !a) {
+            return Err(self.fault(t, "a cooperative-matrix operation is reached by only some threads of a warp".into()));
+        }
+        let f = |e: Elem| match e {
+            Elem::F(x) => x,
+            Elem::I(x) => x as f32,
+        };
+        for w in 0..self.threads / warp as usize {
+            let lane0 = w * warp as usize;
+            let address = |me: &Self, index: Reg, stride: u32, dtype: DType| -> Result<i64, SimtError> {
+                let i = me.int(index, lane0);
+                if let Some(l) = (0..warp as usize).find(|&l| me.int(index, lane0 + l) != i) {
+                    return Err(me.fault(
+                        lane0 + l,
+                        format!("a cooperative matrix is addressed at {} here and {i} in lane 0 of the warp", me.int(index, lane0 + l)),
+                    ));
+                }
+                let bytes = crate::gpu::lower::smem_elem_bytes(dtype) as i64;
+                if (i * bytes) % 16 != 0 || (stride as i64 * bytes) % 16 != 0 {
+                    return Err(me.fault(lane0, format!("a cooperative matrix at shared {dtype}[{i}] with stride {stride} is not 16-byte aligned")));
+                }
+                Ok(i)
+            };
+            match inst {
+                SInst::CoopFill { d, value } => {
+                    for l in 0..warp as usize {
+                        let v = Elem::F(f(self.get(*value, lane0 + l)));
+                        for r in d.first..d.first + d.regs(warp) {
+                            self.set(r, lane0 + l, v);
+                        }
+                    }
+                }
+                SInst::CoopLoad { d, dtype, index, stride, col_major } => {
+                    let i = address(self, *index, *stride, *dtype)?;
+                    for r in 0..d.rows {
+                        for c in 0..d.cols {
+                            let at = if *col_major { i + (c * stride + r) as i64 } else { i + (r * stride + c) as i64 };
+                            let (lane, reg) = d.place(warp, r, c);
+                            let t = lane0 + lane as usize;
+                            let v = self.read_shared(*dtype, at, t)?;
+                            self.set(reg, t, Elem::F(f(v)));
+                        }
+                    }
+                }
+                SInst::CoopStore { value, index, stride } => {
+                    let i = address(self, *index, *stride, DType::F32)?;
+                    for r in 0..value.rows {
+                        for c in 0..value.cols {
+                            let (lane, reg) = value.place(warp, r, c);
+                            let t = lane0 + lane as usize;
+                            let v = self.get(reg, t);
+                            self.write_shared(DType::F32, i + (r * stride + c) as i64, v, t)?;
+                        }
+                    }
+                }
+                SInst::CoopMulAdd { a, b, c, d } => {
+                    let (m, n, k) = (c.rows, c.cols, a.cols);
+                    if (a.rows, b.rows, b.cols, d.rows, d.cols) != (m, k, n, m, n) {
+                        return Err(self.fault(
+                            lane0,
+                            format!("cooperative matrices of {}x{}, {}x{} and {}x{} do not multiply", a.rows, a.cols, b.rows, b.cols, m, n),
+                        ));
+                    }
+                    let get = |me: &Self, x: &Coop, r: u32, col: u32| {
+                        let (lane, reg) = x.place(warp, r, col);
+                        f(me.get(reg, lane0 + lane as usize))
+                    };
+                    let mut out = Vec::with_capacity((m * n) as usize);
+                    for i in 0..m {
+                        for j in 0..n {
+                            let mut acc = get(self, c, i, j);
+                            for kk in 0..k {
+                                acc = get(self, a, i, kk).mul_add(get(self, b, kk, j), acc);
+                            }
+                            out.push(acc);
+                        }
+                    }
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (lane, reg) = d.place(warp, i, j);
+                            self.set(reg, lane0 + lane as usize, Elem::F(out[(i * n + j) as usize]));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A shared-memory store by thread `t`, with the checks of [`SInst::StoreShared`].
+    fn write_shared(&mut self, dtype: DType, i: i64, v: Elem, t: usize) -> Result<(), SimtError> {
+        let epoch = self.epoch;
+
+        let pid = self.pid;
+        let arr = self.shared_array(dtype);
+        let slot = arr.and_then(|a| usize::try_from(i).ok().and_then(|i| a.get_mut(i))).ok_or_else(|| SimtError::Fault {
+            pid,
+            thread: t as u32,
+            what: format!("shared {dtype} store at {i} is out of bounds"),
+        })?;
+        // Several threads may write the same value in one epoch (replicated elements).
+        if let Some((e, w)) = slot.written {
+            if e == epoch && w != t as u32 && !same_elem(slot.value, v) {
+                return Err(SimtError::Fault {
+                    pid,
+                    thread: t as u32,
+                    what: format!("shared {dtype}[{i}] written with different values by threads {w} and {t} without a barrier"),
+                });
+            }
+        }
+        if slot.pending {
+            return Err(SimtError::Fault {
+                pid,
+                thread: t as u32,
+                what: format!("shared {dtype}[{i}] is written while an asynchronous copy to it is in flight"),
+            });
+        }
+        if slot.readers > 0 {
+            return Err(SimtError::Fault {
+                pid,
+                thread: t as u32,
+                what: format!("shared {dtype}[{i}] is written while a warpgroup matrix instruction not waited for reads it"),
+            });
+        }
+        self.writes += 1;
+        let seq = self.writes;
+        if let Some(slot) = self.shared_array(dtype).and_then(|a| a.get_mut(i as usize)) {
+            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
+        }
+        Ok(())
     }
 
     fn lowered_param_dtype(&self, param: u32) -> Option<DType> {

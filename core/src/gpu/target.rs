@@ -76,6 +76,12 @@ impl MatrixInstr {
         MatrixInstr { kind: MatrixKind::Wmma, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
     }
 
+    /// A subgroup-scope cooperative matrix multiply-add (`VK_KHR_cooperative_matrix`)
+    /// `16 x 16 x 16` with f32 accumulation on `dtype` operands.
+    pub fn coop_16x16x16(dtype: DType) -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
+    }
+
     /// The fragment maps of a warp-level instruction the lowering lays values out for; `None`
     /// for the instructions it does not (cooperative matrices, whose layout is the driver's,
     /// and warpgroup instructions, which build on mma.sync's).
@@ -181,7 +187,7 @@ impl Target {
     }
 
     /// The NVIDIA H200 through Vulkan: warps of 32, 48 KiB of shared memory per workgroup,
-    /// cooperative matrices (used once `dot` lowers to them).
+    /// cooperative matrices 16 x 16 x 16 on f16 (the configurations its driver lists).
     pub fn h200_vulkan() -> Target {
         Target {
             name: "vulkan:nvidia-h200".into(),

@@ -161,6 +161,9 @@ pub struct LowerInfo {
     pub in_flight: Vec<usize>,
     /// The `dot`s lowered to cooperative matrices, by value, with their shape (m, n, k).
     pub coop: Vec<(usize, [u32; 3])>,
+    /// Loads issued one iteration ahead into registers (`num_stages` on a target without
+    /// asynchronous copies), by value.
+    pub prefetched: Vec<usize>,
 }
 
 impl LowerInfo {
@@ -236,6 +239,8 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         coop_kept: std::collections::HashSet::new(),
         carried: HashMap::new(),
         pipelines: HashMap::new(),
+        prefetch: HashMap::new(),
+        prefetched: Vec::new(),
         rings: HashMap::new(),
         floors: HashMap::new(),
         num_stages: options.num_stages.max(1),
@@ -247,6 +252,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     plan_transposes(&mut lw);
     plan_matrix(&mut lw);
     plan_pipelines(&mut lw);
+    plan_prefetch(&mut lw);
     let tid = lw.e.thread_index();
     let wmask = lw.e.constant(DType::I32, Scalar::Int(warp as i64 - 1));
     let lane = lw.e.binary(BinaryOp::And, DType::I32, tid, wmask);
@@ -289,7 +295,10 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     in_flight.sort();
     let mut coop: Vec<(usize, [u32; 3])> = lw.coop.iter().map(|(v, (i, _))| (v.index(), [i.m, i.n, i.k])).collect();
     coop.sort();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop })
+    let mut prefetched = lw.prefetched;
+    prefetched.sort_unstable();
+    prefetched.dedup();
+    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop, prefetched })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -376,6 +385,12 @@ struct Lowerer<'a, E: Emitter> {
     carried: HashMap<Value, Layout>,
     /// Software-pipelined loops (by their induction variable) and the loads they issue early.
     pipelines: HashMap<Value, Pipeline>,
+    /// Loops (by induction variable) whose cooperative-matrix operands are loaded one iteration
+    /// ahead into registers, where the target has no asynchronous copies ([`plan_prefetch`]),
+    /// and the loads.
+    prefetch: HashMap<Value, Vec<Prefetch>>,
+    /// The loads emitted that way, by value index.
+    prefetched: Vec<usize>,
     /// Pipelined loads of the loop being lowered: not emitted where they stand, their `dot`s
     /// read the ring.
     rings: HashMap<Value, Ring<E::V>>,
@@ -442,6 +457,14 @@ impl PipeLoad {
     fn numel(&self) -> usize {
         self.shape[0] * self.shape[1]
     }
+}
+
+/// A load a loop issues one iteration ahead into registers ([`plan_prefetch`]).
+#[derive(Clone, Debug)]
+struct Prefetch {
+    load: Value,
+    /// The body instructions (indices, in order) that compute its offsets, mask and `other`.
+    slice: Vec<usize>,
 }
 
 /// Where a `dot` operand's fragments come from.
@@ -1193,6 +1216,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             // A pipelined load's tile is already on its way to the ring its `dot` reads.
             Op::Load { .. } if self.rings.contains_key(&inst.results[0]) => {}
+            // A prefetched load's tile came with the loop's carried registers.
+            Op::Load { .. } if self.prefetch.values().flatten().any(|f| f.load == inst.results[0]) && self.is_data(inst.results[0]) => {}
             Op::Load { buffer, offsets, mask, other } => self.load(inst, *buffer, *offsets, *mask, *other)?,
             Op::Store { buffer, offsets, value, mask } => self.store(inst, *buffer, *offsets, *value, *mask)?,
             Op::Atomic { op, buffer, offsets, value, mask } => self.atomic(inst, Some(*op), *buffer, *offsets, None, *value, *mask)?,
@@ -1214,6 +1239,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let dtypes = self.flat_dtypes(&types, &layouts);
                 let mut carried: Vec<(DType, E::V)> = dtypes.iter().copied().zip(init_regs).collect();
                 let nflat = carried.len();
+                // Loads issued an iteration ahead: the first iteration's tiles, where there is one.
+                let prefetch = self.prefetch.get(&body.args[0]).cloned();
+                let pre = match &prefetch {
+                    Some(loads) => {
+                        let go = self.e.cmp(CmpPred::Lt, iv_dtype, lo, hi);
+                        let tiles = self.prefetch_tiles(loads, body, lo, Some(go))?;
+                        for (l, (_, regs)) in loads.iter().zip(&tiles) {
+                            let d = reg_dtype(self.ty(l.load).dtype);
+                            carried.extend(regs.iter().map(|&r| (d, r)));
+                        }
+                        Some(tiles)
+                    }
+                    None => None,
+                };
                 let pipe = self.pipelines.get(&body.args[0]).cloned();
                 // A pipelined loop also carries the ring slots it reads and writes.
                 let ring = match &pipe {
@@ -1234,9 +1273,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     (Some(pipe), Some((bases, _))) => Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1])?),
                     _ => None,
                 };
+                let mut next_tiles = Vec::new();
+                if let (Some(loads), Some(pre)) = (&prefetch, &pre) {
+                    let mut k = nflat;
+                    for (l, (layout, regs)) in loads.iter().zip(pre) {
+                        self.set_data(l.load, layout.clone(), args[k..k + regs.len()].to_vec());
+                        k += regs.len();
+                    }
+                    // The next iteration's tiles, before this one's matrix work (past the end,
+                    // this iteration's again: in bounds, and never read).
+                    let later = self.e.binary(BinaryOp::Add, iv_dtype, iv, st);
+                    let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
+                    let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
+                    let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
+                    let it = self.e.select(iv_dtype, in_range, later, iv);
+                    let tiles = self.prefetch_tiles(loads, body, it, None)?;
+                    for ((l, (layout, regs)), (home, _)) in loads.iter().zip(tiles).zip(pre) {
+                        let t = self.ty(l.load).clone();
+                        let regs = if layout == *home { regs } else { self.convert(&t.shape, t.dtype, &layout, &regs, home)? };
+                        next_tiles.extend(regs);
+                    }
+                }
                 self.block(body)?;
                 let ys = self.yielded(body);
                 let mut next = self.flatten(&ys, &layouts)?;
+                next.extend(next_tiles);
                 if let Some((read, write)) = slots {
                     next.push(read);
                     next.push(write);
@@ -3043,6 +3104,78 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok((advance(self, read), advance(self, write)))
     }
 
+    /// Loads the tiles of a loop's prefetched loads for the iteration whose induction variable
+    /// is `iv`: evaluates their address slices at `iv` (the values they define are set aside
+    /// and restored) and loads each tile in the layout its load takes; with `guard`, only where
+    /// it holds (zeros otherwise: before a loop that may run no iteration, nothing is read).
+    fn prefetch_tiles(&mut self, loads: &[Prefetch], body: &'a Block, iv: E::V, guard: Option<E::V>) -> R<Vec<(Layout, Vec<E::V>)>> {
+        let mut slice: Vec<usize> = loads.iter().flat_map(|l| l.slice.iter().copied()).collect();
+        slice.sort_unstable();
+        slice.dedup();
+        let mut defined: Vec<Value> = vec![body.args[0]];
+        for &i in &slice {
+            defined.extend(body.insts[i].results.iter().copied());
+        }
+        defined.extend(loads.iter().map(|l| l.load));
+        type Saved<V> = (Value, Option<V>, Option<(Layout, Vec<V>)>);
+        let saved: Vec<Saved<E::V>> = defined.iter().map(|&v| (v, self.scalars.remove(&v), self.data.remove(&v))).collect();
+        self.push_scope();
+        self.scalars.insert(body.args[0], iv);
+        for &i in &slice {
+            self.inst(&body.insts[i])?;
+        }
+        let mut out = Vec::with_capacity(loads.len());
+        for l in loads {
+            let li = body.insts.iter().find(|x| x.results.first() == Some(&l.load)).ok_or_else(|| LowerError::Unsupported {
+                op: "load".into(),
+                loc: Loc::default(),
+                what: "a prefetched load outside its loop's body".into(),
+            })?;
+            let Op::Load { buffer, offsets, mask, other } = &li.op else { continue };
+            match guard {
+                None => self.load(li, *buffer, *offsets, *mask, *other)?,
+                Some(g) => {
+                    let t = self.ty(l.load).clone();
+                    let layout = match self.preferred.get(&l.load) {
+                        Some(p) => p.clone(),
+                        None => self.access_layout(*offsets, None, t.dtype),
+                    };
+                    let n = self.dist(&layout, &t.shape).num_regs();
+                    let rd = reg_dtype(t.dtype);
+                    self.e.begin_if(g, &vec![rd; n]);
+                    self.push_scope();
+                    self.load(li, *buffer, *offsets, *mask, *other)?;
+                    let (home, regs) = self.data.remove(&l.load).unwrap_or((layout.clone(), Vec::new()));
+                    let regs = if home == layout { regs } else { self.convert(&t.shape, t.dtype, &home, &regs, &layout)? };
+                    self.pop_scope();
+                    self.e.begin_else(&regs);
+                    let z = self.zero(t.dtype);
+                    let regs = self.e.end_if(&vec![z; n]);
+                    self.set_data(l.load, layout, regs);
+                }
+            }
+            let tile = self.data.remove(&l.load).ok_or_else(|| LowerError::Unsupported {
+                op: "load".into(),
+                loc: li.loc.clone(),
+                what: "a prefetched load that gave no tile".into(),
+            })?;
+            out.push(tile);
+            self.prefetched.push(l.load.index());
+        }
+        self.pop_scope();
+        for (v, sc, d) in saved {
+            self.scalars.remove(&v);
+            self.data.remove(&v);
+            if let Some(x) = sc {
+                self.scalars.insert(v, x);
+            }
+            if let Some(x) = d {
+                self.data.insert(v, x);
+            }
+        }
+        Ok(out)
+    }
+
     /// Issues the asynchronous copies of a pipelined loop's loads for the iteration whose
     /// induction variable is `iv`, into ring slot `slot`: evaluates the loop's address slice
     /// at `iv` (the values it defines are set aside and restored), then copies 16 bytes per
@@ -3692,6 +3825,119 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
         }
     }
     lw.pipelines = pipelines;
+}
+
+/// Chooses, with `num_stages` of at least 2 on a target without asynchronous copies (Vulkan),
+/// the loads to issue one iteration ahead into registers, as Triton does without cp.async: a
+/// load in a `for` body (not nested deeper, positive constant step) of a tile whose only uses
+/// are as an operand of a `dot` on cooperative matrices in that body, filling masked-off
+/// elements with zero, whose offsets and mask are pure functions of the induction variable and
+/// values from outside the loop. The loop then carries the next iteration's tile, loaded before
+/// this iteration's matrix work.
+fn plan_prefetch<E: Emitter>(lw: &mut Lowerer<'_, E>) {
+    // Cooperative matrices exist only on Vulkan targets, which have no asynchronous copies
+    // (the emulator offers them on every target; the target decides, so that the emulator's
+    // program is the device's).
+    if lw.num_stages < 2 || lw.coop.is_empty() {
+        return;
+    }
+    let p = lw.p;
+    let mut defs: HashMap<Value, &Op> = HashMap::new();
+    let mut loops: Vec<&Inst> = Vec::new();
+    walk_block(&p.body, &mut |inst| {
+        for &r in &inst.results {
+            defs.insert(r, &inst.op);
+        }
+        if let Op::For { .. } = inst.op {
+            loops.push(inst);
+        }
+    });
+    let zero_or_none = |o: &Option<Value>| -> bool {
+        let Some(v) = o else { return true };
+        let c = match defs.get(v).copied() {
+            Some(Op::Splat { x }) => defs.get(x).copied(),
+            d => d,
+        };
+        matches!(c, Some(Op::Const { value: Scalar::Int(0) })) || matches!(c, Some(Op::Const { value: Scalar::Float(f) }) if f.to_bits() == 0)
+    };
+    let mut uses: HashMap<Value, usize> = HashMap::new();
+    p.walk(&mut |inst| {
+        for o in inst.op.operands() {
+            *uses.entry(o).or_insert(0) += 1;
+        }
+    });
+    let mut out = HashMap::new();
+    for inst in loops {
+        let Op::For { step, body, .. } = &inst.op else { continue };
+        if !matches!(defs.get(step), Some(Op::Const { value: Scalar::Int(x) }) if *x > 0) || lw.pipelines.contains_key(&body.args[0]) {
+            continue;
+        }
+        let local: HashMap<Value, usize> = body.insts.iter().enumerate().flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i))).collect();
+        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| -> bool {
+            let mut stack = vec![v];
+            while let Some(v) = stack.pop() {
+                if body.args[1..].contains(&v) {
+                    return false;
+                }
+                let Some(&i) = local.get(&v) else { continue };
+                let op = &body.insts[i].op;
+                let pure = match op {
+                    Op::Const { .. }
+                    | Op::Arange { .. }
+                    | Op::Splat { .. }
+                    | Op::Broadcast { .. }
+                    | Op::ExpandDims { .. }
+                    | Op::Cmp { .. }
+                    | Op::Select { .. } => true,
+                    Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Arg { .. } => true,
+                    Op::Binary { op, .. } => !matches!(op, BinaryOp::Div | BinaryOp::Rem),
+                    Op::Cast { .. } => !p.ty(body.insts[i].results[0]).dtype.is_float(),
+                    _ => false,
+                };
+                if !pure {
+                    return false;
+                }
+                if out.insert(i) {
+                    stack.extend(op.operands());
+                }
+            }
+            true
+        };
+        // Uses of each value inside the body's top level (a nested use disqualifies a load).
+        let mut top: HashMap<Value, Vec<&Inst>> = HashMap::new();
+        for u in &body.insts {
+            for o in u.op.operands() {
+                top.entry(o).or_default().push(u);
+            }
+        }
+        let mut loads = Vec::new();
+        for li in &body.insts {
+            let Op::Load { offsets, mask, other, .. } = &li.op else { continue };
+            let r = li.results[0];
+            if p.ty(r).rank() != 2 || !zero_or_none(other) {
+                continue;
+            }
+            let coop_operand = top.get(&r).is_some_and(|us| {
+                us.len() == uses.get(&r).copied().unwrap_or(0)
+                    && us
+                        .iter()
+                        .all(|u| matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.coop.contains_key(&u.results[0])))
+            });
+            if !coop_operand {
+                continue;
+            }
+            let mut slice = std::collections::BTreeSet::new();
+            if !slice_of(*offsets, &mut slice) || !mask.map_or(true, |m| slice_of(m, &mut slice)) || !other.map_or(true, |o| slice_of(o, &mut slice))
+            {
+                continue;
+            }
+            loads.push(Prefetch { load: r, slice: slice.into_iter().collect() });
+        }
+        if !loads.is_empty() {
+            out.insert(body.args[0], loads);
+        }
+    }
+    lw.prefetch = out;
 }
 
 /// The `dot`s of a pipelined loop's body that may leave their warpgroup matrix instructions in

@@ -101,6 +101,12 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
     if options.num_stages > 1 {
         // Whether the knob took effect, and where it could not, what it needs.
         out.push_str(&match info.pipelined_loads() {
+            0 if !info.prefetched.is_empty() => format!(
+                "; num_stages = {}: {} loads issued one iteration ahead into registers (no asynchronous copies on this target: \
+                 one iteration whatever the depth)\n",
+                options.num_stages,
+                info.prefetched.len()
+            ),
             0 => format!(
                 "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and NVIDIA's matrix \
                  instructions, and 2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
@@ -134,6 +140,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                     }
                     (None, Some(Some(l))) if info.in_flight.contains(&idx) => format!("{l} via wgmma, in flight into the next iteration"),
                     (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),
+                    (None, Some(Some(l))) if info.prefetched.contains(&idx) => format!("{l}, loaded one iteration ahead"),
                     (None, Some(Some(l))) if info.coop.iter().any(|(v, _)| *v == idx) && !matches!(l, layout::Layout::Coop(_)) => {
                         format!("{l} via cooperative matrices")
                     }

@@ -1746,3 +1746,52 @@ enum Query {
     None,
     Statistics,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(
+        m: u32,
+        n: u32,
+        k: u32,
+        ab: vk::ComponentTypeKHR,
+        c: vk::ComponentTypeKHR,
+        scope: vk::ScopeKHR,
+    ) -> vk::CooperativeMatrixPropertiesKHR<'static> {
+        vk::CooperativeMatrixPropertiesKHR {
+            m_size: m,
+            n_size: n,
+            k_size: k,
+            a_type: ab,
+            b_type: ab,
+            c_type: c,
+            result_type: c,
+            scope,
+            ..Default::default()
+        }
+    }
+
+    /// What an NVIDIA driver lists (f16 and int8 shapes, f16 and f32 accumulators, subgroup
+    /// and workgroup scope): only subgroup-scope f16 x f16 + f32 configurations become matrix
+    /// instructions, each once.
+    #[test]
+    fn cooperative_matrix_configurations_dot_may_use() {
+        use vk::ComponentTypeKHR as C;
+        let sg = vk::ScopeKHR::SUBGROUP;
+        let listed = [
+            props(16, 16, 16, C::FLOAT16, C::FLOAT16, sg),
+            props(16, 16, 16, C::FLOAT16, C::FLOAT32, sg),
+            props(16, 8, 16, C::FLOAT16, C::FLOAT32, sg),
+            props(16, 16, 32, C::SINT8, C::SINT32, sg),
+            props(16, 16, 16, C::FLOAT16, C::FLOAT32, sg),
+            props(64, 64, 16, C::FLOAT16, C::FLOAT32, vk::ScopeKHR::WORKGROUP),
+        ];
+        let got = cooperative_matrix_instrs(&listed);
+        let want = vec![MatrixInstr::coop_16x16x16(DType::F16), MatrixInstr { n: 8, ..MatrixInstr::coop_16x16x16(DType::F16) }];
+        assert_eq!(got, want);
+        let mut saturating = props(16, 16, 16, C::FLOAT16, C::FLOAT32, sg);
+        saturating.saturating_accumulation = vk::TRUE;
+        assert!(cooperative_matrix_instrs(&[saturating]).is_empty());
+    }
+}

@@ -1546,4 +1546,45 @@ mod tests {
         let err = lowered.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
         assert!(err.contains("the copies of a[") && err.contains("of a matrix instruction differ"), "{err}");
     }
+    fn first_coop_load(code: &mut [SInst]) -> Option<&mut Reg> {
+        code.iter_mut().find_map(|i| match i {
+            SInst::CoopLoad { index, .. } => Some(index),
+            _ => None,
+        })
+    }
+
+    /// Cooperative matrices on the H200's Vulkan target: the dot's value through the model,
+    /// and the extension's addressing rules checked: a load whose pointer differs between the
+    /// lanes of a warp, or is not 16-byte aligned, faults.
+    #[test]
+    fn cooperative_matrix_addresses_are_checked() {
+        let program = crate::text::parse(DOT).unwrap();
+        let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
+        let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
+        let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
+        let c = HostBuffer::from_f64(DType::F32, &[0.0; 256]);
+        let args = [Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)];
+        let lowered = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+        assert_eq!(lowered.info.coop.len(), 1, "the dot runs on cooperative matrices");
+        lowered.run(&program, [1, 1, 1], &args).unwrap();
+        let want: f64 = (0..16).map(|k| values[k] * values[k * 16]).sum();
+        assert_eq!(c.to_f64()[0], want);
+        for (what, inst) in [
+            ("is addressed at", SInst::ThreadIndex { dst: 0 }),
+            ("is not 16-byte aligned", SInst::Const { dst: 0, dtype: DType::I32, value: Scalar::Int(4) }),
+        ] {
+            let mut broken = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+            let r = broken.regs;
+            broken.regs += 1;
+            let inst = match inst {
+                SInst::ThreadIndex { .. } => SInst::ThreadIndex { dst: r },
+                SInst::Const { dtype, value, .. } => SInst::Const { dst: r, dtype, value },
+                other => other,
+            };
+            broken.code.insert(0, inst);
+            *first_coop_load(&mut broken.code).expect("a cooperative matrix load") = r;
+            let err = broken.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
+            assert!(err.contains(what), "{err}");
+        }
+    }
 }

@@ -75,6 +75,9 @@ const SEMANTICS_RELAXED: u32 = 0;
 const GRID_FOLD_BYTES: u32 = 12;
 /// AcquireRelease | WorkgroupMemory.
 const SEMANTICS_BARRIER: u32 = 0x8 | 0x100;
+/// MakeAvailable and MakeVisible (Vulkan memory model only).
+const SEMANTICS_MAKE_AVAILABLE: u32 = 0x2000;
+const SEMANTICS_MAKE_VISIBLE: u32 = 0x4000;
 
 /// Why a kernel could not be emitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,6 +214,9 @@ pub struct SpirvEmitter {
     /// The cooperative-matrix type of every value that holds one (their dtype is their
     /// component's).
     coop_types: HashMap<Word, Word>,
+    /// Pointers into workgroup memory (shared arrays), for the Vulkan memory model's
+    /// non-private accesses.
+    workgroup_ptrs: HashSet<Word>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -300,6 +306,7 @@ impl SpirvEmitter {
             strided: HashSet::new(),
             types: HashMap::new(),
             coop_types: HashMap::new(),
+            workgroup_ptrs: HashSet::new(),
         };
 
         // Interface: buffers in parameter order, scalars packed into one push-constant block.
@@ -575,10 +582,13 @@ impl SpirvEmitter {
             self.b.extension("SPV_EXT_shader_atomic_float_add");
         }
         if used.coop {
-            // The extension requires the Vulkan memory model in shaders; the module's barriers
-            // (acquire-release on workgroup memory) mean the same under it.
+            // The extension requires the Vulkan memory model in shaders. Under it a barrier
+            // orders only non-private accesses: every workgroup-memory access is marked
+            // NonPrivatePointer, and the barriers make the writes before them available and
+            // visible (what GLSL's `shared` and `barrier()` become under that model).
             self.b.extension("SPV_KHR_cooperative_matrix");
             self.b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::Vulkan);
+            self.non_private_workgroup_accesses();
         }
         // From SPIR-V 1.4 the interface lists every global the entry point uses; before, only
         // Input and Output variables.
@@ -732,6 +742,32 @@ impl SpirvEmitter {
         };
         self.types.insert(key, t);
         t
+    }
+
+    /// Marks every load and store through a workgroup pointer `NonPrivatePointer` and gives
+    /// every workgroup barrier MakeAvailable and MakeVisible semantics (the Vulkan memory
+    /// model's).
+    fn non_private_workgroup_accesses(&mut self) {
+        let plain = self.c_u32(SEMANTICS_BARRIER);
+        let vmm = self.c_u32(SEMANTICS_BARRIER | SEMANTICS_MAKE_AVAILABLE | SEMANTICS_MAKE_VISIBLE);
+        let wg = std::mem::take(&mut self.workgroup_ptrs);
+        let non_private = || Operand::MemoryAccess(spirv::MemoryAccess::NON_PRIVATE_POINTER);
+        for f in &mut self.b.module_mut().functions {
+            for block in &mut f.blocks {
+                for inst in &mut block.instructions {
+                    let through_wg = matches!(inst.operands.first(), Some(Operand::IdRef(p)) if wg.contains(p));
+                    match inst.class.opcode {
+                        Op::Load if through_wg && inst.operands.len() == 1 => inst.operands.push(non_private()),
+                        Op::Store if through_wg && inst.operands.len() == 2 => inst.operands.push(non_private()),
+                        Op::ControlBarrier if inst.operands.get(2) == Some(&Operand::IdMemorySemantics(plain)) => {
+                            inst.operands[2] = Operand::IdMemorySemantics(vmm)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.workgroup_ptrs = wg;
     }
 
     /// The cooperative-matrix type of `instr`'s operand `role`, or `None` (with the error
@@ -1476,7 +1512,9 @@ impl SpirvEmitter {
         let var = slot.var;
         let (elem, _) = self.shared_elem_ty(dtype);
         let p = self.ptr_ty(spirv::StorageClass::Workgroup, elem);
-        Some((self.emit(Op::AccessChain, p, &[var, index.id]), elem))
+        let ptr = self.emit(Op::AccessChain, p, &[var, index.id]);
+        self.workgroup_ptrs.insert(ptr);
+        Some((ptr, elem))
     }
 
     // ---- arithmetic pieces ----
@@ -2462,7 +2500,18 @@ impl Emitter for SpirvEmitter {
         let ty = self.coop_ty(instr, role)?;
         let (ptr, _) = self.shared_ptr(dtype, index, "cooperative matrix load")?;
         let (layout, stride) = (self.c_u32(u32::from(col_major)), self.c_u32(stride));
-        let id = self.emit(Op::CooperativeMatrixLoadKHR, ty, &[ptr, layout, stride]);
+        let id = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::CooperativeMatrixLoadKHR,
+            Some(ty),
+            Some(id),
+            vec![
+                Operand::IdRef(ptr),
+                Operand::IdRef(layout),
+                Operand::IdRef(stride),
+                Operand::MemoryAccess(spirv::MemoryAccess::NON_PRIVATE_POINTER),
+            ],
+        ));
         self.coop_types.insert(id, ty);
         Some(self.value(id, component))
     }
@@ -2479,7 +2528,13 @@ impl Emitter for SpirvEmitter {
             Op::CooperativeMatrixStoreKHR,
             None,
             None,
-            vec![Operand::IdRef(ptr), Operand::IdRef(value.id), Operand::IdRef(layout), Operand::IdRef(stride)],
+            vec![
+                Operand::IdRef(ptr),
+                Operand::IdRef(value.id),
+                Operand::IdRef(layout),
+                Operand::IdRef(stride),
+                Operand::MemoryAccess(spirv::MemoryAccess::NON_PRIVATE_POINTER),
+            ],
         ));
         Some(())
     }

@@ -152,3 +152,18 @@ fn matmul_h200_vulkan() {
     let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
     assert!(ir.contains("dot") && ir.contains("#coop<16x16, warps [2, 2]>"), "{ir}");
 }
+
+/// Flash attention on the H200 through Vulkan: both dots on cooperative matrices, each result
+/// moved into the exchange map at once (the softmax reads its rows there, a slice of it carries
+/// the row statistics), the output accumulator carried in that map and moved into cooperative
+/// matrices by its dot; K and V, which only feed the dots, loaded one iteration ahead. Causal:
+/// two key loops (the blocks below the diagonal, then the diagonal's), two dots each.
+#[test]
+fn attention_h200_vulkan() {
+    let p = Problem::new(&[4, 32, 4096, 64], DType::F16).with("causal", "1");
+    let config = "BLOCK_M=64,BLOCK_N=64,num_warps=4,num_stages=2";
+    golden("attention_h200_vulkan", "attention", &p, config, &Target::h200_vulkan());
+    let ir = gpu_ir("attention", &p, config, &Target::h200_vulkan());
+    assert_eq!(ir.matches("via cooperative matrices").count(), 4, "{ir}");
+    assert_eq!(ir.matches("loaded one iteration ahead").count(), 4, "{ir}");
+}

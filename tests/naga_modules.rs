@@ -10,7 +10,7 @@ use golden::check_golden;
 
 #[path = "common/spirv_val.rs"]
 mod spirv_val;
-use spirv_val::spirv_val;
+use spirv_val::system_spirv_val as spirv_val;
 use tilekit::device::launch_options;
 use tilekit::gpu::lower::LowerOptions;
 use tilekit::gpu::Target;

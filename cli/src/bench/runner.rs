@@ -292,6 +292,7 @@ fn target_lowering(target: &tilekit_core::gpu::Target, plan: &Plan, config: &Con
         .map(|d| super::schema::Lowering {
             dots: d.dots,
             pipelined_loads: d.pipelined_loads as u64,
+            prefetched_loads: d.prefetched_loads as u64,
             shared_bytes: d.shared_bytes,
             threads: d.threads,
         })

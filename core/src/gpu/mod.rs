@@ -30,6 +30,8 @@ pub struct Decisions {
     /// 16x16x16`, ... or `fma`.
     pub dots: Vec<String>,
     pub pipelined_loads: usize,
+    /// Loads issued one iteration ahead into registers (see [`lower::LowerInfo::prefetched`]).
+    pub prefetched_loads: usize,
     pub shared_bytes: u64,
     pub threads: u32,
 }
@@ -58,7 +60,13 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
             });
         }
     });
-    Ok(Decisions { dots, pipelined_loads: info.pipelined_loads(), shared_bytes: info.shared_bytes, threads: info.threads })
+    Ok(Decisions {
+        dots,
+        pipelined_loads: info.pipelined_loads(),
+        prefetched_loads: info.prefetched.len(),
+        shared_bytes: info.shared_bytes,
+        threads: info.threads,
+    })
 }
 
 /// The GPU IR as text: the tile program with the layout the lowering gave every data value

@@ -3738,38 +3738,7 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
                 uses.entry(v).or_default().push((i, inst));
             }
         }
-        // The body instructions a value needs, if it is a pure function of the induction
-        // variable and outside values.
-        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| -> bool {
-            let mut stack = vec![v];
-            while let Some(v) = stack.pop() {
-                if body.args[1..].contains(&v) {
-                    return false;
-                }
-                let Some(&i) = local.get(&v) else { continue };
-                let op = &body.insts[i].op;
-                let pure = match op {
-                    Op::Const { .. }
-                    | Op::Arange { .. }
-                    | Op::Splat { .. }
-                    | Op::Broadcast { .. }
-                    | Op::ExpandDims { .. }
-                    | Op::Cmp { .. }
-                    | Op::Select { .. } => true,
-                    Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Arg { .. } => true,
-                    Op::Binary { op, .. } => !matches!(op, BinaryOp::Div | BinaryOp::Rem),
-                    Op::Cast { .. } => !p.ty(body.insts[i].results[0]).dtype.is_float(),
-                    _ => false,
-                };
-                if !pure {
-                    return false;
-                }
-                if out.insert(i) {
-                    stack.extend(op.operands());
-                }
-            }
-            true
-        };
+        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| address_slice(p, body, &local, v, out);
         let mut loads = Vec::new();
         let mut slice = std::collections::BTreeSet::new();
         for (i, li) in body.insts.iter().enumerate() {
@@ -3827,6 +3796,41 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
     lw.pipelines = pipelines;
 }
 
+/// Adds to `out` the body instructions (indices) that `v` needs, if it is a pure function of
+/// the induction variable and values from outside the loop (no carried values, loads,
+/// divisions or float casts); `local` maps the body's values to their instructions. A loop
+/// evaluates such a slice for a later iteration to issue that iteration's loads early.
+fn address_slice(p: &Program, body: &Block, local: &HashMap<Value, usize>, v: Value, out: &mut std::collections::BTreeSet<usize>) -> bool {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        if body.args[1..].contains(&v) {
+            return false;
+        }
+        let Some(&i) = local.get(&v) else { continue };
+        let op = &body.insts[i].op;
+        let pure = match op {
+            Op::Const { .. }
+            | Op::Arange { .. }
+            | Op::Splat { .. }
+            | Op::Broadcast { .. }
+            | Op::ExpandDims { .. }
+            | Op::Cmp { .. }
+            | Op::Select { .. } => true,
+            Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Arg { .. } => true,
+            Op::Binary { op, .. } => !matches!(op, BinaryOp::Div | BinaryOp::Rem),
+            Op::Cast { .. } => !p.ty(body.insts[i].results[0]).dtype.is_float(),
+            _ => false,
+        };
+        if !pure {
+            return false;
+        }
+        if out.insert(i) {
+            stack.extend(op.operands());
+        }
+    }
+    true
+}
+
 /// Chooses, with `num_stages` of at least 2 on a target without asynchronous copies (Vulkan),
 /// the loads to issue one iteration ahead into registers, as Triton does without cp.async: a
 /// load in a `for` body (not nested deeper, positive constant step) of a tile whose only uses
@@ -3873,36 +3877,7 @@ fn plan_prefetch<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             continue;
         }
         let local: HashMap<Value, usize> = body.insts.iter().enumerate().flat_map(|(i, inst)| inst.results.iter().map(move |&r| (r, i))).collect();
-        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| -> bool {
-            let mut stack = vec![v];
-            while let Some(v) = stack.pop() {
-                if body.args[1..].contains(&v) {
-                    return false;
-                }
-                let Some(&i) = local.get(&v) else { continue };
-                let op = &body.insts[i].op;
-                let pure = match op {
-                    Op::Const { .. }
-                    | Op::Arange { .. }
-                    | Op::Splat { .. }
-                    | Op::Broadcast { .. }
-                    | Op::ExpandDims { .. }
-                    | Op::Cmp { .. }
-                    | Op::Select { .. } => true,
-                    Op::ProgramId { .. } | Op::NumPrograms { .. } | Op::Arg { .. } => true,
-                    Op::Binary { op, .. } => !matches!(op, BinaryOp::Div | BinaryOp::Rem),
-                    Op::Cast { .. } => !p.ty(body.insts[i].results[0]).dtype.is_float(),
-                    _ => false,
-                };
-                if !pure {
-                    return false;
-                }
-                if out.insert(i) {
-                    stack.extend(op.operands());
-                }
-            }
-            true
-        };
+        let slice_of = |v: Value, out: &mut std::collections::BTreeSet<usize>| address_slice(p, body, &local, v, out);
         // Uses of each value inside the body's top level (a nested use disqualifies a load).
         let mut top: HashMap<Value, Vec<&Inst>> = HashMap::new();
         for u in &body.insts {

@@ -1517,6 +1517,17 @@ mod tests {
   store c[%8], %13
 }";
 
+    /// [`DOT`] on one warp with its inputs (a 16 x 16 `a` and `b` of small integers in f16,
+    /// `c` zeroed): the program, its options, the input values and the buffers.
+    fn dot_case() -> (Program, LowerOptions, Vec<f64>, [HostBuffer; 3]) {
+        let program = crate::text::parse(DOT).unwrap();
+        let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
+        let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
+        let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
+        let c = HostBuffer::from_f64(DType::F32, &[0.0; 256]);
+        (program, options, values, [a, b, c])
+    }
+
     fn mma_a_regs(code: &mut [SInst]) -> Option<&mut Vec<Reg>> {
         code.iter_mut().find_map(|i| match i {
             SInst::Mma { a, .. } => Some(a),
@@ -1529,11 +1540,7 @@ mod tests {
     /// (here one `a` register replaced by the lane's thread index).
     #[test]
     fn wmma_copies_that_differ_fault() {
-        let program = crate::text::parse(DOT).unwrap();
-        let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
-        let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
-        let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
-        let c = HostBuffer::from_f64(DType::F32, &[0.0; 256]);
+        let (program, options, values, [a, b, c]) = dot_case();
         let args = [Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)];
         let mut lowered = compile(&program, &Target::amd_gfx1100(), &options).unwrap();
         lowered.run(&program, [1, 1, 1], &args).unwrap();
@@ -1558,11 +1565,7 @@ mod tests {
     /// lanes of a warp, or is not 16-byte aligned, faults.
     #[test]
     fn cooperative_matrix_addresses_are_checked() {
-        let program = crate::text::parse(DOT).unwrap();
-        let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
-        let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
-        let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
-        let c = HostBuffer::from_f64(DType::F32, &[0.0; 256]);
+        let (program, options, values, [a, b, c]) = dot_case();
         let args = [Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)];
         let lowered = compile(&program, &Target::h200_vulkan(), &options).unwrap();
         assert_eq!(lowered.info.coop.len(), 1, "the dot runs on cooperative matrices");

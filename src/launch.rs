@@ -251,9 +251,7 @@ impl Device {
         // Cooperative matrices only where the caller's device enabled them (wgpu's
         // EXPERIMENTAL_COOPERATIVE_MATRIX); elsewhere `dot` keeps its other lowerings.
         let mut target = target;
-        if !device.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-            target.matrix.retain(|m| m.kind != tilekit_core::gpu::MatrixKind::CooperativeMatrix);
-        }
+        tilekit_spirv::keep_wgpu_matrix_instrs(&mut target, device.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
         let d = Device::Wgpu { name: name.to_string(), target, naga: false };
         Device::adopt_wgpu(d, tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info))
     }

@@ -151,6 +151,11 @@ fn matmul_h200_vulkan() {
     golden("matmul_h200_vulkan", "matmul", &p, config, &Target::h200_vulkan());
     let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
     assert!(ir.contains("dot") && ir.contains("#coop<16x16, warps [2, 2]>"), "{ir}");
+    // bf16 takes the same cooperative matrices (VK_KHR_shader_bfloat16), its operands staged
+    // as bf16 bits.
+    let p = Problem::new(&[4096, 4096, 4096], DType::BF16);
+    let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
+    assert!(ir.contains("#coop<16x16, warps [2, 2]>") && ir.contains(" x bf16 + "), "{ir}");
 }
 
 /// Flash attention on the H200 through Vulkan: both dots on cooperative matrices, each result

@@ -197,7 +197,7 @@ fn assert_f16_widened_by_bits(text: &str, what: &str) {
     }
 }
 
-/// Matmul and attention on the H200's Vulkan target lower their f16 dots to cooperative
+/// Matmul and attention on the H200's Vulkan target lower their f16 and bf16 dots to cooperative
 /// matrices; the modules pass SPIRV-Tools v2025.3's validator, which checks the extension's
 /// types and instructions (without the capability the same module is refused, so the check
 /// reads them).
@@ -209,25 +209,47 @@ fn cooperative_matrix_modules_pass_spirv_val() {
         ("attention", vec![1, 2, 128, 64], "BLOCK_M=64,BLOCK_N=64,num_warps=4,num_stages=1"),
     ] {
         let k = kernels::find(kernel).expect("a library kernel");
-        let problem = Problem::new(&shape, DType::F16);
-        let config: Config = config.parse().expect("a configuration");
-        let plan = k.plan(&problem, &config).expect("a plan");
-        for launch in &plan.launches {
-            let options = launch_options(&LowerOptions::for_config(&config), launch);
-            let c = compile(&launch.program, &target, &options).unwrap_or_else(|e| panic!("{kernel}: {e}"));
-            let text = disassemble_with_rspirv(&c.kernel.words);
-            assert!(text.contains("OpCooperativeMatrixMulAddKHR") && text.contains("OpMemoryModel Logical Vulkan"), "{kernel}: {text}");
-            assert!(c.kernel.requirements.cooperative_matrix, "{kernel}");
-            spirv_val(&c.kernel.words, &format!("{kernel} on {}", target.name));
-            // OpCapability CooperativeMatrixKHR, dropped.
-            let stripped: Vec<u32> = {
-                let w = &c.kernel.words;
-                let at = w.windows(2).position(|p| p == [2 << 16 | 17, 6022]).expect("the capability");
-                w[..at].iter().chain(&w[at + 2..]).copied().collect()
-            };
-            use spirv_tools::val::Validator;
-            let v = spirv_tools::val::create(Some(spirv_tools::TargetEnv::Vulkan_1_3));
-            assert!(v.validate(&stripped, None).is_err(), "{kernel}: a module without the capability passes");
+        for dtype in [DType::F16, DType::BF16] {
+            let problem = Problem::new(&shape, dtype);
+            let config: Config = config.parse().expect("a configuration");
+            let plan = k.plan(&problem, &config).expect("a plan");
+            for launch in &plan.launches {
+                let options = launch_options(&LowerOptions::for_config(&config), launch);
+                let c = compile(&launch.program, &target, &options).unwrap_or_else(|e| panic!("{kernel} {dtype}: {e}"));
+                let text = disassemble_with_rspirv(&c.kernel.words);
+                assert!(text.contains("OpCooperativeMatrixMulAddKHR") && text.contains("OpMemoryModel Logical Vulkan"), "{kernel} {dtype}: {text}");
+                assert!(c.kernel.requirements.cooperative_matrix, "{kernel} {dtype}");
+                // bf16 operands are cooperative matrices of SPV_KHR_bfloat16's type, loaded from
+                // the bf16 bits staged in shared memory.
+                let bf16 = dtype == DType::BF16;
+                assert_eq!(c.kernel.requirements.cooperative_matrix_bf16, bf16, "{kernel} {dtype}");
+                assert_eq!(text.contains("OpCapability BFloat16CooperativeMatrixKHR"), bf16, "{kernel} {dtype}: {text}");
+                assert_eq!(text.contains("OpTypeFloat 16 BFloat16KHR"), bf16, "{kernel} {dtype}: {text}");
+                spirv_val(&c.kernel.words, &format!("{kernel} {dtype} on {}", target.name));
+                // Without the capability the same module is refused: OpCapability
+                // CooperativeMatrixKHR (6022) dropped, and for bf16 BFloat16CooperativeMatrixKHR
+                // (5118), which implies it, dropped too or alone.
+                let strip = |words: &[u32], caps: &[u32]| -> Vec<u32> {
+                    let mut w = words.to_vec();
+                    for &cap in caps {
+                        let at = w.windows(2).position(|p| p == [2 << 16 | 17, cap]).expect("the capability");
+                        w.drain(at..at + 2);
+                    }
+                    w
+                };
+                let mut without: Vec<Vec<u32>> = vec![];
+                if bf16 {
+                    without.push(strip(&c.kernel.words, &[6022, 5118]));
+                    without.push(strip(&c.kernel.words, &[5118]));
+                } else {
+                    without.push(strip(&c.kernel.words, &[6022]));
+                }
+                use spirv_tools::val::Validator;
+                let v = spirv_tools::val::create(Some(spirv_tools::TargetEnv::Vulkan_1_3));
+                for stripped in without {
+                    assert!(v.validate(&stripped, None).is_err(), "{kernel} {dtype}: a module without the capability passes");
+                }
+            }
         }
     }
 }

@@ -556,6 +556,12 @@ pub struct DeviceInfo {
     /// float controls and matrix instructions it uses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetInfo>,
+    /// Vulkan and wgpu devices: every cooperative-matrix configuration the driver lists and the
+    /// matrix-related extensions present, beyond the ones `dot` uses (`target.matrix`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cooperative_matrix_listed: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matrix_extensions: Vec<String>,
 }
 
 /// The facts of a [`tilekit_core::gpu::Target`] a device report shows.
@@ -598,11 +604,30 @@ fn compile_only_targets() -> Vec<String> {
 }
 
 fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let probes = if json { tilekit_spirv::VulkanRuntime::devices().unwrap_or_default() } else { Vec::new() };
     let devices: Vec<DeviceInfo> = Device::all()
         .iter()
         .enumerate()
-        .map(|(i, d)| DeviceInfo { name: d.name(), default: i == 0, compile_only: false, target: d.target().map(TargetInfo::of) })
-        .chain(compile_only_targets().into_iter().map(|name| DeviceInfo { name, default: false, compile_only: true, target: None }))
+        .map(|(i, d)| {
+            let name = d.name();
+            let probe = probes.iter().find(|p| (name.starts_with("vulkan:") || name.starts_with("wgpu")) && name.ends_with(&format!(":{}", p.name)));
+            DeviceInfo {
+                default: i == 0,
+                compile_only: false,
+                target: d.target().map(TargetInfo::of),
+                cooperative_matrix_listed: probe.map(|p| p.cooperative_matrix_listed.clone()).unwrap_or_default(),
+                matrix_extensions: probe.map(|p| p.matrix_extensions.clone()).unwrap_or_default(),
+                name,
+            }
+        })
+        .chain(compile_only_targets().into_iter().map(|name| DeviceInfo {
+            name,
+            default: false,
+            compile_only: true,
+            target: None,
+            cooperative_matrix_listed: Vec::new(),
+            matrix_extensions: Vec::new(),
+        }))
         .collect();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&devices)?)?;

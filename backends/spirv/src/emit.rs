@@ -117,6 +117,8 @@ struct Used {
     f16_rte: bool,
     /// Cooperative matrices (`SPV_KHR_cooperative_matrix`, with the Vulkan memory model).
     coop: bool,
+    /// Cooperative matrices of bf16 (`SPV_KHR_bfloat16`; the module's only bf16 type).
+    coop_bf16: bool,
 }
 
 struct BufferSlot {
@@ -223,6 +225,9 @@ pub struct SpirvEmitter {
 enum TypeKey {
     Int(u32),
     Float(u32),
+    /// 16-bit brain float (`SPV_KHR_bfloat16`): only cooperative matrices hold it; bf16
+    /// arithmetic elsewhere widens its bits to f32.
+    BFloat16,
     Bool,
     Vector(Word, u32),
     Pointer(spirv::StorageClass, Word),
@@ -563,6 +568,8 @@ impl SpirvEmitter {
             (used.f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
             (used.coop, spirv::Capability::CooperativeMatrixKHR),
             (used.coop, spirv::Capability::VulkanMemoryModel),
+            (used.coop_bf16, spirv::Capability::BFloat16TypeKHR),
+            (used.coop_bf16, spirv::Capability::BFloat16CooperativeMatrixKHR),
         ] {
             if on {
                 caps.push(cap);
@@ -587,6 +594,9 @@ impl SpirvEmitter {
             // NonPrivatePointer, and the barriers make the writes before them available and
             // visible (what GLSL's `shared` and `barrier()` become under that model).
             self.b.extension("SPV_KHR_cooperative_matrix");
+            if used.coop_bf16 {
+                self.b.extension("SPV_KHR_bfloat16");
+            }
             self.b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::Vulkan);
             self.non_private_workgroup_accesses();
         }
@@ -631,6 +641,7 @@ impl SpirvEmitter {
             f16_rte: used.f16_rte,
             denorm_preserve_f32: self.target.f32_denorm_preserve,
             cooperative_matrix: used.coop,
+            cooperative_matrix_bf16: used.coop_bf16,
         };
         let t = &self.target;
         let mut missing = Vec::new();
@@ -725,6 +736,7 @@ impl SpirvEmitter {
         let t = match key {
             TypeKey::Int(w) => self.b.type_int(w, 0),
             TypeKey::Float(w) => self.b.type_float(w, None),
+            TypeKey::BFloat16 => self.b.type_float(16, Some(spirv::FPEncoding::BFloat16KHR)),
             TypeKey::Bool => self.b.type_bool(),
             TypeKey::Vector(c, n) => self.b.type_vector(c, n),
             TypeKey::Pointer(class, pointee) => self.b.type_pointer(None, class, pointee),
@@ -777,6 +789,10 @@ impl SpirvEmitter {
         let c = match component {
             DType::F16 => self.f16_ty(),
             DType::F32 => self.f32_ty(),
+            DType::BF16 => {
+                self.used.coop_bf16 = true;
+                self.cached(TypeKey::BFloat16)
+            }
             d => {
                 self.fail_unsupported(format!("cooperative matrices of {d}"));
                 return None;

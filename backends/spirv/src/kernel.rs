@@ -58,6 +58,9 @@ pub struct Requirements {
     /// `VK_KHR_cooperative_matrix` (`cooperativeMatrix`) and `vulkanMemoryModel`, which its
     /// SPIR-V requires.
     pub cooperative_matrix: bool,
+    /// Cooperative matrices of bf16: `VK_KHR_shader_bfloat16`'s `shaderBFloat16Type` and
+    /// `shaderBFloat16CooperativeMatrix`.
+    pub cooperative_matrix_bf16: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

@@ -36,6 +36,39 @@ use crate::kernel::{DispatchError, PushConstantError, SpirvKernel};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
+/// `VK_KHR_shader_bfloat16`, which the Vulkan headers of this build (ash's, Vulkan 1.3.281)
+/// predate: its name, `VK_COMPONENT_TYPE_BFLOAT16_KHR` and the feature structure, from the
+/// registry (extension 142).
+const SHADER_BFLOAT16: &CStr = c"VK_KHR_shader_bfloat16";
+const COMPONENT_TYPE_BFLOAT16: vk::ComponentTypeKHR = vk::ComponentTypeKHR::from_raw(1_000_141_000);
+
+/// `VkPhysicalDeviceShaderBfloat16FeaturesKHR`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ShaderBfloat16Features {
+    s_type: vk::StructureType,
+    p_next: *mut c_void,
+    shader_bfloat16_type: vk::Bool32,
+    shader_bfloat16_dot_product: vk::Bool32,
+    shader_bfloat16_cooperative_matrix: vk::Bool32,
+}
+
+impl Default for ShaderBfloat16Features {
+    fn default() -> Self {
+        ShaderBfloat16Features {
+            s_type: vk::StructureType::from_raw(1_000_141_000),
+            p_next: std::ptr::null_mut(),
+            shader_bfloat16_type: vk::FALSE,
+            shader_bfloat16_dot_product: vk::FALSE,
+            shader_bfloat16_cooperative_matrix: vk::FALSE,
+        }
+    }
+}
+
+// SAFETY: laid out as the registry's structure (sType and pNext first), which extends both.
+unsafe impl vk::ExtendsPhysicalDeviceFeatures2 for ShaderBfloat16Features {}
+unsafe impl vk::ExtendsDeviceCreateInfo for ShaderBfloat16Features {}
+
 /// Why a Vulkan operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VulkanError {
@@ -144,8 +177,17 @@ pub struct VulkanDeviceInfo {
     pub warps_per_multiprocessor: Option<u32>,
     /// The subgroup-scope cooperative matrices `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR`
     /// lists with 16-bit float operands and f32 accumulators (what `dot` may lower to), where
-    /// the device has `cooperativeMatrix` and `vulkanMemoryModel` (their SPIR-V requires it).
+    /// the device has `cooperativeMatrix` and `vulkanMemoryModel` (their SPIR-V requires it);
+    /// bf16 ones where it also has `shaderBFloat16Type` and `shaderBFloat16CooperativeMatrix`
+    /// (VK_KHR_shader_bfloat16).
     pub cooperative_matrices: Vec<MatrixInstr>,
+    /// Every configuration `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR` lists, as
+    /// `MxNxK A*B+C->R scope` (component types as Vulkan names them, raw numbers where this
+    /// build's Vulkan headers do not): what the device has beyond what `dot` uses.
+    pub cooperative_matrix_listed: Vec<String>,
+    /// The matrix-related device extensions present (VK_KHR_cooperative_matrix,
+    /// VK_NV_cooperative_matrix2, VK_KHR_shader_bfloat16, VK_NV_cooperative_matrix).
+    pub matrix_extensions: Vec<String>,
 }
 
 impl VulkanDeviceInfo {
@@ -209,6 +251,11 @@ impl VulkanDeviceInfo {
             (req.f16_rte, info.f16_rte, "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"),
             (req.denorm_preserve_f32, info.denorm_preserve_f32, "shaderDenormPreserveFloat32"),
             (req.cooperative_matrix, !info.cooperative_matrices.is_empty(), "cooperativeMatrix (VK_KHR_cooperative_matrix) and vulkanMemoryModel"),
+            (
+                req.cooperative_matrix_bf16,
+                info.cooperative_matrices.iter().any(|m| m.a == DType::BF16),
+                "shaderBFloat16Type and shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)",
+            ),
         ] {
             if need && !have {
                 return Err(missing(feature));
@@ -547,6 +594,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
         let has_executable_ext = has_ext(ash::khr::pipeline_executable_properties::NAME);
         let has_coop_ext = has_ext(ash::khr::cooperative_matrix::NAME);
+        let has_bf16_ext = has_coop_ext && has_ext(SHADER_BFLOAT16);
         let v12 = api >= vk::API_VERSION_1_2;
         let v13 = api >= vk::API_VERSION_1_3;
 
@@ -574,6 +622,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
         let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut fb = ShaderBfloat16Features::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
             f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -590,16 +639,28 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         if has_coop_ext {
             f2 = f2.push_next(&mut fc);
         }
+        if has_bf16_ext {
+            f2 = f2.push_next(&mut fb);
+        }
         instance.get_physical_device_features2(pdev, &mut f2);
         let base = f2.features;
-        let cooperative_matrices = if has_coop_ext && fc.cooperative_matrix == vk::TRUE && v12 && f12.vulkan_memory_model == vk::TRUE {
-            let ext = ash::khr::cooperative_matrix::Instance::new(entry, instance);
-            let props =
-                ext.get_physical_device_cooperative_matrix_properties(pdev).map_err(vk_err("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))?;
-            cooperative_matrix_instrs(&props)
-        } else {
-            Vec::new()
-        };
+        let bf16_coop = has_bf16_ext && fb.shader_bfloat16_type == vk::TRUE && fb.shader_bfloat16_cooperative_matrix == vk::TRUE;
+        let (cooperative_matrices, cooperative_matrix_listed) =
+            if has_coop_ext && fc.cooperative_matrix == vk::TRUE && v12 && f12.vulkan_memory_model == vk::TRUE {
+                let ext = ash::khr::cooperative_matrix::Instance::new(entry, instance);
+                let props = ext
+                    .get_physical_device_cooperative_matrix_properties(pdev)
+                    .map_err(vk_err("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))?;
+                (cooperative_matrix_instrs(&props, bf16_coop), props.iter().map(describe_cooperative_matrix).collect())
+            } else {
+                (Vec::new(), Vec::new())
+            };
+        let matrix_extensions: Vec<String> =
+            ["VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_KHR_shader_bfloat16", "VK_NV_cooperative_matrix"]
+                .into_iter()
+                .filter(|name| exts.iter().any(|e| e.extension_name_as_c_str().is_ok_and(|n| n.to_bytes() == name.as_bytes())))
+                .map(String::from)
+                .collect();
 
         let ops = subgroup.supported_operations;
         let subgroup_ops: Vec<&'static str> = [
@@ -680,26 +741,40 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
             pipeline_statistics: base.pipeline_statistics_query == vk::TRUE,
             executable_statistics: has_executable_ext && fx.pipeline_executable_info == vk::TRUE,
             cooperative_matrices,
+            cooperative_matrix_listed,
+            matrix_extensions,
         };
         Ok(Some(Probe { info, queue_family, timestamp_bits: family.timestamp_valid_bits, api }))
     }
 }
 
+/// One listed cooperative-matrix configuration, for the device report.
+fn describe_cooperative_matrix(p: &vk::CooperativeMatrixPropertiesKHR<'_>) -> String {
+    let t = |c: vk::ComponentTypeKHR| if c == COMPONENT_TYPE_BFLOAT16 { "bfloat16".to_string() } else { format!("{c:?}").to_lowercase() };
+    let scope = format!("{:?}", p.scope).to_lowercase();
+    let sat = if p.saturating_accumulation == vk::TRUE { " saturating" } else { "" };
+    format!("{}x{}x{} {}*{}+{}->{} {scope}{sat}", p.m_size, p.n_size, p.k_size, t(p.a_type), t(p.b_type), t(p.c_type), t(p.result_type))
+}
+
 /// The configurations of `props` `dot` may lower to: subgroup scope, no saturation, f16
-/// operands (bf16 needs `VK_KHR_shader_bfloat16`, which tilekit does not use yet), f32
+/// operands (and bf16 where `bf16` says the device takes them: VK_KHR_shader_bfloat16), f32
 /// accumulator and result; each once, in the driver's order.
-fn cooperative_matrix_instrs(props: &[vk::CooperativeMatrixPropertiesKHR<'_>]) -> Vec<MatrixInstr> {
+fn cooperative_matrix_instrs(props: &[vk::CooperativeMatrixPropertiesKHR<'_>], bf16: bool) -> Vec<MatrixInstr> {
     let mut out: Vec<MatrixInstr> = Vec::new();
     for p in props {
-        let f16 = vk::ComponentTypeKHR::FLOAT16;
         let f32 = vk::ComponentTypeKHR::FLOAT32;
-        if p.scope != vk::ScopeKHR::SUBGROUP || p.saturating_accumulation == vk::TRUE {
+        if p.scope != vk::ScopeKHR::SUBGROUP || p.saturating_accumulation == vk::TRUE || (p.c_type, p.result_type) != (f32, f32) {
             continue;
         }
-        if (p.a_type, p.b_type, p.c_type, p.result_type) != (f16, f16, f32, f32) {
+        let dtype = match p.a_type {
+            vk::ComponentTypeKHR::FLOAT16 => DType::F16,
+            COMPONENT_TYPE_BFLOAT16 if bf16 => DType::BF16,
+            _ => continue,
+        };
+        if p.b_type != p.a_type {
             continue;
         }
-        let instr = MatrixInstr { m: p.m_size, n: p.n_size, k: p.k_size, ..MatrixInstr::coop_16x16x16(DType::F16) };
+        let instr = MatrixInstr { m: p.m_size, n: p.n_size, k: p.k_size, ..MatrixInstr::coop_16x16x16(dtype) };
         if !out.contains(&instr) {
             out.push(instr);
         }
@@ -1066,6 +1141,12 @@ impl VulkanRuntime {
             if !info.cooperative_matrices.is_empty() {
                 f2 = f2.push_next(&mut fc);
                 exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            }
+            let mut fb =
+                ShaderBfloat16Features { shader_bfloat16_type: vk::TRUE, shader_bfloat16_cooperative_matrix: vk::TRUE, ..Default::default() };
+            if info.cooperative_matrices.iter().any(|m| m.a == DType::BF16) {
+                f2 = f2.push_next(&mut fb);
+                exts.push(SHADER_BFLOAT16.as_ptr());
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];
@@ -1787,11 +1868,18 @@ mod tests {
             props(16, 16, 16, C::FLOAT16, C::FLOAT32, sg),
             props(64, 64, 16, C::FLOAT16, C::FLOAT32, vk::ScopeKHR::WORKGROUP),
         ];
-        let got = cooperative_matrix_instrs(&listed);
+        let got = cooperative_matrix_instrs(&listed, true);
         let want = vec![MatrixInstr::coop_16x16x16(DType::F16), MatrixInstr { n: 8, ..MatrixInstr::coop_16x16x16(DType::F16) }];
         assert_eq!(got, want);
         let mut saturating = props(16, 16, 16, C::FLOAT16, C::FLOAT32, sg);
         saturating.saturating_accumulation = vk::TRUE;
-        assert!(cooperative_matrix_instrs(&[saturating]).is_empty());
+        assert!(cooperative_matrix_instrs(&[saturating], true).is_empty());
+        // bf16 operands only where the device takes bf16 cooperative matrices; a bf16
+        // accumulator is not one `dot` uses.
+        let bf16 =
+            [props(16, 16, 16, COMPONENT_TYPE_BFLOAT16, C::FLOAT32, sg), props(16, 16, 16, COMPONENT_TYPE_BFLOAT16, COMPONENT_TYPE_BFLOAT16, sg)];
+        assert_eq!(cooperative_matrix_instrs(&bf16, true), vec![MatrixInstr::coop_16x16x16(DType::BF16)]);
+        assert!(cooperative_matrix_instrs(&bf16, false).is_empty());
+        assert_eq!(describe_cooperative_matrix(&bf16[0]), "16x16x16 bfloat16*bfloat16+float32->float32 subgroup");
     }
 }

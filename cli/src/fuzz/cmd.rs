@@ -31,7 +31,8 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 0, value_name = "I")]
     pub start: u64,
     /// Devices compared with the interpreter, comma separated: interp-vs-emulator (the emulator
-    /// on sm_80, sm_90a, lavapipe's warps of 8, gfx942 and gfx1100), vulkan and wgpu (every
+    /// on sm_80, sm_90a, lavapipe's warps of 8, gfx942, gfx1100 and the H200's Vulkan target
+    /// with cooperative matrices), vulkan and wgpu (every
     /// Vulkan device through each runtime), wgpu-naga (the wgpu adapters through naga modules;
     /// what naga cannot express is refused), cuda (a build with the `ptx` feature), all. A group
     /// with no device here is skipped with the reason.

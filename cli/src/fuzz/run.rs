@@ -121,7 +121,7 @@ impl FuzzDevice {
 /// `dot`s on 64-column panels run on its model of `wgmma`), warps of 8 (lavapipe's, with bf16
 /// allowed so that the emulator covers it; lavapipe itself refuses bf16), and AMD's layouts
 /// (gfx942: wavefronts of 64 and MFMA; gfx1100: wave32 and WMMA, whose operands are repeated
-/// in both halves of the wave), and the H200's Vulkan target, whose f16 `dot`s run on
+/// in both halves of the wave), and the H200's Vulkan target, whose f16 and bf16 `dot`s run on
 /// cooperative matrices (held in a map of the emulator's own).
 pub fn emulator_targets() -> Vec<Target> {
     vec![

@@ -2494,7 +2494,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         };
         let (al, aregs) = self.get_natural(a)?;
         let (bl, bregs) = self.get_natural(b)?;
-        let sd = reg_dtype(at.dtype);
+        // bf16 (held in f32 registers) is staged as bf16 bits: what the matrix loads read.
+        let sd = at.dtype;
         let (a_pitch, b_pitch) = (k + Self::COOP_PAD, n + Self::COOP_PAD);
         let b_base = m * a_pitch;
         self.reserve(sd, b_base + k * b_pitch);
@@ -2507,9 +2508,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let row = self.e.binary(BinaryOp::Mul, DType::I32, cs[0], p);
                 let lin = self.e.binary(BinaryOp::Add, DType::I32, row, cs[1]);
                 let slot = self.offset(lin, base as i64);
+                let value = if sd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
                 match c.owner[j] {
-                    Some(own) => self.store_shared_if(Some(own), sd, slot, regs[j]),
-                    None => self.st_sh(sd, slot, regs[j]),
+                    Some(own) => self.store_shared_if(Some(own), sd, slot, value),
+                    None => self.st_sh(sd, slot, value),
                 }
             }
         }

@@ -187,7 +187,9 @@ impl Target {
     }
 
     /// The NVIDIA H200 through Vulkan: warps of 32, 48 KiB of shared memory per workgroup,
-    /// cooperative matrices 16 x 16 x 16 on f16 (the configurations its driver lists).
+    /// cooperative matrices 16 x 16 x 16 on f16 (the configurations its driver lists) and on
+    /// bf16 (VK_KHR_shader_bfloat16; a device that does not list them keeps bf16 on FMA, since
+    /// a real device's target is read from its driver).
     pub fn h200_vulkan() -> Target {
         Target {
             name: "vulkan:nvidia-h200".into(),
@@ -202,6 +204,7 @@ impl Target {
             matrix: vec![
                 MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F32 },
                 MatrixInstr { kind: MatrixKind::CooperativeMatrix, m: 16, n: 16, k: 16, a: DType::F16, b: DType::F16, acc: DType::F16 },
+                MatrixInstr::coop_16x16x16(DType::BF16),
             ],
             ..Target::vulkan_baseline()
         }

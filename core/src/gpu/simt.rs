@@ -651,11 +651,21 @@ struct SharedSlot {
     /// Reads of this slot by warpgroup matrix instructions not yet waited for: writing it is
     /// a race.
     readers: u32,
+    /// Barrier epoch of the last read, the warp that made it first in that epoch, and whether
+    /// another warp read it too: another value written in that epoch by another warp is a
+    /// write-after-read race (the read may see the new value on a GPU).
+    read: Option<(u64, u32, bool)>,
+}
+
+/// Whether a warp other than `warp` read `slot` in barrier epoch `epoch` and `v` would change
+/// what it read: a write of `v` by `warp` is then a write-after-read race.
+fn read_by_other_warp(slot: &SharedSlot, epoch: u64, warp: u32, v: Elem) -> bool {
+    matches!(slot.read, Some((e, first, others)) if e == epoch && (first != warp || others)) && !same_elem(slot.value, v)
 }
 
 impl Default for SharedSlot {
     fn default() -> Self {
-        SharedSlot { value: Elem::I(0), written: None, pending: false, seq: 0, readers: 0 }
+        SharedSlot { value: Elem::I(0), written: None, pending: false, seq: 0, readers: 0, read: None }
     }
 }
 
@@ -959,6 +969,7 @@ impl Machine<'_> {
                 (*dst, self.get(*x, other))
             }
             SInst::AsyncCopy { buffer, dtype, index, shared_index, n, pred } => {
+                let (epoch, warp) = (self.epoch, self.lowered.warp as usize);
                 let on = self.int(*pred, t) != 0;
                 let base = self.int(*shared_index, t);
                 for j in 0..*n as i64 {
@@ -980,6 +991,15 @@ impl Machine<'_> {
                             what: format!("asynchronous copy to shared {dtype}[{i}] while a warpgroup matrix instruction not waited for reads it"),
                         });
                     }
+                    if read_by_other_warp(slot, epoch, (t / warp) as u32, v) {
+                        return Err(SimtError::Fault {
+                            pid,
+                            thread: t as u32,
+                            what: format!(
+                                "asynchronous copy to shared {dtype}[{i}] after another warp read it since the last barrier (missing barrier)"
+                            ),
+                        });
+                    }
                     slot.pending = true;
                     self.copies[t].1.push((*dtype, i as usize, v));
                 }
@@ -998,7 +1018,7 @@ impl Machine<'_> {
                         self.writes += 1;
                         let seq = self.writes;
                         if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
-                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
+                            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, ..*slot };
                         }
                     }
                 }
@@ -1283,8 +1303,8 @@ impl Machine<'_> {
 
     /// Thread `t` reads `shared dtype[i]`: a fault when out of bounds, never written, or written
     /// by another thread since the last barrier.
-    fn read_shared(&self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
-        let epoch = self.epoch;
+    fn read_shared(&mut self, dtype: DType, i: i64, t: usize) -> Result<Elem, SimtError> {
+        let (epoch, warp) = (self.epoch, t as u32 / self.lowered.warp);
         let fault = |what: String| SimtError::Fault { pid: self.pid, thread: t as u32, what };
         let slot = self.slot(dtype, i).ok_or_else(|| fault(format!("shared {dtype} load at {i} is out of bounds")))?;
         if slot.pending {
@@ -1292,11 +1312,19 @@ impl Machine<'_> {
         }
         match slot.written {
             Some((e, w)) if e == epoch && w != t as u32 => {
-                Err(fault(format!("shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)")))
+                return Err(fault(format!("shared {dtype}[{i}] was written by thread {w} since the last barrier (missing barrier)")))
             }
-            None => Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
-            _ => Ok(slot.value),
+            None => return Err(fault(format!("shared {dtype}[{i}] is read before anything wrote it"))),
+            _ => {}
         }
+        let read = match slot.read {
+            Some((e, first, others)) if e == epoch => Some((e, first, others || first != warp)),
+            _ => Some((epoch, warp, false)),
+        };
+        if let Some(s) = self.shared_array(dtype).and_then(|a| a.get_mut(i as usize)) {
+            s.read = read;
+        }
+        Ok(slot.value)
     }
 
     /// A cooperative-matrix operation in lock-step over every warp, on the emulator's own map
@@ -1398,7 +1426,7 @@ impl Machine<'_> {
 
     /// A shared-memory store by thread `t`, with the checks of [`SInst::StoreShared`].
     fn write_shared(&mut self, dtype: DType, i: i64, v: Elem, t: usize) -> Result<(), SimtError> {
-        let epoch = self.epoch;
+        let (epoch, warp) = (self.epoch, self.lowered.warp);
 
         let pid = self.pid;
         let arr = self.shared_array(dtype);
@@ -1431,10 +1459,17 @@ impl Machine<'_> {
                 what: format!("shared {dtype}[{i}] is written while a warpgroup matrix instruction not waited for reads it"),
             });
         }
+        if read_by_other_warp(slot, epoch, t as u32 / warp, v) {
+            return Err(SimtError::Fault {
+                pid,
+                thread: t as u32,
+                what: format!("shared {dtype}[{i}] is written by thread {t} after another warp read it since the last barrier (missing barrier)"),
+            });
+        }
         self.writes += 1;
         let seq = self.writes;
         if let Some(slot) = self.shared_array(dtype).and_then(|a| a.get_mut(i as usize)) {
-            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, readers: slot.readers };
+            *slot = SharedSlot { value: v, written: Some((epoch, t as u32)), pending: false, seq, ..*slot };
         }
         Ok(())
     }
@@ -1589,5 +1624,60 @@ mod tests {
             let err = broken.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
             assert!(err.contains(what), "{err}");
         }
+    }
+
+    /// Each iteration sums a different tile across two warps through shared memory. The
+    /// lowering's barriers keep it race-free; without any one of them the emulator faults, and
+    /// without the one between a round's reads and the next round's writes it names the
+    /// write-after-read race (a GPU may let a warp's next write reach a slot another warp has
+    /// not read yet, which lock-step emulation alone would never show).
+    #[test]
+    fn every_barrier_of_a_cross_warp_loop_is_needed() {
+        let text = "program w(x: buffer<f32, read>, y: buffer<f32, write>) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]xf32
+  %2 = const 0.0 : f32
+  %3 = const 0 : i32
+  %4 = const 3 : i32
+  %5 = const 1 : i32
+  %12 = for %3 to %4 step %5 iter(%2) : f32 body(%6: i32, %7: f32) {
+    %8 = cast %6 : f32
+    %9 = splat %8 : [64]xf32
+    %10 = mul %1, %9 : [64]xf32
+    %11 = reduce sum %10, axis 0 : f32
+    %13 = add %7, %11 : f32
+    yield %13
+  }
+  %14 = const 0 : i32
+  store y[%14], %12
+}";
+        let program = crate::text::parse(text).unwrap();
+        let options = LowerOptions { num_warps: 2, ..LowerOptions::default() };
+        let x = HostBuffer::from_f64(DType::F32, &(0..64).map(|i| (i % 5) as f64 + 1.0).collect::<Vec<_>>());
+        let y = HostBuffer::from_f64(DType::F32, &[0.0]);
+        let args = [Arg::Buffer(&x), Arg::Buffer(&y)];
+        let lowered = compile(&program, &Target::vulkan_baseline(), &options).unwrap();
+        lowered.run(&program, [1, 1, 1], &args).unwrap();
+        let sum: f64 = (0..64).map(|i| (i % 5) as f64 + 1.0).sum();
+        assert_eq!(y.to_f64()[0], 3.0 * sum);
+        fn loop_body(code: &mut [SInst]) -> Option<&mut Vec<SInst>> {
+            code.iter_mut().find_map(|i| match i {
+                SInst::Loop { body, .. } => Some(body),
+                _ => None,
+            })
+        }
+        let mut lowered = lowered;
+        let body = loop_body(&mut lowered.code).expect("the loop");
+        let barriers: Vec<usize> = body.iter().enumerate().filter(|(_, i)| matches!(i, SInst::Barrier)).map(|(j, _)| j).collect();
+        assert!(barriers.len() >= 2, "a cross-warp sum per iteration takes barriers");
+        let mut write_after_read = 0;
+        for &j in &barriers {
+            let mut broken = compile(&program, &Target::vulkan_baseline(), &options).unwrap();
+            loop_body(&mut broken.code).expect("the loop").remove(j);
+            let err = broken.run(&program, [1, 1, 1], &args).expect_err("a missing barrier faults").to_string();
+            assert!(err.contains("missing barrier"), "{err}");
+            write_after_read += usize::from(err.contains("after another warp read it"));
+        }
+        assert!(write_after_read >= 1, "no barrier guards a write after another warp's read");
     }
 }

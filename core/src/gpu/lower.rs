@@ -2496,26 +2496,26 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let (bl, bregs) = self.get_natural(b)?;
         // bf16 (held in f32 registers) is staged as bf16 bits: what the matrix loads read.
         let sd = at.dtype;
-        let (a_pitch, b_pitch) = (k + Self::COOP_PAD, n + Self::COOP_PAD);
+        let (tm, tn, tk) = (instr.m as usize, instr.n as usize, instr.k as usize);
+        // K is staged whole where it fits beside the exchange's scratch, else in chunks (each a
+        // multiple of the instruction's K dividing K), so a large tile is never refused here
+        // when a smaller staging would run.
+        let budget = (self.target.shared_memory_bytes as usize).saturating_sub(Self::COOP_SCRATCH * 4);
+        let bytes = |kc: usize| (m * (kc + Self::COOP_PAD) + kc * (n + Self::COOP_PAD)) * smem_elem_bytes(sd) as usize;
+        let kc = (1..=k / tk).rev().map(|c| c * tk).find(|&kc| k % kc == 0 && bytes(kc) <= budget).unwrap_or(tk);
+        let adist = self.dist(&al, &at.shape);
+        let bdist = self.dist(&bl, &bt.shape);
+        let chunking = if kc == k {
+            Chunking::Whole
+        } else if chunk_is_static(&adist, 1, kc) && chunk_is_static(&bdist, 0, kc) {
+            Chunking::Static
+        } else {
+            Chunking::Dynamic
+        };
+        let (a_pitch, b_pitch) = (kc + Self::COOP_PAD, n + Self::COOP_PAD);
         let b_base = m * a_pitch;
-        self.reserve(sd, b_base + k * b_pitch);
-        self.e.barrier();
-        for (shape, layout, regs, pitch, base) in [(&at.shape, &al, &aregs, a_pitch, 0), (&bt.shape, &bl, &bregs, b_pitch, b_base)] {
-            let dist = self.dist(layout, shape);
-            let c = self.coords(&dist);
-            let p = self.c_i32(pitch as i64);
-            for (j, cs) in c.coords.iter().enumerate() {
-                let row = self.e.binary(BinaryOp::Mul, DType::I32, cs[0], p);
-                let lin = self.e.binary(BinaryOp::Add, DType::I32, row, cs[1]);
-                let slot = self.offset(lin, base as i64);
-                let value = if sd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
-                match c.owner[j] {
-                    Some(own) => self.store_shared_if(Some(own), sd, slot, value),
-                    None => self.st_sh(sd, slot, value),
-                }
-            }
-        }
-        self.e.barrier();
+        self.reserve(sd, b_base + kc * b_pitch);
+        let (ac, bc) = (self.coords(&adist), self.coords(&bdist));
         // This warp's first row of `a` and column of `b`.
         let (wm, wn) = (coop.warps[0] as usize, coop.warps[1] as usize);
         let dist = self.dist(&cl, &[m, n]);
@@ -2524,35 +2524,70 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let a_warp = self.e.binary(BinaryOp::Mul, DType::I32, row0, ap);
         let b_warp = self.offset(col0, b_base as i64);
         let [reps_m, reps_n] = coop.repeats(&[m, n]);
-        let (tm, tn, tk) = (instr.m as usize, instr.n as usize, instr.k as usize);
-        for kk in 0..k / tk {
-            let mut fa = Vec::with_capacity(reps_m);
-            for mi in 0..reps_m {
-                let idx = self.offset(a_warp, ((mi * tm * wm) * a_pitch + kk * tk) as i64);
-                let idx = self.floored(sd, idx);
-                fa.push(
-                    self.e
-                        .coop_load(instr, CoopRole::A, sd, idx, a_pitch as u32, false)
-                        .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
-                );
+        for chunk in 0..k / kc {
+            let k0 = chunk * kc;
+            self.e.barrier();
+            // a[i, k] -> i * a_pitch + (k - k0); b[k, j] -> b_base + (k - k0) * b_pitch + j, for
+            // the elements whose k falls in this chunk.
+            for (dist, c, regs, pitch, base, kdim) in [(&adist, &ac, &aregs, a_pitch, 0, 1), (&bdist, &bc, &bregs, b_pitch, b_base, 0)] {
+                let p = self.c_i32(pitch as i64);
+                for (j, cs) in c.coords.iter().enumerate() {
+                    let in_chunk = match chunking {
+                        Chunking::Whole => None,
+                        Chunking::Static if dist.regs[j][kdim] as usize / kc != chunk => continue,
+                        Chunking::Static => None,
+                        Chunking::Dynamic => Some(self.in_chunk(cs[kdim], k0 as u32, kc)),
+                    };
+                    let (mut row, mut col) = (cs[0], cs[1]);
+                    if k0 > 0 {
+                        let k0v = self.c_i32(k0 as i64);
+                        if kdim == 0 {
+                            row = self.e.binary(BinaryOp::Sub, DType::I32, row, k0v);
+                        } else {
+                            col = self.e.binary(BinaryOp::Sub, DType::I32, col, k0v);
+                        }
+                    }
+                    let row = self.e.binary(BinaryOp::Mul, DType::I32, row, p);
+                    let lin = self.e.binary(BinaryOp::Add, DType::I32, row, col);
+                    let slot = self.offset(lin, base as i64);
+                    let value = if sd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
+                    let pred = match (c.owner[j], in_chunk) {
+                        (Some(x), Some(y)) => Some(self.e.binary(BinaryOp::And, DType::I1, x, y)),
+                        (x, y) => x.or(y),
+                    };
+                    self.store_shared_if(pred, sd, slot, value);
+                }
             }
-            let mut fb = Vec::with_capacity(reps_n);
-            for ni in 0..reps_n {
-                let idx = self.offset(b_warp, (kk * tk * b_pitch + ni * tn * wn) as i64);
-                let idx = self.floored(sd, idx);
-                fb.push(
-                    self.e
-                        .coop_load(instr, CoopRole::B, sd, idx, b_pitch as u32, false)
-                        .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
-                );
-            }
-            for (mi, &x) in fa.iter().enumerate() {
-                for (ni, &y) in fb.iter().enumerate() {
-                    let t = mi * reps_n + ni;
-                    accs[t] = self
-                        .e
-                        .coop_mul_add(instr, x, y, accs[t])
-                        .ok_or_else(|| unsupported(format!("the backend has no {instr:?} the target lists")))?;
+            self.e.barrier();
+            for kk in 0..kc / tk {
+                let mut fa = Vec::with_capacity(reps_m);
+                for mi in 0..reps_m {
+                    let idx = self.offset(a_warp, ((mi * tm * wm) * a_pitch + kk * tk) as i64);
+                    let idx = self.floored(sd, idx);
+                    fa.push(
+                        self.e
+                            .coop_load(instr, CoopRole::A, sd, idx, a_pitch as u32, false)
+                            .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
+                    );
+                }
+                let mut fb = Vec::with_capacity(reps_n);
+                for ni in 0..reps_n {
+                    let idx = self.offset(b_warp, (kk * tk * b_pitch + ni * tn * wn) as i64);
+                    let idx = self.floored(sd, idx);
+                    fb.push(
+                        self.e
+                            .coop_load(instr, CoopRole::B, sd, idx, b_pitch as u32, false)
+                            .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
+                    );
+                }
+                for (mi, &x) in fa.iter().enumerate() {
+                    for (ni, &y) in fb.iter().enumerate() {
+                        let t = mi * reps_n + ni;
+                        accs[t] = self
+                            .e
+                            .coop_mul_add(instr, x, y, accs[t])
+                            .ok_or_else(|| unsupported(format!("the backend has no {instr:?} the target lists")))?;
+                    }
                 }
             }
         }
@@ -3378,14 +3413,9 @@ fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: 
     if (m + n) * k * 4 <= DOT_STAGING_BYTES {
         return (k, Chunking::Whole);
     }
-    let max_term = |d: &Dist, dim: usize| d.terms[dim].iter().map(|t| t.mask * t.mult).sum::<u32>() as usize;
-    let fits = |d: &Dist, dim: usize, kc: usize| {
-        let mt = max_term(d, dim);
-        !d.wrap[dim] && d.regs.iter().all(|r| (r[dim] as usize % kc) + mt < kc)
-    };
     let mut kc = 16;
     while kc < k && ((m + n) * kc * 4 <= DOT_STAGING_BYTES || kc == 16) {
-        if fits(a, a_k, kc) && fits(b, b_k, kc) {
+        if chunk_is_static(a, a_k, kc) && chunk_is_static(b, b_k, kc) {
             return (kc, Chunking::Static);
         }
         kc *= 2;
@@ -3395,6 +3425,13 @@ fn dot_chunk(a: &Dist, a_k: usize, b: &Dist, b_k: usize, m: usize, n: usize, k: 
         kc /= 2;
     }
     (kc.min(k), Chunking::Dynamic)
+}
+
+/// Whether every register of `d` stays inside one `kc`-element chunk along `dim` whatever the
+/// thread (its static offset plus the largest thread term), so its chunk is known statically.
+fn chunk_is_static(d: &Dist, dim: usize, kc: usize) -> bool {
+    let max_term = d.terms[dim].iter().map(|t| t.mask * t.mult).sum::<u32>() as usize;
+    !d.wrap[dim] && d.regs.iter().all(|r| (r[dim] as usize % kc) + max_term < kc)
 }
 
 /// Calls `f` on every instruction of `b` and of the blocks nested in it.

@@ -1680,4 +1680,64 @@ mod tests {
         }
         assert!(write_after_read >= 1, "no barrier guards a write after another warp's read");
     }
+
+    /// A dot whose operands do not fit the H200's 48 KiB of shared memory at once on
+    /// cooperative matrices (64 x 256 by 256 x 64 in f16 and bf16) stages K in chunks and
+    /// computes the exact sums, where it was refused for shared memory.
+    #[test]
+    fn a_cooperative_matrix_dot_too_large_to_stage_at_once_runs_in_chunks() {
+        for dtype in [DType::F16, DType::BF16] {
+            let text = format!(
+                "program d(a: buffer<{dtype}, read>, b: buffer<{dtype}, read>, c: buffer<f32, write>) grid 1 {{
+  %0 = arange 0, 64 : [64]xi32
+  %1 = arange 0, 256 : [256]xi32
+  %2 = expand_dims %0, axis 1 : [64, 1]xi32
+  %3 = const 256 : i32
+  %4 = splat %3 : [64, 1]xi32
+  %5 = mul %2, %4 : [64, 1]xi32
+  %6 = broadcast %5 : [64, 256]xi32
+  %7 = expand_dims %1, axis 0 : [1, 256]xi32
+  %8 = broadcast %7 : [64, 256]xi32
+  %9 = add %6, %8 : [64, 256]xi32
+  %10 = load a[%9] : [64, 256]x{dtype}
+  %11 = expand_dims %1, axis 1 : [256, 1]xi32
+  %12 = const 64 : i32
+  %13 = splat %12 : [256, 1]xi32
+  %14 = mul %11, %13 : [256, 1]xi32
+  %15 = broadcast %14 : [256, 64]xi32
+  %16 = expand_dims %0, axis 0 : [1, 64]xi32
+  %17 = broadcast %16 : [256, 64]xi32
+  %18 = add %15, %17 : [256, 64]xi32
+  %19 = load b[%18] : [256, 64]x{dtype}
+  %20 = const 0.0 : f32
+  %21 = splat %20 : [64, 64]xf32
+  %22 = dot %10, %19, %21 : [64, 64]xf32
+  %23 = broadcast %5 : [64, 64]xi32
+  %24 = broadcast %16 : [64, 64]xi32
+  %25 = add %23, %24 : [64, 64]xi32
+  %26 = const 4 : i32
+  %27 = splat %26 : [64, 64]xi32
+  %28 = div %23, %27 : [64, 64]xi32
+  %29 = add %28, %24 : [64, 64]xi32
+  store c[%29], %22
+}}"
+            );
+            let program = crate::text::parse(&text).unwrap();
+            let options = LowerOptions { num_warps: 4, ..LowerOptions::default() };
+            let va: Vec<f64> = (0..64 * 256).map(|i| ((i * 7) % 9) as f64 - 4.0).collect();
+            let vb: Vec<f64> = (0..256 * 64).map(|i| ((i * 5) % 7) as f64 - 3.0).collect();
+            let (a, b) = (HostBuffer::from_f64(dtype, &va), HostBuffer::from_f64(dtype, &vb));
+            let c = HostBuffer::from_f64(DType::F32, &vec![0.0; 64 * 64]);
+            let lowered = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+            assert_eq!(lowered.info.coop.len(), 1, "{dtype}: the dot runs on cooperative matrices");
+            lowered.run(&program, [1, 1, 1], &[Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)]).unwrap();
+            let got = c.to_f64();
+            for i in 0..64 {
+                for j in 0..64 {
+                    let want: f64 = (0..256).map(|k| va[i * 256 + k] * vb[k * 64 + j]).sum();
+                    assert_eq!(got[i * 64 + j], want, "{dtype}: c[{i}][{j}]");
+                }
+            }
+        }
+    }
 }

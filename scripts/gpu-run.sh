@@ -5,8 +5,8 @@
 # benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
 # `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz), h200 (every kernel through
 # Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA), pending and
-# pending-tests / -bench / -tune / -fuzz (the measurements open issues wait for, below), exec (a
-# command).
+# pending-tests / -bench / -tune / -coop / -fuzz (the measurements open issues wait for, below),
+# exec (a command).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -94,14 +94,37 @@ case "${1:-all}" in
     done > "$OUT/pending-tune.txt" 2>&1
     grep -c "rc=0" "$OUT/pending-tune.txt"
     ;;&
+  pending|pending-coop)
+    # Issue 16: dots on cooperative matrices through the driver. What it lists is in
+    # devices.json (cooperative_matrix_listed, matrix_extensions: bf16 needs
+    # VK_KHR_shader_bfloat16); then the kernel tests that run matmul and attention on them
+    # (Vulkan and wgpu), every configuration checked at ragged sizes, then the issue's problems
+    # timed with cuBLAS (CUDA) in the same run and torch's SDPA in the same call.
+    for k in matmul_and_attention_cooperative_matrices matmul attention; do
+      echo "== kernels_vulkan $k"; timeout 150 "$bin/kernels_vulkan" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -12; echo "rc=$?"
+    done > "$OUT/coop-tests.txt" 2>&1
+    grep -E "^== |test result|^rc=|SKIPPED" "$OUT/coop-tests.txt"
+    timeout 150 "$bin/tilekit" bench --device vulkan --device wgpu --no-baselines --problem matmul:1000x1000x1000:f16 \
+      --problem matmul:777x333x257:bf16 --problem attention:1x4x1000x64:f16 --problem attention:1x2x515x128:f16:causal=1 \
+      --warmup 1 --min-runs 3 --min-time-ms 5 --max-runs 10 -o "$OUT/coop-check.json" 2>&1 | grep -v XDG_RUNTIME > "$OUT/coop-check.log"
+    tail -4 "$OUT/coop-check.log"
+    timeout 300 "$bin/tilekit" bench --device vulkan --device wgpu --device cuda --max-check-gflop 1 \
+      --problem matmul:4096x4096x4096:f16 --problem matmul:8192x8192x8192:f16 --problem matmul:4096x4096x4096:bf16 \
+      --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 -o "$OUT/coop-bench.json" 2>&1 \
+      | grep --line-buffered -v XDG_RUNTIME > "$OUT/coop-bench.log"
+    tail -16 "$OUT/coop-bench.log"
+    timeout 150 python3 bench/triton/reference.py --only attention --only matmul > "$OUT/coop-reference.jsonl" 2> "$OUT/coop-reference.err"
+    tail -6 "$OUT/coop-reference.jsonl"
+    ;;&
   pending|pending-fuzz)
-    # Issue 19: seed 8 again (its last unexplained Vulkan programs, 588, 1545, 3377 and 4987,
-    # under the flushing model's rule) and a fresh seed, through Vulkan, wgpu, naga and CUDA.
-    for seed in 8 11; do
-      timeout 200 "$bin/tilekit" fuzz --seed "$seed" --count 5000 --devices vulkan,wgpu,wgpu-naga,cuda --jobs 14 --time-limit 180 \
-        --out "$OUT/fuzz-seed$seed.json" --save-failures "$OUT/fuzz-failures" 2>&1 | grep -v XDG_RUNTIME | tail -20 > "$OUT/fuzz-seed$seed.log"
-      tail -4 "$OUT/fuzz-seed$seed.log"
-    done
+    # Issue 19: the campaign it asks for through the GPU's Vulkan, wgpu and CUDA paths (run on
+    # an H100 at 5182209 with 0 unexplained; the issue names the H200), then every saved case.
+    timeout 240 "$bin/tilekit" fuzz --seed 58 --count 5000 --devices vulkan,wgpu,cuda --jobs 15 --max-per-thread 64 \
+      --time-limit 210 --out "$OUT/fuzz-seed58.json" --save-failures "$OUT/fuzz-failures" 2>&1 | grep -v XDG_RUNTIME | tail -20 > "$OUT/fuzz-seed58.log"
+    tail -10 "$OUT/fuzz-seed58.log"
+    mkdir -p /tmp/cases && tar -xf "$bin/fuzz-cases.tar" -C /tmp/cases
+    timeout 120 "$bin/tilekit" fuzz --replay /tmp/cases/fuzz/*.tile --devices cuda,vulkan,wgpu 2>&1 | grep -v XDG_RUNTIME | tail -20 > "$OUT/fuzz-replay.log"
+    tail -3 "$OUT/fuzz-replay.log"
     ;;
   tests|all)
     # grid_fold: grids past the workgroup limit, folded (wgpu caps every axis at 65535).

@@ -34,4 +34,22 @@ fn layernorm_every_configuration() {
     }
 }
 
+/// matmul's pipelined configurations and attention's tensor-core tiles, in f16 and bf16, on
+/// every Vulkan device whose driver lists cooperative matrices (the H200's), where their dots
+/// run on them. Lavapipe lists none: there the emulator's tests cover these layouts.
+#[test]
+fn matmul_and_attention_cooperative_matrices() {
+    use tilekit_core::gpu::MatrixKind;
+    let coop: Vec<Device> =
+        devices().into_iter().filter(|d| d.target().is_some_and(|t| t.matrix.iter().any(|m| m.kind == MatrixKind::CooperativeMatrix))).collect();
+    if coop.is_empty() {
+        common::skipped("no Vulkan device lists cooperative matrices (lavapipe lists none)");
+        return;
+    }
+    for device in &coop {
+        common::check_matmul_pipelined(device);
+        common::check_attention_matrix(device);
+    }
+}
+
 kernel_tests!();

@@ -137,6 +137,8 @@ pub struct DeviceSummary {
     pub over_budget: u64,
     /// The first unexplained mismatches (index, what).
     pub mismatches: Vec<(u64, String)>,
+    /// The first refusals (index, the device's error), so that one can be looked at.
+    pub refusals: Vec<(u64, String)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -308,7 +310,12 @@ pub fn fuzz(args: &FuzzArgs, out: &mut dyn Write) -> Result<i32, CliError> {
                         match o {
                             Outcome::Agreed => sum.agreed += 1,
                             Outcome::Explained(k) => *sum.explained.entry(k.to_string()).or_default() += 1,
-                            Outcome::Refused(k, _) => *sum.refused.entry(k).or_default() += 1,
+                            Outcome::Refused(k, e) => {
+                                *sum.refused.entry(k).or_default() += 1;
+                                if sum.refusals.len() < MAX_LISTED {
+                                    sum.refusals.push((i, e));
+                                }
+                            }
                             Outcome::Known(k, _) => *sum.known_bugs.entry(k.to_string()).or_default() += 1,
                             Outcome::OverBudget(_) => sum.over_budget += 1,
                             o @ (Outcome::Mismatch(..) | Outcome::Failed(_)) => {

@@ -1533,29 +1533,46 @@ fn same_elem(a: Elem, b: Elem) -> bool {
 mod tests {
     use super::*;
 
-    /// A 16 x 16 x 16 f16 dot, one program of one warp.
-    const DOT: &str = "program d(a: buffer<f16, read>, b: buffer<f16, read>, c: buffer<f32, write>) grid 1 {
-  %0 = arange 0, 16 : [16]xi32
-  %1 = expand_dims %0, axis 1 : [16, 1]xi32
-  %2 = const 16 : i32
-  %3 = splat %2 : [16, 1]xi32
-  %4 = mul %1, %3 : [16, 1]xi32
-  %5 = broadcast %4 : [16, 16]xi32
-  %6 = expand_dims %0, axis 0 : [1, 16]xi32
-  %7 = broadcast %6 : [16, 16]xi32
-  %8 = add %5, %7 : [16, 16]xi32
-  %9 = load a[%8] : [16, 16]xf16
-  %10 = load b[%8] : [16, 16]xf16
-  %11 = const 0.0 : f32
-  %12 = splat %11 : [16, 16]xf32
-  %13 = dot %9, %10, %12 : [16, 16]xf32
-  store c[%8], %13
-}";
+    /// A program that computes `c = a @ b` for row-major `a` (`m x k`, `dtype`), `b` (`k x n`)
+    /// and f32 `c` (`m x n`) in one `dot`, one program.
+    fn dot_text(m: usize, k: usize, n: usize, dtype: DType) -> String {
+        // The row-major offsets of an `r x c` tile in values %v to %v+9 (the last one).
+        let offsets = |v: usize, r: usize, c: usize| {
+            let [rows, row_ids, cols, col_ids, width, widths, row_offs, row_tile, col_tile, offs]: [usize; 10] = std::array::from_fn(|i| v + i);
+            format!(
+                "  %{rows} = arange 0, {r} : [{r}]xi32
+  %{row_ids} = expand_dims %{rows}, axis 1 : [{r}, 1]xi32
+  %{cols} = arange 0, {c} : [{c}]xi32
+  %{col_ids} = expand_dims %{cols}, axis 0 : [1, {c}]xi32
+  %{width} = const {c} : i32
+  %{widths} = splat %{width} : [{r}, 1]xi32
+  %{row_offs} = mul %{row_ids}, %{widths} : [{r}, 1]xi32
+  %{row_tile} = broadcast %{row_offs} : [{r}, {c}]xi32
+  %{col_tile} = broadcast %{col_ids} : [{r}, {c}]xi32
+  %{offs} = add %{row_tile}, %{col_tile} : [{r}, {c}]xi32
+"
+            )
+        };
+        format!(
+            "program d(a: buffer<{dtype}, read>, b: buffer<{dtype}, read>, c: buffer<f32, write>) grid 1 {{
+{}{}{}  %30 = load a[%9] : [{m}, {k}]x{dtype}
+  %31 = load b[%19] : [{k}, {n}]x{dtype}
+  %32 = const 0.0 : f32
+  %33 = splat %32 : [{m}, {n}]xf32
+  %34 = dot %30, %31, %33 : [{m}, {n}]xf32
+  store c[%29], %34
+}}",
+            offsets(0, m, k),
+            offsets(10, k, n),
+            offsets(20, m, n)
+        )
+    }
 
-    /// [`DOT`] on one warp with its inputs (a 16 x 16 `a` and `b` of small integers in f16,
-    /// `c` zeroed): the program, its options, the input values and the buffers.
+    /// A 16 x 16 x 16 f16 dot ([`dot_text`]) on one warp with its inputs (a 16 x 16 `a` and
+    /// `b` of small integers in f16, `c` zeroed): the program, its options, the input values and
+    /// the buffers.
     fn dot_case() -> (Program, LowerOptions, Vec<f64>, [HostBuffer; 3]) {
-        let program = crate::text::parse(DOT).unwrap();
+        let program = crate::text::parse(&dot_text(16, 16, 16, DType::F16)).unwrap();
         let options = LowerOptions { num_warps: 1, ..LowerOptions::default() };
         let values: Vec<f64> = (0..256).map(|i| (i % 7) as f64 - 3.0).collect();
         let (a, b) = (HostBuffer::from_f64(DType::F16, &values), HostBuffer::from_f64(DType::F16, &values));
@@ -1687,41 +1704,7 @@ mod tests {
     #[test]
     fn a_cooperative_matrix_dot_too_large_to_stage_at_once_runs_in_chunks() {
         for dtype in [DType::F16, DType::BF16] {
-            let text = format!(
-                "program d(a: buffer<{dtype}, read>, b: buffer<{dtype}, read>, c: buffer<f32, write>) grid 1 {{
-  %0 = arange 0, 64 : [64]xi32
-  %1 = arange 0, 256 : [256]xi32
-  %2 = expand_dims %0, axis 1 : [64, 1]xi32
-  %3 = const 256 : i32
-  %4 = splat %3 : [64, 1]xi32
-  %5 = mul %2, %4 : [64, 1]xi32
-  %6 = broadcast %5 : [64, 256]xi32
-  %7 = expand_dims %1, axis 0 : [1, 256]xi32
-  %8 = broadcast %7 : [64, 256]xi32
-  %9 = add %6, %8 : [64, 256]xi32
-  %10 = load a[%9] : [64, 256]x{dtype}
-  %11 = expand_dims %1, axis 1 : [256, 1]xi32
-  %12 = const 64 : i32
-  %13 = splat %12 : [256, 1]xi32
-  %14 = mul %11, %13 : [256, 1]xi32
-  %15 = broadcast %14 : [256, 64]xi32
-  %16 = expand_dims %0, axis 0 : [1, 64]xi32
-  %17 = broadcast %16 : [256, 64]xi32
-  %18 = add %15, %17 : [256, 64]xi32
-  %19 = load b[%18] : [256, 64]x{dtype}
-  %20 = const 0.0 : f32
-  %21 = splat %20 : [64, 64]xf32
-  %22 = dot %10, %19, %21 : [64, 64]xf32
-  %23 = broadcast %5 : [64, 64]xi32
-  %24 = broadcast %16 : [64, 64]xi32
-  %25 = add %23, %24 : [64, 64]xi32
-  %26 = const 4 : i32
-  %27 = splat %26 : [64, 64]xi32
-  %28 = div %23, %27 : [64, 64]xi32
-  %29 = add %28, %24 : [64, 64]xi32
-  store c[%29], %22
-}}"
-            );
+            let text = dot_text(64, 256, 64, dtype);
             let program = crate::text::parse(&text).unwrap();
             let options = LowerOptions { num_warps: 4, ..LowerOptions::default() };
             let va: Vec<f64> = (0..64 * 256).map(|i| ((i * 7) % 9) as f64 - 4.0).collect();

@@ -229,6 +229,76 @@ impl Frag {
         best
     }
 
+    /// Bank conflicts of one instruction's reads of operand `which` (0: `a`, 1: `b`) from a
+    /// K-contiguous staged copy (element (outer, k) at `outer * pitch + k`, outer the row of
+    /// `a` or the column of `b`) of `elem_bytes`-byte elements: the most distinct 4-byte words
+    /// any bank serves at once. The model, AMD's LDS and NVIDIA's shared memory alike: 32 banks
+    /// of 4 bytes serve 128 bytes a clock; a lane reads each run of consecutive k as accesses
+    /// of at most 16 bytes; one access of a wave is served in groups of consecutive lanes that
+    /// together ask for 128 bytes, and lanes of a group that name different words of one bank
+    /// are served one after another (the same word, as replicated lanes read, is one). 1 is
+    /// conflict-free.
+    pub fn staged_read_conflicts(self, which: u8, pitch: u32, elem_bytes: u32) -> u32 {
+        let w = Some(which);
+        let elems = |lane: u32| -> Vec<(u32, u32)> {
+            let (lo, lk) = if which == 0 { self.lane(w, lane) } else { (self.lane(w, lane).1, self.lane(w, lane).0) };
+            let mut v: Vec<(u32, u32)> = (0..self.regs(w))
+                .map(|j| {
+                    let (r, c) = self.reg(w, j);
+                    if which == 0 {
+                        (lo + r, lk + c)
+                    } else {
+                        (lo + c, lk + r)
+                    }
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        // Each lane's accesses, in order: (first byte, bytes).
+        let accesses = |lane: u32| -> Vec<(u32, u32)> {
+            let mut out: Vec<(u32, u32)> = Vec::new();
+            for (outer, k) in elems(lane) {
+                let at = (outer * pitch + k) * elem_bytes;
+                match out.last_mut() {
+                    Some((first, bytes)) if *first + *bytes == at && *bytes + elem_bytes <= 16 => *bytes += elem_bytes,
+                    _ => out.push((at, elem_bytes)),
+                }
+            }
+            out
+        };
+        let lanes: Vec<Vec<(u32, u32)>> = (0..self.lanes()).map(accesses).collect();
+        let mut worst = 1;
+        for a in 0..lanes.iter().map(Vec::len).min().unwrap_or(0) {
+            let bytes = lanes[0][a].1.max(4);
+            let group = (128 / bytes).max(1) as usize;
+            for g in lanes.chunks(group) {
+                let mut banks: Vec<Vec<u32>> = vec![Vec::new(); 32];
+                for l in g {
+                    let (first, n) = l[a];
+                    for word in first / 4..(first + n).div_ceil(4) {
+                        let b = &mut banks[(word % 32) as usize];
+                        if !b.contains(&word) {
+                            b.push(word);
+                        }
+                    }
+                }
+                worst = worst.max(banks.iter().map(Vec::len).max().unwrap_or(1) as u32);
+            }
+        }
+        worst
+    }
+
+    /// Elements to pad each row of a K-contiguous staged copy of operand `which` with `k`
+    /// columns, so that [`Frag::staged_read_conflicts`] is 1: the smallest multiple of a
+    /// lane's access (up to 16 bytes, which keeps every access aligned) that makes the reads
+    /// conflict-free, or none where no pad below 64 elements does.
+    pub fn staged_pad(self, which: u8, k: u32, elem_bytes: u32) -> u32 {
+        let step = (self.k_run(Some(which)) * elem_bytes).min(16) / elem_bytes.max(1);
+        let step = step.max(1);
+        (0..64 / step).map(|i| i * step).find(|&pad| self.staged_read_conflicts(which, k + pad, elem_bytes) == 1).unwrap_or(0)
+    }
+
     /// Whether lanes `l` and `l ^ 16` hold the same elements of operand `which` (RDNA3's WMMA
     /// reads its operands replicated across the two halves of the wave).
     pub fn replicated(self, which: Option<u8>) -> bool {
@@ -826,6 +896,28 @@ mod tests {
         assert_eq!(runs(Frag::M16n8k16), (2, 2));
         assert_eq!(runs(Frag::Mfma16x16x16), (4, 4));
         assert_eq!(runs(Frag::Wmma16x16x16), (16, 16));
+    }
+
+    /// The bank-conflict model on AMD's fragments read from K-contiguous staged copies of f16:
+    /// rows of 32 or 64 elements put the lanes of a group on a few banks (MFMA's b64 reads
+    /// 8-way, WMMA's b128 reads 4-way at K = 32), and the pad `staged_pad` picks removes every
+    /// conflict at each K the kernels stage, for `a` and `b` alike.
+    #[test]
+    fn staged_pads_make_fragment_reads_conflict_free() {
+        assert_eq!(Frag::Mfma16x16x16.staged_read_conflicts(0, 32, 2), 8);
+        assert_eq!(Frag::Wmma16x16x16.staged_read_conflicts(0, 32, 2), 4);
+        for frag in [Frag::Mfma16x16x16, Frag::Mfma16x16x16T, Frag::Wmma16x16x16] {
+            for which in [0, 1] {
+                for k in [16, 32, 64, 128, 256] {
+                    let pad = frag.staged_pad(which, k, 2);
+                    assert_eq!(frag.staged_read_conflicts(which, k + pad, 2), 1, "{frag:?} operand {which}, K = {k}: pad {pad}");
+                    // The pad keeps every access aligned to its width.
+                    assert_eq!(pad % ((frag.k_run(Some(which)) * 2).min(16) / 2), 0, "{frag:?} {which} {k}");
+                }
+            }
+        }
+        assert_eq!(Frag::Mfma16x16x16.staged_pad(0, 32, 2), 4);
+        assert_eq!(Frag::Wmma16x16x16.staged_pad(0, 32, 2), 8);
     }
 
     /// The layouts' thread terms and the fragment maps the emulator's instruction model reads

@@ -26,7 +26,7 @@ use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
 use crate::gpu::emit::{CoopRole, Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::{Blocked, Coop, Dist, Frag, Layout, Mma, ThreadSrc, ThreadTerm};
-use crate::gpu::target::{MatrixInstr, MatrixKind, Target};
+use crate::gpu::target::{Isa, MatrixInstr, MatrixKind, Target};
 use crate::ir::*;
 use crate::verify::{verify, VerifyError};
 
@@ -2775,15 +2775,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 what: format!("{} operands on a target without mma.sync for them", at.dtype),
             })?
         };
-        // Operands through shared memory, `a` first then `b` when both go (one array per
-        // register dtype: both are f16, or both bf16 held as f32).
-        let mut staged = 0usize;
-        for (i, src) in sources.iter_mut().enumerate() {
-            if let Source::Staged { base } = src {
-                *base = staged;
-                staged += types[i].numel();
-            }
-        }
         // bf16 (held in f32 registers) is staged as bf16: half the bytes, and what the
         // instruction takes.
         let staged_dtype = |d: DType| if d == DType::BF16 { DType::BF16 } else { reg_dtype(d) };
@@ -2791,12 +2782,36 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // four consecutive k (AMD's MFMA and WMMA), so the run is one vector read; row-major
         // otherwise (mma.sync's pairs).
         let k_major = [false, mma.frag.k_run(Some(1)) >= 4];
-        // Offset of element (row, col) of operand `i` in its staged copy.
-        let staged_offset = |i: usize, t: &Type, row: i64, col: i64| -> i64 {
-            if k_major[i] {
-                col * t.shape[0] as i64 + row
+        // Elements per row of each staged copy: on AMD a K-contiguous copy's rows are padded so
+        // that the fragments' LDS reads are free of bank conflicts (`Frag::staged_pad`'s model;
+        // rows of 32 or 64 f16 put MFMA's reads 8-way on the same banks).
+        let pitch: [usize; 2] = [0, 1].map(|i| {
+            let t = types[i];
+            let inner = if k_major[i] { t.shape[0] } else { t.shape[1] };
+            let k_contiguous = i == 0 || k_major[i];
+            let pad = if self.target.isa == Isa::Amdgcn && k_contiguous {
+                mma.frag.staged_pad(i as u8, inner as u32, smem_elem_bytes(staged_dtype(t.dtype)) as u32) as usize
             } else {
-                row * t.shape[1] as i64 + col
+                0
+            };
+            inner + pad
+        });
+        // Operands through shared memory, `a` first then `b` when both go (one array per
+        // register dtype: both are f16, or both bf16 held as f32).
+        let mut staged = 0usize;
+        for (i, src) in sources.iter_mut().enumerate() {
+            if let Source::Staged { base } = src {
+                *base = staged;
+                let inner = if k_major[i] { types[i].shape[0] } else { types[i].shape[1] };
+                staged += types[i].numel() / inner * pitch[i];
+            }
+        }
+        // Offset of element (row, col) of operand `i` in its staged copy.
+        let staged_offset = |i: usize, row: i64, col: i64| -> i64 {
+            if k_major[i] {
+                col * pitch[i] as i64 + row
+            } else {
+                row * pitch[i] as i64 + col
             }
         };
         if staged > 0 {
@@ -2818,7 +2833,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let dist = self.dist(&home, &t.shape);
                 let c = self.coords(&dist);
                 for (j, cs) in c.coords.iter().enumerate() {
-                    let lin = if k_major[i] { self.linear(&[cs[1], cs[0]], &[t.shape[1], t.shape[0]]) } else { self.linear(cs, &t.shape) };
+                    let lin =
+                        if k_major[i] { self.linear(&[cs[1], cs[0]], &[t.shape[1], pitch[i]]) } else { self.linear(cs, &[t.shape[0], pitch[i]]) };
                     let slot = self.offset(lin, base as i64);
                     let value = if rd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
                     match c.owner[j] {
@@ -2839,8 +2855,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let dist = self.dist(&layouts[i], &t.shape);
                 let row = self.thread_coord(&dist, 0);
                 let col = self.thread_coord(&dist, 1);
-                let (outer, inner, pitch) = if k_major[i] { (col, row, t.shape[0]) } else { (row, col, t.shape[1]) };
-                let pitch = self.c_i32(pitch as i64);
+                let (outer, inner) = if k_major[i] { (col, row) } else { (row, col) };
+                let pitch = self.c_i32(pitch[i] as i64);
                 let rb = self.e.binary(BinaryOp::Mul, DType::I32, outer, pitch);
                 let tb = self.e.binary(BinaryOp::Add, DType::I32, rb, inner);
                 thread_base[i] = Some(self.offset(tb, base as i64));
@@ -2876,7 +2892,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                             .into_iter()
                             .map(|r| {
                                 r.map(|j| {
-                                    let off = staged_offset(i, t, dist.regs[j][0] as i64, dist.regs[j][1] as i64);
+                                    let off = staged_offset(i, dist.regs[j][0] as i64, dist.regs[j][1] as i64);
                                     let idx = me.offset(thread_base[i].expect("a base for staged operands"), off);
                                     me.ld_sh(rd, idx)
                                 })

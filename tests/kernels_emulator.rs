@@ -53,35 +53,34 @@ fn attention_matrix_wgmma() {
     common::check_attention_matrix(&Device::Emulator(Target::cuda_sm90a()));
 }
 
-/// Matmul (its test problems and the pipelined loop's tiles, which on AMD load where they
-/// stand) and attention on tensor-core tiles on AMD CDNA (gfx942, wavefronts of 64), whose f16
-/// and bf16 dots lower to MFMA 16x16x16 in its fragment layouts, run by the emulator's model of
-/// the instruction.
+/// Matmul's test problems and pipelined-loop tiles and attention's tensor-core tiles on the
+/// emulator of `target`, whose dots run on its matrix instructions.
+fn check_matrix_kernels(target: Target) {
+    let device = Device::Emulator(target);
+    common::check_kernel("matmul", &device);
+    common::check_matmul_pipelined(&device);
+    common::check_attention_matrix(&device);
+}
+
+/// AMD CDNA (gfx942, wavefronts of 64), whose f16 and bf16 dots lower to MFMA 16x16x16 in its
+/// fragment layouts, run by the emulator's model of the instruction (the pipelined loop's
+/// tiles load where they stand on AMD).
 #[test]
 fn matmul_and_attention_mfma() {
-    let device = Device::Emulator(Target::amd_gfx942());
-    common::check_kernel("matmul", &device);
-    common::check_matmul_pipelined(&device);
-    common::check_attention_matrix(&device);
+    check_matrix_kernels(Target::amd_gfx942());
 }
 
-/// The same on AMD RDNA3 (gfx1100, wave32), whose dots lower to WMMA 16x16x16: operands
-/// repeated in both halves of the wave (the emulator's model faults where the copies differ).
+/// AMD RDNA3 (gfx1100, wave32), whose dots lower to WMMA 16x16x16: operands repeated in both
+/// halves of the wave (the emulator's model faults where the copies differ).
 #[test]
 fn matmul_and_attention_wmma() {
-    let device = Device::Emulator(Target::amd_gfx1100());
-    common::check_kernel("matmul", &device);
-    common::check_matmul_pipelined(&device);
-    common::check_attention_matrix(&device);
+    check_matrix_kernels(Target::amd_gfx1100());
 }
 
-/// The same on the H200 through Vulkan, whose f16 dots lower to cooperative matrices 16x16x16:
+/// The H200 through Vulkan, whose f16 and bf16 dots lower to cooperative matrices 16x16x16:
 /// the emulator holds them in a map of its own (the driver's is unknown), so nothing in the
 /// lowering may depend on one, and it checks the extension's addressing rules.
 #[test]
 fn matmul_and_attention_cooperative_matrices() {
-    let device = Device::Emulator(Target::h200_vulkan());
-    common::check_kernel("matmul", &device);
-    common::check_matmul_pipelined(&device);
-    common::check_attention_matrix(&device);
+    check_matrix_kernels(Target::h200_vulkan());
 }

@@ -3157,6 +3157,35 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         Ok((advance(self, read), advance(self, write)))
     }
 
+    /// Runs `f` with the address slice `slice` (instructions of the loop body `body`) evaluated
+    /// at induction variable `iv`, in a scope of its own: what the slice and `extra` define is
+    /// set aside first and restored after, so the iteration being lowered keeps its own values.
+    fn at_iteration<T>(&mut self, body: &'a Block, slice: &[usize], extra: &[Value], iv: E::V, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        let mut defined: Vec<Value> = vec![body.args[0]];
+        for &i in slice {
+            defined.extend(body.insts[i].results.iter().copied());
+        }
+        defined.extend_from_slice(extra);
+        // Each value, with what it held before (scalar or per-thread data).
+        type Saved<V> = (Value, Option<V>, Option<(Layout, Vec<V>)>);
+        let saved: Vec<Saved<E::V>> = defined.iter().map(|&v| (v, self.scalars.remove(&v), self.data.remove(&v))).collect();
+        self.push_scope();
+        self.scalars.insert(body.args[0], iv);
+        let out = slice.iter().try_for_each(|&i| self.inst(&body.insts[i])).and_then(|()| f(self));
+        self.pop_scope();
+        for (v, sc, d) in saved {
+            self.scalars.remove(&v);
+            self.data.remove(&v);
+            if let Some(x) = sc {
+                self.scalars.insert(v, x);
+            }
+            if let Some(x) = d {
+                self.data.insert(v, x);
+            }
+        }
+        out
+    }
+
     /// Loads the tiles of a loop's prefetched loads for the iteration whose induction variable
     /// is `iv`: evaluates their address slices at `iv` (the values they define are set aside
     /// and restored) and loads each tile in the layout its load takes; with `guard`, only where
@@ -3165,18 +3194,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut slice: Vec<usize> = loads.iter().flat_map(|l| l.slice.iter().copied()).collect();
         slice.sort_unstable();
         slice.dedup();
-        let mut defined: Vec<Value> = vec![body.args[0]];
-        for &i in &slice {
-            defined.extend(body.insts[i].results.iter().copied());
-        }
-        defined.extend(loads.iter().map(|l| l.load));
-        type Saved<V> = (Value, Option<V>, Option<(Layout, Vec<V>)>);
-        let saved: Vec<Saved<E::V>> = defined.iter().map(|&v| (v, self.scalars.remove(&v), self.data.remove(&v))).collect();
-        self.push_scope();
-        self.scalars.insert(body.args[0], iv);
-        for &i in &slice {
-            self.inst(&body.insts[i])?;
-        }
+        let extra: Vec<Value> = loads.iter().map(|l| l.load).collect();
+        self.at_iteration(body, &slice, &extra, iv, |me| me.prefetch_loads(loads, body, guard))
+    }
+
+    /// The loads of [`Lowerer::prefetch_tiles`], with the address slice evaluated.
+    fn prefetch_loads(&mut self, loads: &[Prefetch], body: &'a Block, guard: Option<E::V>) -> R<Vec<(Layout, Vec<E::V>)>> {
         let mut out = Vec::with_capacity(loads.len());
         for l in loads {
             let li = body.insts.iter().find(|x| x.results.first() == Some(&l.load)).ok_or_else(|| LowerError::Unsupported {
@@ -3215,17 +3238,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             out.push(tile);
             self.prefetched.push(l.load.index());
         }
-        self.pop_scope();
-        for (v, sc, d) in saved {
-            self.scalars.remove(&v);
-            self.data.remove(&v);
-            if let Some(x) = sc {
-                self.scalars.insert(v, x);
-            }
-            if let Some(x) = d {
-                self.data.insert(v, x);
-            }
-        }
         Ok(out)
     }
 
@@ -3234,18 +3246,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// at `iv` (the values it defines are set aside and restored), then copies 16 bytes per
     /// thread and vector, zero-filled where the mask or `in_range` is false.
     fn pipe_issue(&mut self, pipe: &Pipeline, body: &'a Block, bases: &[usize], iv: E::V, in_range: E::V, slot: E::V) -> R<()> {
-        let mut defined: Vec<Value> = vec![body.args[0]];
-        for &i in &pipe.slice {
-            defined.extend(body.insts[i].results.iter().copied());
-        }
-        // Each value the slice defines, with what it held before (scalar or per-thread data).
-        type Saved<V> = (Value, Option<V>, Option<(Layout, Vec<V>)>);
-        let saved: Vec<Saved<E::V>> = defined.iter().map(|&v| (v, self.scalars.remove(&v), self.data.remove(&v))).collect();
-        self.push_scope();
-        self.scalars.insert(body.args[0], iv);
-        for &i in &pipe.slice {
-            self.inst(&body.insts[i])?;
-        }
+        self.at_iteration(body, &pipe.slice, &[], iv, |me| me.pipe_copies(pipe, bases, in_range, slot))
+    }
+
+    /// The copies of [`Lowerer::pipe_issue`], with the address slice evaluated.
+    fn pipe_copies(&mut self, pipe: &Pipeline, bases: &[usize], in_range: E::V, slot: E::V) -> R<()> {
         for (l, &base) in pipe.loads.iter().zip(bases) {
             let layout = pipe_copy_layout(l, self.warp, self.num_warps);
             let along = if l.transposed { 0 } else { 1 };
@@ -3269,17 +3274,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let at = l.swizzle.index(self, r, col);
                 let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
                 self.e.async_copy(l.buffer, l.dtype, offs[first], idx_dtype, at, 8, pred);
-            }
-        }
-        self.pop_scope();
-        for (v, sc, d) in saved {
-            self.scalars.remove(&v);
-            self.data.remove(&v);
-            if let Some(x) = sc {
-                self.scalars.insert(v, x);
-            }
-            if let Some(x) = d {
-                self.data.insert(v, x);
             }
         }
         Ok(())

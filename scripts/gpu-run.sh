@@ -5,8 +5,8 @@
 # benches/gpu.rs benchmark), all (both), report (`tilekit bench` on the default suite and
 # `tilekit report`: $OUT/bench-h200.json and $OUT/report.tgz), h200 (every kernel through
 # Vulkan and CUDA, then report on the `memory` suite through Vulkan and CUDA), pending and
-# pending-tests / -bench / -tune / -coop / -fuzz (the measurements open issues wait for, below),
-# exec (a command).
+# pending-tests / -bench / -tune / -coop (= -coop-tests, -coop-bench) / -examples / -fuzz (the
+# measurements open issues wait for, below), exec (a command).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-out}"
@@ -94,7 +94,7 @@ case "${1:-all}" in
     done > "$OUT/pending-tune.txt" 2>&1
     grep -c "rc=0" "$OUT/pending-tune.txt"
     ;;&
-  pending|pending-coop)
+  pending|pending-coop|pending-coop-tests)
     # Issue 16: dots on cooperative matrices through the driver. What it lists is in
     # devices.json (cooperative_matrix_listed, matrix_extensions: bf16 needs
     # VK_KHR_shader_bfloat16); then the kernel tests that run matmul and attention on them
@@ -104,17 +104,31 @@ case "${1:-all}" in
       echo "== kernels_vulkan $k"; timeout 150 "$bin/kernels_vulkan" --exact "$k" 2>&1 | grep -v XDG_RUNTIME | tail -12; echo "rc=$?"
     done > "$OUT/coop-tests.txt" 2>&1
     grep -E "^== |test result|^rc=|SKIPPED" "$OUT/coop-tests.txt"
-    timeout 150 "$bin/tilekit" bench --device vulkan --device wgpu --no-baselines --problem matmul:1000x1000x1000:f16 \
+    ;;&
+  pending|pending-coop|pending-coop-bench)
+    timeout 120 "$bin/tilekit" bench --device vulkan --device wgpu --no-baselines --problem matmul:1000x1000x1000:f16 \
       --problem matmul:777x333x257:bf16 --problem attention:1x4x1000x64:f16 --problem attention:1x2x515x128:f16:causal=1 \
       --warmup 1 --min-runs 3 --min-time-ms 5 --max-runs 10 -o "$OUT/coop-check.json" 2>&1 | grep -v XDG_RUNTIME > "$OUT/coop-check.log"
     tail -4 "$OUT/coop-check.log"
-    timeout 300 "$bin/tilekit" bench --device vulkan --device wgpu --device cuda --max-check-gflop 1 \
+    timeout 270 "$bin/tilekit" bench --device vulkan --device wgpu --device cuda --max-check-gflop 1 \
       --problem matmul:4096x4096x4096:f16 --problem matmul:8192x8192x8192:f16 --problem matmul:4096x4096x4096:bf16 \
       --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 -o "$OUT/coop-bench.json" 2>&1 \
       | grep --line-buffered -v XDG_RUNTIME > "$OUT/coop-bench.log"
     tail -16 "$OUT/coop-bench.log"
-    timeout 150 python3 bench/triton/reference.py --only attention --only matmul > "$OUT/coop-reference.jsonl" 2> "$OUT/coop-reference.err"
+    timeout 130 python3 bench/triton/reference.py --only attention --only matmul > "$OUT/coop-reference.jsonl" 2> "$OUT/coop-reference.err"
     tail -6 "$OUT/coop-reference.jsonl"
+    ;;&
+  pending|pending-examples)
+    # Issue 20 part 7: the user kernels against the copy, with the copy at each kernel's own size
+    # beside (vector add 2^24 bf16 moves 96 MiB, gelu 2^24 bf16 64 MiB), and Triton's and torch's
+    # GELU with torch's copy of the same bytes in the same call.
+    timeout 200 "$bin/tilekit" bench --suite examples --device cuda --device vulkan --problem gelu:2^24:bf16 \
+      --problem gelu:2^26:bf16 --problem gelu:2^24:f32 --problem vector_add:2^24:bf16 --problem vector_add:2^23:f32 \
+      --problem rmsnorm_quant:4096x8192:bf16 --problem argmax:8192x8192:f32 -o "$OUT/bench-examples.json" 2>&1 \
+      | grep --line-buffered -v XDG_RUNTIME | tail -60 > "$OUT/bench-examples.log"
+    tail -20 "$OUT/bench-examples.log"
+    timeout 90 python3 bench/triton/reference.py --only gelu --only vector_add > "$OUT/examples-reference.jsonl" 2> "$OUT/examples-reference.err"
+    tail -8 "$OUT/examples-reference.jsonl"
     ;;&
   pending|pending-fuzz)
     # Issue 19: the campaign it asks for through the GPU's Vulkan, wgpu and CUDA paths (run on

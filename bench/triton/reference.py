@@ -1,8 +1,9 @@
 """Triton 3.x reference figures on the machine that runs tilekit's benchmark, with tilekit's protocol.
 
 Runs the Triton tutorial kernels that tilekit's library mirrors (vector add, fused softmax,
-LayerNorm forward, matmul) and torch's baselines for the compute-bound ones (torch.matmul, which
-is cuBLAS, and scaled-dot-product attention on its flash backend) at the shapes of the SPIR-V,
+LayerNorm forward, matmul, and the `gelu` user kernel) and torch's baselines for the compute-bound
+ones (torch.matmul, which is cuBLAS, and scaled-dot-product attention on its flash backend; torch's
+GELU and copy beside Triton's GELU) at the shapes of the SPIR-V,
 PTX and tensor-core issues, timed as `tilekit bench` times:
 CUDA events around each run, a 256 MiB buffer written before every run (L2 flushed), 200 ms of
 warm-up, then at least 30 runs and 100 ms; median, min, p10 and p90. Bytes counted as tilekit
@@ -16,6 +17,7 @@ import argparse, ctypes, json, os, statistics, sys, time
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 
 @triton.jit
@@ -78,6 +80,17 @@ NO_FLUSH = False
 SYNC_EACH = False
 FLUSH_WITH = "fill"
 LIBCUDA = None
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+    # As tilekit's `gelu` (and a user) writes it: f32 math, libdevice's tanh, one rounding.
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    v = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    inner = (v + v * v * v * 0.044715) * 0.7978845608028654
+    g = v * 0.5 * (libdevice.tanh(inner) + 1.0)
+    tl.store(y_ptr + offs, g.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def time_it(fn):
@@ -164,6 +177,25 @@ def vector_add(n, args):
     assert torch.allclose(out, x + y)
     dump(k, f"vector_add_{n}", args)
     report("vector_add", [n], "f32", 3 * 4 * n, time_it(lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)), k)
+
+
+def gelu(n, args):
+    """GELU (tanh form) over n bf16 values three ways: Triton written as tilekit's `gelu`, torch's
+    `gelu(approximate="tanh")`, and torch's copy of the same bytes (the ceiling at this size)."""
+    x = torch.rand(n, device="cuda", dtype=torch.bfloat16) * 10 - 5
+    y = torch.empty_like(x)
+    ref = torch.nn.functional.gelu(x.float(), approximate="tanh").to(torch.bfloat16)
+    for block, warps in ((1024, 4), (2048, 4), (4096, 8)):
+        grid = (triton.cdiv(n, block),)
+        run = lambda: gelu_kernel[grid](x, y, n, BLOCK_SIZE=block, num_warps=warps)
+        k = gelu_kernel[grid](x, y, n, BLOCK_SIZE=block, num_warps=warps)
+        assert torch.allclose(y.float(), ref.float(), rtol=1e-2, atol=1e-2)
+        dump(k, f"gelu_{n}_{block}", args)
+        report("gelu", [n], "bf16", 2 * 2 * n, time_it(run), k,
+               {"impl": "triton", "config": f"BLOCK={block},num_warps={warps}"})
+    run = lambda: torch.nn.functional.gelu(x, approximate="tanh")
+    report("gelu", [n], "bf16", 2 * 2 * n, time_it(run), None, {"impl": "torch"})
+    report("copy", [n], "bf16", 2 * 2 * n, time_it(lambda: y.copy_(x)), None, {"impl": "torch"})
 
 
 def softmax(rows, cols, args):
@@ -290,7 +322,7 @@ def attention(b, h, s, d, causal, args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", help="directory for each kernel's PTX and TTGIR")
-    ap.add_argument("--only", action="append", choices=["vector_add", "softmax", "layernorm", "matmul", "attention"],
+    ap.add_argument("--only", action="append", choices=["vector_add", "softmax", "layernorm", "matmul", "attention", "gelu"],
                     help="run only these kernels (repeatable)")
     ap.add_argument("--softmax-cols", type=int, action="append", help="softmax row lengths (default 1024, 4096, 12800)")
     ap.add_argument("--layernorm-cols", type=int, action="append", help="LayerNorm row lengths (default 1024, 8192)")
@@ -315,6 +347,8 @@ def main():
     if want("layernorm"):
         for c in args.layernorm_cols or (1024, 8192):
             layernorm(4096, c, args)
+    if want("gelu"):
+        gelu(1 << 24, args)
     if want("matmul"):
         for dtype in ("f16", "bf16"):
             for n in (1024, 2048, 4096, 8192):

@@ -109,9 +109,12 @@ case "${1:-all}" in
     # Each configuration is checked at its problem's size (the host's f64 reference) and timed
     # with fewer runs than the default protocol, so that three devices' tuning fits one call;
     # the kernel tests above checked every configuration at ragged sizes.
+    # Most wanted first: a call that runs out of time keeps what was written. GELU beside them
+    # (its SPIR-V tanh against CUDA's libdevice one).
     timeout 330 "$bin/tilekit" bench --device vulkan --device wgpu --device cuda --min-runs 10 --min-time-ms 20 \
-      --problem matmul:4096x4096x4096:f16 --problem matmul:8192x8192x8192:f16 --problem matmul:4096x4096x4096:bf16 \
-      --problem attention:4x32x4096x64:f16 --problem attention:4x32x4096x128:f16 -o "$OUT/coop-bench.json" 2>&1 \
+      --problem matmul:4096x4096x4096:f16 --problem attention:4x32x4096x64:f16 --problem matmul:4096x4096x4096:bf16 \
+      --problem gelu:2^24:bf16 --problem attention:4x32x4096x128:f16 --problem matmul:8192x8192x8192:f16 \
+      -o "$OUT/coop-bench.json" 2>&1 \
       | grep --line-buffered -v XDG_RUNTIME > "$OUT/coop-bench.log"
     grep -v skipped "$OUT/coop-bench.log" | tail -24
     timeout 45 python3 bench/triton/reference.py --only attention > "$OUT/coop-reference.jsonl" 2> "$OUT/coop-reference.err"

@@ -159,6 +159,15 @@ fn named_problems_replace_the_suite() {
     timed.sort();
     let want = [("attention", "1x1x17x16 f32 causal=1"), ("layernorm", "3x97 f32"), ("vector_add", "1031 f32")];
     assert_eq!(timed, want.map(|(k, p)| (k.to_string(), p.to_string())));
+    // Memory-bound problems are also compared with a copy of their own bytes, timed in the run.
+    for e in res.entries.iter().filter(|e| e.kernel == "layernorm" || e.kernel == "vector_add") {
+        let copy = res.entries.iter().find(|c| c.kernel == "copy" && c.bytes == e.bytes.div_ceil(8) * 8 && c.status == Status::Ok);
+        let copy_s = copy.and_then(|c| c.median()).unwrap_or_else(|| panic!("no copy of {} bytes ({})", e.bytes, e.kernel));
+        let ratio = e.derived.as_ref().and_then(|d| d.of_copy_same_bytes).expect("of_copy_same_bytes");
+        assert!((ratio - copy_s / e.median().unwrap()).abs() < 1e-12, "{}: {ratio}", e.kernel);
+    }
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(out.contains("of a copy of its bytes"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -565,11 +565,12 @@ fn kernels_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String, 
                             }
                             let d = e.derived.as_ref();
                             format!(
-                                "{} · {} · app {} · arch {}{}",
+                                "{} · {} · app {} · arch {}{}{}",
                                 fmt_time(e.median().unwrap_or(0.0)),
                                 fmt_rate(x, u),
                                 pct(d.and_then(|d| d.efficiency_best)),
                                 arch_pct(d),
+                                d.and_then(|d| d.of_copy_same_bytes).map_or(String::new(), |c| format!(" · copy of its bytes {}", pct(Some(c)))),
                                 if imp == "tilekit tuned" { format!(" · [{}]", e.config) } else { String::new() }
                             )
                         }

@@ -12,6 +12,7 @@
 //! includes the driver's pipeline build, is recorded apart from the samples. CPU devices (the
 //! interpreter and the emulator) have no device clock and record the wall clock.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -23,7 +24,10 @@ use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_spirv::VulkanDeviceInfo;
 
 use super::copy::Copy;
-use super::schema::{Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo, Status};
+use super::schema::{
+    copy_bytes, Backend, Ceilings, CheckRecord, Entry, L2Policy, OutputRecord, Platform, ProblemRecord, Protocol, Results, RunInfo, Status,
+    MEMORY_BOUND_INTENSITY,
+};
 use super::stats::{runs_needed, summarize};
 use super::suite::{Case, Suite};
 use super::wgsl;
@@ -613,6 +617,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
     progress.start(((cases.len() + 1) * o.devices.len()) as u64);
 
     // Ceilings first: the copy bandwidth of every device, best over the copy's configurations.
+    // The best configuration also copies each memory-bound problem's own bytes, below.
+    let mut copy_config: Vec<Option<Config>> = vec![None; o.devices.len()];
     for (di, device) in o.devices.iter().enumerate() {
         let cpu = on_cpu(&results.platforms[di]);
         let n = if cpu { o.suite.cpu_copy_elems } else { o.suite.copy_elems };
@@ -634,6 +640,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
             })
             .collect();
         let best = entries.iter().filter_map(|e| e.median()).min_by(f64::total_cmp);
+        copy_config[di] =
+            entries.iter().zip(&configs).filter_map(|(e, c)| Some((e.median()?, c))).min_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c.clone());
         if let Some(m) = best {
             let p = &mut results.platforms[di];
             p.ceilings.copy_gbps = Some(8.0 * n as f64 / m / 1e9);
@@ -676,6 +684,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         })
         .collect();
 
+    // Copies of a problem's own bytes already timed: (device, f32 elements) -> median.
+    let mut copied: HashMap<(usize, u64), Option<f64>> = HashMap::new();
     // Every case: the reference once, then each device and configuration.
     for (case, rx) in cases.into_iter().zip(receivers) {
         let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
@@ -753,7 +763,35 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
                 }
             }
             let (tk, base): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.implementation == "tilekit");
-            progress.line(&case_line(&device.name(), case.kernel, &problem.to_string(), &tk));
+            // A timed memory-bound problem smaller than the ceiling's copy is also compared with a
+            // copy of its own bytes (`of_copy_same_bytes`), timed once per size and device.
+            let copy_n = copy_bytes(cost.bytes) / 8;
+            let memory_bound = (cost.flops as f64) < MEMORY_BOUND_INTENSITY * cost.bytes as f64;
+            let mut same_bytes = None;
+            let ceiling_n = if cpu { o.suite.cpu_copy_elems } else { o.suite.copy_elems } as u64;
+            if let (true, true, Some(c)) = (tk.iter().any(|e| e.median().is_some()), memory_bound, &copy_config[di]) {
+                if copy_n > 0 && copy_n < ceiling_n {
+                    same_bytes = *copied.entry((di, copy_n)).or_insert_with(|| {
+                        let cp = Problem::new(&[copy_n as usize], crate::DType::F32);
+                        let prepared = prepare(&Copy, &cp, o.seed, f64::INFINITY);
+                        let fallback = |m: String| {
+                            let mut e = blank(&run_id, &device.name(), "copy", "tilekit", &cp, c.to_string(), false, 8 * copy_n, 0);
+                            e.status = Status::Error;
+                            e.message = Some(m);
+                            e
+                        };
+                        let e = guarded(fallback, || measure(&Copy, &cp, c, false, device, &prepared, o, &run_id, None));
+                        let m = e.median();
+                        results.entries.push(e);
+                        m
+                    });
+                }
+            }
+            let mut line = case_line(&device.name(), case.kernel, &problem.to_string(), &tk);
+            if let (Some(copy_s), Some(best_s)) = (same_bytes, tk.iter().filter_map(|e| e.median()).min_by(f64::total_cmp)) {
+                line.push_str(&format!("  ({:.2}x of a copy of its bytes)", copy_s / best_s));
+            }
+            progress.line(&line);
             if !base.is_empty() {
                 progress.line(&case_line(&device.name(), case.kernel, &problem.to_string(), &base));
             }

@@ -239,6 +239,14 @@ pub struct Derived {
     /// Best median time of any implementation of the same problem on the same hardware and machine
     /// / this median time.
     pub efficiency_best: Option<f64>,
+    /// For a memory-bound problem: the median time of the platform's copy kernel moving this
+    /// problem's bytes, in the same run / this median time. The copy ceiling is measured on a
+    /// large copy, which a small problem cannot reach (launch and ramp-up are a larger share of
+    /// a short run); this compares a kernel with a copy of its own size. Absent where no such
+    /// copy was timed (compute-bound problems, CPU devices, problems as large as the ceiling's
+    /// copy, older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_copy_same_bytes: Option<f64>,
 }
 
 /// What the lowering chose for one launch on the platform's target (`tilekit::gpu::decisions`):
@@ -475,6 +483,14 @@ impl Results {
                 (p.id.clone(), c)
             })
             .collect();
+        // The copy kernel's best median per platform and byte count, for `of_copy_same_bytes`.
+        let mut copies: HashMap<(String, u64), f64> = HashMap::new();
+        for e in self.entries.iter().filter(|e| e.kernel == "copy" && e.implementation == "tilekit") {
+            if let Some(m) = e.median() {
+                let b = copies.entry((e.platform.clone(), e.bytes)).or_insert(m);
+                *b = b.min(m);
+            }
+        }
         for e in &mut self.entries {
             let Some(m) = e.median() else {
                 e.derived = None;
@@ -483,7 +499,11 @@ impl Results {
             let (h, machine) = hw.get(&e.platform).cloned().unwrap_or_default();
             let b = best.get(&(h, machine, e.kernel.clone(), e.problem_text.clone())).copied();
             let c = ceilings.get(&e.platform).cloned().unwrap_or_default();
-            e.derived = Some(derive_figures(e.bytes, e.flops, m, &c, b));
+            let mut d = derive_figures(e.bytes, e.flops, m, &c, b);
+            if e.kernel != "copy" && d.intensity < MEMORY_BOUND_INTENSITY {
+                d.of_copy_same_bytes = copies.get(&(e.platform.clone(), copy_bytes(e.bytes))).map(|c| c / m);
+            }
+            e.derived = Some(d);
         }
     }
 }
@@ -513,7 +533,20 @@ pub fn derive_figures(bytes: u64, flops: u64, median_s: f64, c: &Ceilings, best_
         (None, Some(f)) if flops > 0 => Some(f),
         _ => None,
     };
-    Derived { gbps, tflops, intensity, efficiency_ceiling: attainable_s.map(|a| a / median_s), efficiency_best: best_s.map(|b| b / median_s) }
+    Derived {
+        gbps,
+        tflops,
+        intensity,
+        efficiency_ceiling: attainable_s.map(|a| a / median_s),
+        efficiency_best: best_s.map(|b| b / median_s),
+        of_copy_same_bytes: None,
+    }
+}
+
+/// The bytes a copy of `bytes` moves with the copy kernel (f32 elements, each read and written):
+/// `bytes` rounded up to a whole element's eight.
+pub fn copy_bytes(bytes: u64) -> u64 {
+    bytes.div_ceil(8) * 8
 }
 
 /// The JSON Schema of [`Results`], as committed in `bench/schema/results.schema.json`.

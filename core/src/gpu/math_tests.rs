@@ -41,13 +41,8 @@ impl std::hash::Hash for V {
     }
 }
 
-/// Evaluates the scalar primitives a math sequence uses; nothing else is reached. `unfused`
-/// computes `fma` as a multiplication and then an addition, each rounded, as Vulkan allows a
-/// driver to compute GLSL's `Fma`: the bounds must hold either way.
-#[derive(Default)]
-struct Eval {
-    unfused: bool,
-}
+/// Evaluates the scalar primitives a math sequence uses; nothing else is reached.
+struct Eval;
 
 impl Emitter for Eval {
     type V = V;
@@ -107,7 +102,6 @@ impl Emitter for Eval {
     }
     fn fma(&mut self, _dtype: DType, a: V, b: V, c: V) -> V {
         match (a, b, c) {
-            (V::F(a), V::F(b), V::F(c)) if self.unfused => V::F(a * b + c),
             (V::F(a), V::F(b), V::F(c)) => V::F(a.mul_add(b, c)),
             other => unreachable!("{other:?}"),
         }
@@ -188,8 +182,8 @@ fn uniform(mut state: u64) -> impl FnMut() -> f64 {
     }
 }
 
-fn eval(x: f32, cos: bool, unfused: bool) -> f32 {
-    match sin_cos(&mut Eval { unfused }, V::F(x), cos) {
+fn eval(x: f32, cos: bool) -> f32 {
+    match sin_cos(&mut Eval, V::F(x), cos) {
         V::F(y) => y,
         other => unreachable!("{other:?}"),
     }
@@ -200,48 +194,46 @@ fn eval(x: f32, cos: bool, unfused: bool) -> f32 {
 /// largest errors printed (`cargo test -p tilekit-core --release sin_cos -- --nocapture`).
 #[test]
 fn sin_cos_within_the_bound() {
-    for unfused in [false, true] {
-        let mut next = uniform(0x9E37_79B9_7F4A_7C15);
-        for cos in [false, true] {
-            let op = if cos { MathOp::Cos } else { MathOp::Sin };
-            let b = bound(op, MathBackend::Amdgcn, DType::F32);
-            let (mut max_ulp, mut max_abs, mut of_bound) = (0f64, 0f64, 0f64);
-            for i in 0..1_000_000u32 {
-                let u = next();
-                let x = match i % 4 {
-                    0 => (u * 2.0 - 1.0) * 10.0,
-                    1 => (u * 2.0 - 1.0) * SIN_COS_REDUCED,
-                    2 => ((u * 2.0 - 1.0) * 131_072.0).round() * std::f64::consts::FRAC_PI_2,
-                    _ => 2f64.powf(-149.0 + u * 149.0),
-                } as f32;
-                let (x, exact) = (x as f64, if cos { (x as f64).cos() } else { (x as f64).sin() });
-                let got = eval(x as f32, cos, unfused) as f64;
-                assert!(b.allows(DType::F32, x, 0.0, exact, got), "{}({x:e}) = {exact:e}, got {got:e} (unfused: {unfused})", op.name());
-                let e = (got - exact).abs();
-                max_ulp = max_ulp.max(e / ulp_f32(exact));
-                max_abs = max_abs.max(e);
-                of_bound = of_bound.max(e / b.tolerance(DType::F32, x, exact));
-            }
-            println!("{} (unfused: {unfused}): max {max_ulp:.2} ulp, {max_abs:.2e} absolute, {of_bound:.2} of the bound", op.name());
+    let mut next = uniform(0x9E37_79B9_7F4A_7C15);
+    for cos in [false, true] {
+        let op = if cos { MathOp::Cos } else { MathOp::Sin };
+        let b = bound(op, MathBackend::Amdgcn, DType::F32);
+        let (mut max_ulp, mut max_abs, mut of_bound) = (0f64, 0f64, 0f64);
+        for i in 0..2_000_000u32 {
+            let u = next();
+            let x = match i % 4 {
+                0 => (u * 2.0 - 1.0) * 10.0,
+                1 => (u * 2.0 - 1.0) * SIN_COS_REDUCED,
+                2 => ((u * 2.0 - 1.0) * 131_072.0).round() * std::f64::consts::FRAC_PI_2,
+                _ => 2f64.powf(-149.0 + u * 149.0),
+            } as f32;
+            let (x, exact) = (x as f64, if cos { (x as f64).cos() } else { (x as f64).sin() });
+            let got = eval(x as f32, cos) as f64;
+            assert!(b.allows(DType::F32, x, 0.0, exact, got), "{}({x:e}) = {exact:e}, got {got:e}", op.name());
+            let e = (got - exact).abs();
+            max_ulp = max_ulp.max(e / ulp_f32(exact));
+            max_abs = max_abs.max(e);
+            of_bound = of_bound.max(e / b.tolerance(DType::F32, x, exact));
         }
-        assert_eq!(eval(-0.0, false, unfused).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(eval(0.0, true, unfused), 1.0);
-        assert_eq!(eval(1e-40, false, unfused), 1e-40);
-        for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-            assert!(eval(x, false, unfused).is_nan() && eval(x, true, unfused).is_nan());
-        }
-        for x in [1e10f32, -3e38, 3.4e38, 1e6] {
-            let (s, c) = (eval(x, false, unfused), eval(x, true, unfused));
-            assert!((-1.0..=1.0).contains(&s) && (-1.0..=1.0).contains(&c), "{x:e}: {s} {c}");
-        }
+        println!("{}: max {max_ulp:.2} ulp, {max_abs:.2e} absolute, {of_bound:.2} of the bound", op.name());
+    }
+    assert_eq!(eval(-0.0, false).to_bits(), (-0.0f32).to_bits());
+    assert_eq!(eval(0.0, true), 1.0);
+    assert_eq!(eval(1e-40, false), 1e-40);
+    for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        assert!(eval(x, false).is_nan() && eval(x, true).is_nan());
+    }
+    for x in [1e10f32, -3e38, 3.4e38, 1e6] {
+        let (s, c) = (eval(x, false), eval(x, true));
+        assert!((-1.0..=1.0).contains(&s) && (-1.0..=1.0).contains(&c), "{x:e}: {s} {c}");
     }
 }
 
 /// One of [`super`]'s sequences on the host.
 type Sequence = fn(&mut Eval, V) -> V;
 
-fn eval_with(f: Sequence, x: f32, unfused: bool) -> f32 {
-    match f(&mut Eval { unfused }, V::F(x)) {
+fn eval_with(f: Sequence, x: f32) -> f32 {
+    match f(&mut Eval, V::F(x)) {
         V::F(y) => y,
         other => unreachable!("{other:?}"),
     }
@@ -253,41 +245,39 @@ fn eval_with(f: Sequence, x: f32, unfused: bool) -> f32 {
 /// largest errors printed (`cargo test -p tilekit-core --release tanh_and_erf -- --nocapture`).
 #[test]
 fn tanh_and_erf_within_the_bound() {
+    let mut next = uniform(0x2545_F491_4F6C_DD1D);
     let exact_tanh: fn(f64) -> f64 = f64::tanh;
     let exact_erf: fn(f64) -> f64 = libm::erf;
     let cases = [(MathOp::Tanh, tanh as Sequence, exact_tanh), (MathOp::Erf, erf as Sequence, exact_erf)];
-    for unfused in [false, true] {
-        let mut next = uniform(0x2545_F491_4F6C_DD1D);
-        for (op, f, exact_of) in cases {
-            let b = bound(op, MathBackend::Spirv, DType::F32);
-            let (mut max_ulp, mut of_bound) = (0f64, 0f64);
-            for i in 0..1_000_000u32 {
-                let u = next();
-                let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
-                let x = sign
-                    * match i % 5 {
-                        0 => u * 8.0,
-                        1 => 0.5 + u * 1.0,
-                        2 => 2f64.powf(-149.0 + u * 149.0),
-                        3 => 1.2 + u * 0.2,
-                        _ => 2f64.powf(u * 7.0),
-                    };
-                let x = x as f32;
-                let exact = exact_of(x as f64);
-                let got = eval_with(f, x, unfused) as f64;
-                assert!(b.allows(DType::F32, x as f64, 0.0, exact, got), "{}({x:e}) = {exact:e}, got {got:e} (unfused: {unfused})", op.name());
-                let e = (got - exact).abs();
-                max_ulp = max_ulp.max(e / ulp_f32(exact));
-                of_bound = of_bound.max(e / b.tolerance(DType::F32, x as f64, exact));
-            }
-            println!("{} (unfused: {unfused}): max {max_ulp:.2} ulp, {of_bound:.2} of the bound", op.name());
-            for z in [0.0f32, -0.0] {
-                assert_eq!(eval_with(f, z, unfused).to_bits(), z.to_bits(), "{}({z})", op.name());
-            }
-            assert!(eval_with(f, f32::NAN, unfused).is_nan());
-            assert_eq!((eval_with(f, f32::INFINITY, unfused), eval_with(f, f32::NEG_INFINITY, unfused)), (1.0, -1.0), "{}", op.name());
-            assert_eq!((eval_with(f, 1e30, unfused), eval_with(f, -10.0, unfused)), (1.0, -1.0), "{}", op.name());
+    for (op, f, exact_of) in cases {
+        let b = bound(op, MathBackend::Spirv, DType::F32);
+        let (mut max_ulp, mut of_bound) = (0f64, 0f64);
+        for i in 0..1_000_000u32 {
+            let u = next();
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            let x = sign
+                * match i % 5 {
+                    0 => u * 8.0,
+                    1 => 0.5 + u * 1.0,
+                    2 => 2f64.powf(-149.0 + u * 149.0),
+                    3 => 1.2 + u * 0.2,
+                    _ => 2f64.powf(u * 7.0),
+                };
+            let x = x as f32;
+            let exact = exact_of(x as f64);
+            let got = eval_with(f, x) as f64;
+            assert!(b.allows(DType::F32, x as f64, 0.0, exact, got), "{}({x:e}) = {exact:e}, got {got:e}", op.name());
+            let e = (got - exact).abs();
+            max_ulp = max_ulp.max(e / ulp_f32(exact));
+            of_bound = of_bound.max(e / b.tolerance(DType::F32, x as f64, exact));
         }
+        println!("{}: max {max_ulp:.2} ulp, {of_bound:.2} of the bound", op.name());
+        for z in [0.0f32, -0.0] {
+            assert_eq!(eval_with(f, z).to_bits(), z.to_bits(), "{}({z})", op.name());
+        }
+        assert!(eval_with(f, f32::NAN).is_nan());
+        assert_eq!((eval_with(f, f32::INFINITY), eval_with(f, f32::NEG_INFINITY)), (1.0, -1.0), "{}", op.name());
+        assert_eq!((eval_with(f, 1e30), eval_with(f, -10.0)), (1.0, -1.0), "{}", op.name());
     }
 }
 
@@ -338,11 +328,11 @@ fn fmod_from_the_driver_remainder_is_c_fmod() {
     for &a in &specials() {
         for &b in &specials() {
             let want = a % b;
-            let got = f(legalize::fmod(&mut Eval::default(), V::F(a), V::F(b), V::F(want)));
+            let got = f(legalize::fmod(&mut Eval, V::F(a), V::F(b), V::F(want)));
             assert!(same(got, want), "fmod({a:e}, {b:e}) from the exact remainder = {got:e}, want {want:e}");
             if (a / b).abs() < 8_388_608.0 {
                 let raw = a - b * (a / b).trunc();
-                let got = f(legalize::fmod(&mut Eval::default(), V::F(a), V::F(b), V::F(raw)));
+                let got = f(legalize::fmod(&mut Eval, V::F(a), V::F(b), V::F(raw)));
                 let close = (got as f64 - want as f64).abs() <= 2.0 * ulp_f32(a.abs().max(b.abs()) as f64);
                 assert!(
                     same(got, want) || (close && got.is_sign_negative() == want.is_sign_negative()),
@@ -361,10 +351,10 @@ fn constant_zero_rules_are_ieee() {
             let neg = z.is_sign_negative();
             for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
                 let ieee = |a: f32, b: f32| binary_float(op, DType::F32, a, b);
-                if let Some(r) = legalize::with_constant_zero(&mut Eval::default(), op, V::F(x), V::F(z), None, Some(neg)) {
+                if let Some(r) = legalize::with_constant_zero(&mut Eval, op, V::F(x), V::F(z), None, Some(neg)) {
                     assert!(same(f(r), ieee(x, z)), "{x:e} {op:?} {z:e} = {:e}", f(r));
                 }
-                if let Some(r) = legalize::with_constant_zero(&mut Eval::default(), op, V::F(z), V::F(x), Some(neg), None) {
+                if let Some(r) = legalize::with_constant_zero(&mut Eval, op, V::F(z), V::F(x), Some(neg), None) {
                     assert!(same(f(r), ieee(z, x)), "{z:e} {op:?} {x:e} = {:e}", f(r));
                 }
             }
@@ -380,7 +370,7 @@ fn float_to_int_saturates_as_the_cast() {
     for to in [DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64] {
         for &x in &xs {
             // The driver's conversion, given a value in range: truncation.
-            let got = legalize::f32_to_int(&mut Eval::default(), V::F(x), to, |_, c| V::I(f(c) as f64 as i64));
+            let got = legalize::f32_to_int(&mut Eval, V::F(x), to, |_, c| V::I(f(c) as f64 as i64));
             let got = match got {
                 V::I(i) => i,
                 other => panic!("{other:?}"),
@@ -397,7 +387,7 @@ fn log_of_subnormals_is_accurate() {
     for bits in [1u32, 2, 3, 1000, 0x0040_0000, 0x007F_FFFF, 0x0080_0000, 0x3F80_0000] {
         let x = f32::from_bits(bits);
         for natural in [true, false] {
-            let got = f(legalize::log(&mut Eval::default(), natural, V::F(x), |_, xs| V::F(if natural { f(xs).ln() } else { f(xs).log2() })));
+            let got = f(legalize::log(&mut Eval, natural, V::F(x), |_, xs| V::F(if natural { f(xs).ln() } else { f(xs).log2() })));
             let want = if natural { (x as f64).ln() } else { (x as f64).log2() };
             assert!(((got as f64) - want).abs() <= 2.0 * ulp_f32(want), "log{} of {x:e}: {got:e}, want {want:e}", if natural { "" } else { "2" });
         }

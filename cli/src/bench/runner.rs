@@ -582,8 +582,8 @@ fn case_line(platform: &str, kernel: &str, problem: &str, entries: &[Entry]) -> 
     }
 }
 
-/// Runs the whole benchmark. `save` is called with the results so far after every case, so an
-/// interrupted run keeps what it measured.
+/// Runs the whole benchmark. `save` is called with the results so far after every device of every
+/// case, so an interrupted run keeps what it measured.
 pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&Results)) -> Results {
     let host = host_name();
     let machine = machine_label();
@@ -797,9 +797,12 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
             }
             results.entries.extend(tk);
             results.entries.extend(base);
+            // After every device, not only every case: a run stopped while a later device
+            // tunes keeps this device's entries (tuning a large problem on one device can take
+            // minutes).
+            results.derive();
+            save(&results);
         }
-        results.derive();
-        save(&results);
     }
     progress.finish();
     results.derive();

@@ -582,6 +582,25 @@ fn case_line(platform: &str, kernel: &str, problem: &str, entries: &[Entry]) -> 
     }
 }
 
+/// The copy kernel over `n` f32 elements with configuration `config`, checked and timed (an
+/// error entry where it fails): the copy ceiling's runs and the copies of a problem's own bytes.
+/// `prepared` holds the inputs of [`copy_problem`]`(n)`, made once for every configuration.
+fn time_copy(prepared: &Prepared, n: usize, config: &Config, default_config: bool, device: &Device, o: &BenchOptions, run_id: &str) -> Entry {
+    let problem = copy_problem(n);
+    let fallback = |m: String| {
+        let mut e = blank(run_id, &device.name(), "copy", "tilekit", &problem, config.to_string(), default_config, 8 * n as u64, 0);
+        e.status = Status::Error;
+        e.message = Some(m);
+        e
+    };
+    guarded(fallback, || measure(&Copy, &problem, config, default_config, device, prepared, o, run_id, None))
+}
+
+/// The copy kernel's problem of `n` f32 elements.
+fn copy_problem(n: usize) -> Problem {
+    Problem::new(&[n], crate::DType::F32)
+}
+
 /// Runs the whole benchmark. `save` is called with the results so far after every device of every
 /// case, so an interrupted run keeps what it measured.
 pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&Results)) -> Results {
@@ -617,32 +636,20 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
     progress.start(((cases.len() + 1) * o.devices.len()) as u64);
 
     // Ceilings first: the copy bandwidth of every device, best over the copy's configurations.
-    // The best configuration also copies each memory-bound problem's own bytes, below.
-    let mut copy_config: Vec<Option<Config>> = vec![None; o.devices.len()];
+    // The best configuration, with the ceiling's size, also copies each memory-bound problem's
+    // own bytes, below.
+    let mut copy_best: Vec<Option<(Config, u64)>> = vec![None; o.devices.len()];
     for (di, device) in o.devices.iter().enumerate() {
         let cpu = on_cpu(&results.platforms[di]);
         let n = if cpu { o.suite.cpu_copy_elems } else { o.suite.copy_elems };
-        let problem = Problem::new(&[n], crate::DType::F32);
+        let problem = copy_problem(n);
         progress.step(&format!("{} copy ceiling", device.name()));
         let prepared = prepare(&Copy, &problem, o.seed, f64::INFINITY);
         let configs = Copy.configs();
-        let entries: Vec<Entry> = configs
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let fallback = |m: String| {
-                    let mut e = blank(&run_id, &device.name(), "copy", "tilekit", &problem, c.to_string(), i == 0, 8 * n as u64, 0);
-                    e.status = Status::Error;
-                    e.message = Some(m);
-                    e
-                };
-                guarded(fallback, || measure(&Copy, &problem, c, i == 0, device, &prepared, o, &run_id, None))
-            })
-            .collect();
-        let best = entries.iter().filter_map(|e| e.median()).min_by(f64::total_cmp);
-        copy_config[di] =
-            entries.iter().zip(&configs).filter_map(|(e, c)| Some((e.median()?, c))).min_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c.clone());
-        if let Some(m) = best {
+        let entries: Vec<Entry> = configs.iter().enumerate().map(|(i, c)| time_copy(&prepared, n, c, i == 0, device, o, &run_id)).collect();
+        let best = entries.iter().zip(&configs).filter_map(|(e, c)| Some((e.median()?, c))).min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((m, c)) = best {
+            copy_best[di] = Some((c.clone(), n as u64));
             let p = &mut results.platforms[di];
             p.ceilings.copy_gbps = Some(8.0 * n as f64 / m / 1e9);
             p.ceilings.copy_source = Some(format!("tilekit copy kernel, {n} f32, best of {} configurations", configs.len()));
@@ -768,19 +775,11 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
             let copy_n = copy_bytes(cost.bytes) / 8;
             let memory_bound = (cost.flops as f64) < MEMORY_BOUND_INTENSITY * cost.bytes as f64;
             let mut same_bytes = None;
-            let ceiling_n = if cpu { o.suite.cpu_copy_elems } else { o.suite.copy_elems } as u64;
-            if let (true, true, Some(c)) = (tk.iter().any(|e| e.median().is_some()), memory_bound, &copy_config[di]) {
-                if copy_n > 0 && copy_n < ceiling_n {
+            if let (true, true, Some((c, ceiling_n))) = (tk.iter().any(|e| e.median().is_some()), memory_bound, &copy_best[di]) {
+                if copy_n > 0 && copy_n < *ceiling_n {
                     same_bytes = *copied.entry((di, copy_n)).or_insert_with(|| {
-                        let cp = Problem::new(&[copy_n as usize], crate::DType::F32);
-                        let prepared = prepare(&Copy, &cp, o.seed, f64::INFINITY);
-                        let fallback = |m: String| {
-                            let mut e = blank(&run_id, &device.name(), "copy", "tilekit", &cp, c.to_string(), false, 8 * copy_n, 0);
-                            e.status = Status::Error;
-                            e.message = Some(m);
-                            e
-                        };
-                        let e = guarded(fallback, || measure(&Copy, &cp, c, false, device, &prepared, o, &run_id, None));
+                        let n = copy_n as usize;
+                        let e = time_copy(&prepare(&Copy, &copy_problem(n), o.seed, f64::INFINITY), n, c, false, device, o, &run_id);
                         let m = e.median();
                         results.entries.push(e);
                         m

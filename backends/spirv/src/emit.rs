@@ -206,6 +206,9 @@ pub struct SpirvEmitter {
     /// Byte offset of the logical grid in the push-constant block when the grid is folded.
     grid_fold: Option<u32>,
     shared: BTreeMap<DType, SharedSlot>,
+    /// Staging arrays of cooperative-matrix operands (`uvec4` arrays; lengths in elements of
+    /// their dtype), apart from the shared arrays.
+    staging: BTreeMap<DType, SharedSlot>,
     frames: Vec<Frame>,
     used: Used,
     /// Struct types already decorated (`Block`, `Offset`), by runtime-array type.
@@ -305,6 +308,7 @@ impl SpirvEmitter {
             num_programs: [0; 3],
             grid_fold: None,
             shared: BTreeMap::new(),
+            staging: BTreeMap::new(),
             frames: Vec::new(),
             used: Used::default(),
             buffer_structs: HashMap::new(),
@@ -532,6 +536,25 @@ impl SpirvEmitter {
             self.b.name(var, format!("shared_{dtype}"));
             self.interface.push(var);
             shared_bytes += len.max(1) as u64 * bytes as u64;
+        }
+        let staging: Vec<(DType, Word, u32)> = self.staging.iter().map(|(d, s)| (*d, s.var, s.len)).collect();
+        for (dtype, var, len) in staging {
+            let (_, bytes) = self.shared_elem_ty(dtype);
+            let u = self.u32_ty();
+            let v4 = self.vec_ty(u, 4);
+            let vectors = (len as u64 * bytes as u64).div_ceil(16).max(1);
+            let n = self.c_u32(vectors as u32);
+            let arr = self.b.type_array(v4, n);
+            let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, arr);
+            self.b.module_mut().types_global_values.push(Instruction::new(
+                Op::Variable,
+                Some(p),
+                Some(var),
+                vec![Operand::StorageClass(spirv::StorageClass::Workgroup)],
+            ));
+            self.b.name(var, format!("staging_{dtype}"));
+            self.interface.push(var);
+            shared_bytes += vectors * 16;
         }
 
         // Access decorations, now that every use is known.
@@ -1497,6 +1520,57 @@ impl SpirvEmitter {
         self.emit(Op::ShiftRightLogical, t, &[id, shift])
     }
 
+    /// Values of `dtype` (ids) as the words a vector of 32-bit components holds: 32- and 64-bit
+    /// values as they are, 16-bit ones two to a word and 8-bit ones four (the first lowest).
+    fn pack_words(&mut self, dtype: DType, ids: Vec<Word>) -> Vec<Word> {
+        match dtype {
+            DType::F32 | DType::I32 | DType::U32 | DType::I64 => ids,
+            DType::F16 => {
+                let h = self.f16_ty();
+                let (v2, u) = (self.vec_ty(h, 2), self.u32_ty());
+                ids.chunks(2)
+                    .map(|p| {
+                        let pair = self.emit(Op::CompositeConstruct, v2, p);
+                        self.bitcast(u, pair)
+                    })
+                    .collect()
+            }
+            DType::BF16 => ids
+                .chunks(2)
+                .map(|p| {
+                    let lo = self.u_opk(Op::BitwiseAnd, p[0], 0xFFFF);
+                    let hi = self.u_opk(Op::ShiftLeftLogical, p[1], 16);
+                    self.u_op(Op::BitwiseOr, lo, hi)
+                })
+                .collect(),
+            DType::I8 | DType::U8 => {
+                let u = self.u32_ty();
+                ids.chunks(4)
+                    .map(|p| {
+                        let mut word = self.emit(Op::UConvert, u, &[p[0]]);
+                        for (k, &b) in p.iter().enumerate().skip(1) {
+                            let b = self.emit(Op::UConvert, u, &[b]);
+                            let b = self.u_opk(Op::ShiftLeftLogical, b, 8 * k as u32);
+                            word = self.u_op(Op::BitwiseOr, word, b);
+                        }
+                        word
+                    })
+                    .collect()
+            }
+            _ => {
+                let u = self.u32_ty();
+                ids.chunks(2)
+                    .map(|p| {
+                        let lo = self.emit(Op::UConvert, u, &[p[0]]);
+                        let hi = self.emit(Op::UConvert, u, &[p[1]]);
+                        let hi = self.u_opk(Op::ShiftLeftLogical, hi, 16);
+                        self.u_op(Op::BitwiseOr, lo, hi)
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// The components of a loaded vector view (`raw` itself when it is one word).
     fn vector_parts(&mut self, raw: Word, dtype: DType, n: u32) -> Vec<Word> {
         let (component, count) = match dtype {
@@ -1517,6 +1591,48 @@ impl SpirvEmitter {
         let p = self.ptr_ty(spirv::StorageClass::StorageBuffer, elem);
         let zero = self.c_u32(0);
         Some((self.emit(Op::AccessChain, p, &[var, zero, index]), elem))
+    }
+
+    /// Pointer to the 16-byte vector of the staging array of `dtype` that starts at element
+    /// `index` (`per` elements to a vector, `index` a multiple of it), and the vector type.
+    fn staging_ptr(&mut self, dtype: DType, index: SpirvValue, per: usize, what: &str) -> Option<(Word, Word)> {
+        self.expect(index, DType::I32, what);
+        if !matches!(dtype, DType::F16 | DType::BF16) || per as u32 * self.shared_elem_ty(dtype).1 != 16 {
+            self.fail_contract(format!("{what}: staging holds 16 bytes of f16 or bf16 per access, not {per} x {dtype}"));
+            return None;
+        }
+        let Some(slot) = self.staging.get(&dtype) else {
+            self.fail_contract(format!("{what}: no staging array reserved for {dtype}"));
+            return None;
+        };
+        let var = slot.var;
+        let vindex = self.vector_index(index, DType::I32, per as u32, what);
+        let u = self.u32_ty();
+        let v4 = self.vec_ty(u, 4);
+        let p = self.ptr_ty(spirv::StorageClass::Workgroup, v4);
+        let ptr = self.emit(Op::AccessChain, p, &[var, vindex]);
+        self.workgroup_ptrs.insert(ptr);
+        Some((ptr, v4))
+    }
+
+    /// A cooperative matrix of type `ty` loaded through workgroup pointer `ptr`, rows (or
+    /// columns) `stride` pointees apart.
+    fn coop_load_at(&mut self, ty: Word, component: DType, ptr: Word, stride: u32, col_major: bool) -> Option<SpirvValue> {
+        let (layout, stride) = (self.c_u32(u32::from(col_major)), self.c_u32(stride));
+        let id = self.b.id();
+        self.push_inst(Instruction::new(
+            Op::CooperativeMatrixLoadKHR,
+            Some(ty),
+            Some(id),
+            vec![
+                Operand::IdRef(ptr),
+                Operand::IdRef(layout),
+                Operand::IdRef(stride),
+                Operand::MemoryAccess(spirv::MemoryAccess::NON_PRIVATE_POINTER),
+            ],
+        ));
+        self.coop_types.insert(id, ty);
+        Some(self.value(id, component))
     }
 
     fn shared_ptr(&mut self, dtype: DType, index: SpirvValue, what: &str) -> Option<(Word, Word)> {
@@ -2363,52 +2479,7 @@ impl Emitter for SpirvEmitter {
             return;
         };
         let ids: Vec<Word> = values.iter().map(|v| v.id).collect();
-        let parts: Vec<Word> = match dtype {
-            DType::F32 | DType::I32 | DType::U32 | DType::I64 => ids,
-            DType::F16 => {
-                let h = self.f16_ty();
-                let (v2, u) = (self.vec_ty(h, 2), self.u32_ty());
-                ids.chunks(2)
-                    .map(|p| {
-                        let pair = self.emit(Op::CompositeConstruct, v2, p);
-                        self.bitcast(u, pair)
-                    })
-                    .collect()
-            }
-            DType::BF16 => ids
-                .chunks(2)
-                .map(|p| {
-                    let lo = self.u_opk(Op::BitwiseAnd, p[0], 0xFFFF);
-                    let hi = self.u_opk(Op::ShiftLeftLogical, p[1], 16);
-                    self.u_op(Op::BitwiseOr, lo, hi)
-                })
-                .collect(),
-            DType::I8 | DType::U8 => {
-                let u = self.u32_ty();
-                ids.chunks(4)
-                    .map(|p| {
-                        let mut word = self.emit(Op::UConvert, u, &[p[0]]);
-                        for (k, &b) in p.iter().enumerate().skip(1) {
-                            let b = self.emit(Op::UConvert, u, &[b]);
-                            let b = self.u_opk(Op::ShiftLeftLogical, b, 8 * k as u32);
-                            word = self.u_op(Op::BitwiseOr, word, b);
-                        }
-                        word
-                    })
-                    .collect()
-            }
-            _ => {
-                let u = self.u32_ty();
-                ids.chunks(2)
-                    .map(|p| {
-                        let lo = self.emit(Op::UConvert, u, &[p[0]]);
-                        let hi = self.emit(Op::UConvert, u, &[p[1]]);
-                        let hi = self.u_opk(Op::ShiftLeftLogical, hi, 16);
-                        self.u_op(Op::BitwiseOr, lo, hi)
-                    })
-                    .collect()
-            }
-        };
+        let parts = self.pack_words(dtype, ids);
         let v = if parts.len() == 1 { parts[0] } else { self.emit(Op::CompositeConstruct, elem, &parts) };
         let r = self.b.store(ptr, v, None, []);
         self.check_build(r);
@@ -2515,23 +2586,59 @@ impl Emitter for SpirvEmitter {
         }
         let ty = self.coop_ty(instr, role)?;
         let (ptr, _) = self.shared_ptr(dtype, index, "cooperative matrix load")?;
-        let (layout, stride) = (self.c_u32(u32::from(col_major)), self.c_u32(stride));
-        let id = self.b.id();
-        self.push_inst(Instruction::new(
-            Op::CooperativeMatrixLoadKHR,
-            Some(ty),
-            Some(id),
-            vec![
-                Operand::IdRef(ptr),
-                Operand::IdRef(layout),
-                Operand::IdRef(stride),
-                Operand::MemoryAccess(spirv::MemoryAccess::NON_PRIVATE_POINTER),
-            ],
-        ));
-        self.coop_types.insert(id, ty);
-        Some(self.value(id, component))
+        self.coop_load_at(ty, component, ptr, stride, col_major)
     }
 
+    fn staging_vectors(&self) -> bool {
+        true
+    }
+
+    fn reserve_staging(&mut self, dtype: DType, len: u32) {
+        if let Some(slot) = self.staging.get_mut(&dtype) {
+            slot.len = slot.len.max(len);
+            return;
+        }
+        let var = self.b.id();
+        self.staging.insert(dtype, SharedSlot { var, len });
+    }
+
+    fn store_staging(&mut self, dtype: DType, index: SpirvValue, values: &[SpirvValue]) {
+        for &v in values {
+            self.expect(v, dtype, "staged value");
+        }
+        let Some((ptr, elem)) = self.staging_ptr(dtype, index, values.len(), "store_staging") else {
+            return;
+        };
+        let ids: Vec<Word> = values.iter().map(|v| v.id).collect();
+        let parts = self.pack_words(dtype, ids);
+        let v = self.emit(Op::CompositeConstruct, elem, &parts);
+        let r = self.b.store(ptr, v, None, []);
+        self.check_build(r);
+    }
+
+    fn coop_load_staged(
+        &mut self,
+        instr: MatrixInstr,
+        role: CoopRole,
+        dtype: DType,
+        index: SpirvValue,
+        stride: u32,
+        col_major: bool,
+    ) -> Option<SpirvValue> {
+        let component = coop_component(instr, role);
+        if component != dtype {
+            self.fail_contract(format!("a cooperative matrix of {component} loaded from staged {dtype}"));
+            return None;
+        }
+        let ty = self.coop_ty(instr, role)?;
+        let per = 16 / self.shared_elem_ty(dtype).1;
+        if stride % per != 0 {
+            self.fail_contract(format!("a staged cooperative matrix with a stride of {stride} elements, not whole 16-byte vectors"));
+            return None;
+        }
+        let (ptr, _) = self.staging_ptr(dtype, index, per as usize, "cooperative matrix load")?;
+        self.coop_load_at(ty, component, ptr, stride / per, col_major)
+    }
     fn coop_store(&mut self, instr: MatrixInstr, value: SpirvValue, index: SpirvValue, stride: u32) -> Option<()> {
         let ty = self.coop_ty(instr, CoopRole::Acc)?;
         if self.coop_types.get(&value.id) != Some(&ty) {

@@ -247,6 +247,43 @@ pub trait Emitter {
         None
     }
 
+    /// Whether the backend has a staging array for cooperative-matrix operands
+    /// ([`Emitter::reserve_staging`]): shared memory of its own, written 16 bytes at a time
+    /// ([`Emitter::store_staging`]) and read by [`Emitter::coop_load_staged`]. A thread that
+    /// stages its tile with one store per 16 bytes instead of one per element issues an eighth
+    /// of the stores for 16-bit operands.
+    fn staging_vectors(&self) -> bool {
+        false
+    }
+
+    /// Declares that the staging array of `dtype` holds at least `len` elements (a multiple of
+    /// 16 bytes); apart from the shared array of the same dtype ([`Emitter::reserve_shared`]).
+    fn reserve_staging(&mut self, dtype: DType, len: u32) {
+        let _ = (dtype, len);
+    }
+
+    /// Stores 16 bytes of `dtype` (`values`, as registers hold them: bf16 as its bits) at
+    /// elements `index ..` of the staging array; `index` is a multiple of `values.len()`.
+    fn store_staging(&mut self, dtype: DType, index: Self::V, values: &[Self::V]) {
+        let _ = (dtype, index, values);
+    }
+
+    /// [`Emitter::coop_load`] from the staging array of `dtype` instead of the shared array;
+    /// `index` and `stride` count elements and are multiples of 16 bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn coop_load_staged(
+        &mut self,
+        instr: MatrixInstr,
+        role: CoopRole,
+        dtype: DType,
+        index: Self::V,
+        stride: u32,
+        col_major: bool,
+    ) -> Option<Self::V> {
+        let _ = (instr, role, dtype, index, stride, col_major);
+        None
+    }
+
     /// `a x b + c` on cooperative matrices of `instr`: products summed in f32.
     fn coop_mul_add(&mut self, instr: MatrixInstr, a: Self::V, b: Self::V, c: Self::V) -> Option<Self::V> {
         let _ = (instr, a, b, c);

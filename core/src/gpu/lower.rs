@@ -149,6 +149,9 @@ pub struct LowerInfo {
     pub homes: Vec<Option<Layout>>,
     /// Shared memory per dtype in elements, and the total in bytes.
     pub shared: Vec<(DType, u32)>,
+    /// Elements per dtype of the cooperative-matrix operands' staging arrays
+    /// ([`Emitter::reserve_staging`]), counted in `shared_bytes` too.
+    pub staged: Vec<(DType, u32)>,
     pub shared_bytes: u64,
     /// Layout conversions through shared memory that were emitted.
     pub conversions: usize,
@@ -227,6 +230,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         memo: HashMap::new(),
         depth: 0,
         shared: HashMap::new(),
+        staging: HashMap::new(),
         conversions: 0,
         homes: vec![None; program.values.len()],
         axis: analyse(
@@ -264,9 +268,16 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     lw.block(&program.body)?;
     let mut shared: Vec<(DType, u32)> = lw.shared.iter().map(|(&d, &n)| (d, n)).collect();
     shared.sort();
-    let shared_bytes: u64 = shared.iter().map(|&(d, n)| n as u64 * smem_elem_bytes(d)).sum();
+    let mut staged: Vec<(DType, u32)> = lw.staging.iter().map(|(&d, &n)| (d, n)).collect();
+    staged.sort();
+    let shared_bytes: u64 = shared.iter().chain(&staged).map(|&(d, n)| n as u64 * smem_elem_bytes(d)).sum();
     if shared_bytes > target.shared_memory_bytes as u64 {
-        let mut detail = shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + ");
+        let mut detail = shared
+            .iter()
+            .map(|(d, n)| format!("{n} x {d}"))
+            .chain(staged.iter().map(|(d, n)| format!("{n} x {d} staged")))
+            .collect::<Vec<_>>()
+            .join(" + ");
         let rings: usize = lw.pipelines.values().flat_map(|p| &p.loads).map(|l| l.numel() * lw.num_stages as usize).sum();
         if rings > 0 {
             detail.push_str(&format!(", of which {rings} elements are num_stages = {} copies of the pipelined tiles", lw.num_stages));
@@ -298,7 +309,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     let mut prefetched = lw.prefetched;
     prefetched.sort_unstable();
     prefetched.dedup();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop, prefetched })
+    Ok(LowerInfo { threads, homes: lw.homes, shared, staged, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop, prefetched })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -365,6 +376,8 @@ struct Lowerer<'a, E: Emitter> {
     memo: HashMap<(Value, Layout), MemoEntry<E::V>>,
     depth: usize,
     shared: HashMap<DType, u32>,
+    /// Elements of each dtype's staging array ([`Emitter::reserve_staging`]).
+    staging: HashMap<DType, u32>,
     conversions: usize,
     homes: Vec<Option<Layout>>,
     /// Offset analysis of every value.
@@ -2512,9 +2525,34 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         } else {
             Chunking::Dynamic
         };
-        let (a_pitch, b_pitch) = (kc + Self::COOP_PAD, n + Self::COOP_PAD);
-        let b_base = m * a_pitch;
-        self.reserve(sd, b_base + kc * b_pitch);
+        // Each operand is stored in rows of its contiguous dimension, padded by 16 bytes; a
+        // `b` whose registers run along K (attention's K^T) is stored as rows of K and read
+        // column-major. Where the backend has a staging array and each thread's registers form
+        // runs of 16 bytes along the stored rows, the operand goes there one 16-byte store per
+        // run, else element by element into the shared array.
+        let vec = (16 / smem_elem_bytes(sd)) as usize;
+        let can_stage = self.e.staging_vectors() && matches!(sd, DType::F16 | DType::BF16) && chunking != Chunking::Dynamic;
+        let a_staged = can_stage && stores_in_vectors(&adist, vec, 1);
+        let (b_staged, b_col_major) = match can_stage {
+            true if stores_in_vectors(&bdist, vec, 1) => (true, false),
+            true if stores_in_vectors(&bdist, vec, 0) => (true, true),
+            _ => (false, false),
+        };
+        let a_pitch = kc + Self::COOP_PAD;
+        let b_pitch = if b_col_major { kc + Self::COOP_PAD } else { n + Self::COOP_PAD };
+        let (a_len, b_len) = (m * a_pitch, if b_col_major { n * b_pitch } else { kc * b_pitch });
+        let b_base = if a_staged == b_staged { a_len } else { 0 };
+        let mut lens = [0usize; 2];
+        lens[usize::from(a_staged)] += a_len;
+        lens[usize::from(b_staged)] += b_len;
+        if lens[0] > 0 {
+            self.reserve(sd, lens[0]);
+        }
+        if lens[1] > 0 {
+            let e = self.staging.entry(sd).or_insert(0);
+            *e = (*e).max(lens[1] as u32);
+            self.e.reserve_staging(sd, lens[1] as u32);
+        }
         let (ac, bc) = (self.coords(&adist), self.coords(&bdist));
         // This warp's first row of `a` and column of `b`.
         let (wm, wn) = (coop.warps[0] as usize, coop.warps[1] as usize);
@@ -2522,40 +2560,57 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let (row0, col0) = (self.thread_coord(&dist, 0), self.thread_coord(&dist, 1));
         let ap = self.c_i32(a_pitch as i64);
         let a_warp = self.e.binary(BinaryOp::Mul, DType::I32, row0, ap);
-        let b_warp = self.offset(col0, b_base as i64);
+        let b_warp = if b_col_major {
+            let bp = self.c_i32(b_pitch as i64);
+            let c = self.e.binary(BinaryOp::Mul, DType::I32, col0, bp);
+            self.offset(c, b_base as i64)
+        } else {
+            self.offset(col0, b_base as i64)
+        };
         let [reps_m, reps_n] = coop.repeats(&[m, n]);
         for chunk in 0..k / kc {
             let k0 = chunk * kc;
             self.e.barrier();
-            // a[i, k] -> i * a_pitch + (k - k0); b[k, j] -> b_base + (k - k0) * b_pitch + j, for
-            // the elements whose k falls in this chunk.
-            for (dist, c, regs, pitch, base, kdim) in [(&adist, &ac, &aregs, a_pitch, 0, 1), (&bdist, &bc, &bregs, b_pitch, b_base, 0)] {
+            // Element (r, c) of an operand goes to base + major * pitch + minor, (major, minor)
+            // being (r, c) in rows or (c, r) in columns, K counted from the chunk's k0.
+            let operands = [(&adist, &ac, &aregs, a_pitch, 0, 1, a_staged, false), (&bdist, &bc, &bregs, b_pitch, b_base, 0, b_staged, b_col_major)];
+            for (dist, c, regs, pitch, base, kdim, staged, col_major) in operands {
                 let p = self.c_i32(pitch as i64);
-                for (j, cs) in c.coords.iter().enumerate() {
+                let step = if staged { vec } else { 1 };
+                for j in (0..c.coords.len()).step_by(step) {
                     let in_chunk = match chunking {
                         Chunking::Whole => None,
                         Chunking::Static if dist.regs[j][kdim] as usize / kc != chunk => continue,
                         Chunking::Static => None,
-                        Chunking::Dynamic => Some(self.in_chunk(cs[kdim], k0 as u32, kc)),
+                        Chunking::Dynamic => Some(self.in_chunk(c.coords[j][kdim], k0 as u32, kc)),
                     };
-                    let (mut row, mut col) = (cs[0], cs[1]);
+                    let mut rc = [c.coords[j][0], c.coords[j][1]];
                     if k0 > 0 {
                         let k0v = self.c_i32(k0 as i64);
-                        if kdim == 0 {
-                            row = self.e.binary(BinaryOp::Sub, DType::I32, row, k0v);
-                        } else {
-                            col = self.e.binary(BinaryOp::Sub, DType::I32, col, k0v);
-                        }
+                        rc[kdim] = self.e.binary(BinaryOp::Sub, DType::I32, rc[kdim], k0v);
                     }
-                    let row = self.e.binary(BinaryOp::Mul, DType::I32, row, p);
-                    let lin = self.e.binary(BinaryOp::Add, DType::I32, row, col);
+                    let (major, minor) = if col_major { (rc[1], rc[0]) } else { (rc[0], rc[1]) };
+                    let major = self.e.binary(BinaryOp::Mul, DType::I32, major, p);
+                    let lin = self.e.binary(BinaryOp::Add, DType::I32, major, minor);
                     let slot = self.offset(lin, base as i64);
-                    let value = if sd == DType::BF16 { self.narrow_bf16(regs[j]) } else { regs[j] };
+                    let values: Vec<E::V> = (j..j + step).map(|i| if sd == DType::BF16 { self.narrow_bf16(regs[i]) } else { regs[i] }).collect();
                     let pred = match (c.owner[j], in_chunk) {
                         (Some(x), Some(y)) => Some(self.e.binary(BinaryOp::And, DType::I1, x, y)),
                         (x, y) => x.or(y),
                     };
-                    self.store_shared_if(pred, sd, slot, value);
+                    if staged {
+                        // A run shares its row, hence its owner (stores_in_vectors).
+                        if let Some(own) = pred {
+                            self.e.begin_if(own, &[]);
+                        }
+                        self.e.store_staging(sd, slot, &values);
+                        if pred.is_some() {
+                            self.e.begin_else(&[]);
+                            self.e.end_if(&[]);
+                        }
+                    } else {
+                        self.store_shared_if(pred, sd, slot, values[0]);
+                    }
                 }
             }
             self.e.barrier();
@@ -2563,22 +2618,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let mut fa = Vec::with_capacity(reps_m);
                 for mi in 0..reps_m {
                     let idx = self.offset(a_warp, ((mi * tm * wm) * a_pitch + kk * tk) as i64);
-                    let idx = self.floored(sd, idx);
-                    fa.push(
-                        self.e
-                            .coop_load(instr, CoopRole::A, sd, idx, a_pitch as u32, false)
-                            .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
-                    );
+                    let x = self.coop_operand(instr, CoopRole::A, sd, idx, a_pitch, a_staged, false)?;
+                    fa.push(x);
                 }
                 let mut fb = Vec::with_capacity(reps_n);
                 for ni in 0..reps_n {
-                    let idx = self.offset(b_warp, (kk * tk * b_pitch + ni * tn * wn) as i64);
-                    let idx = self.floored(sd, idx);
-                    fb.push(
-                        self.e
-                            .coop_load(instr, CoopRole::B, sd, idx, b_pitch as u32, false)
-                            .ok_or_else(|| unsupported("no cooperative matrix loads".into()))?,
-                    );
+                    let at = if b_col_major { ni * tn * wn * b_pitch + kk * tk } else { kk * tk * b_pitch + ni * tn * wn };
+                    let idx = self.offset(b_warp, at as i64);
+                    let y = self.coop_operand(instr, CoopRole::B, sd, idx, b_pitch, b_staged, b_col_major)?;
+                    fb.push(y);
                 }
                 for (mi, &x) in fa.iter().enumerate() {
                     for (ni, &y) in fb.iter().enumerate() {
@@ -2599,6 +2647,18 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             self.set_data(r, Layout::Mma(ex), regs);
         }
         Ok(())
+    }
+
+    /// A cooperative-matrix operand loaded from where [`Lowerer::dot_coop`] staged it.
+    #[allow(clippy::too_many_arguments)]
+    fn coop_operand(&mut self, instr: MatrixInstr, role: CoopRole, sd: DType, idx: E::V, pitch: usize, staged: bool, col_major: bool) -> R<E::V> {
+        let v = if staged {
+            self.e.coop_load_staged(instr, role, sd, idx, pitch as u32, col_major)
+        } else {
+            let idx = self.floored(sd, idx);
+            self.e.coop_load(instr, role, sd, idx, pitch as u32, col_major)
+        };
+        v.ok_or_else(|| LowerError::Unsupported { op: "dot".into(), loc: Loc::default(), what: "no cooperative matrix loads".into() })
     }
 
     /// The exchange map of `coop` on this target's warps.
@@ -3399,6 +3459,22 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
         }
     }
+}
+
+/// Whether every register of `dist` (rank 2) is one of a run of `vec` that a thread can store
+/// with one 16-byte store into a copy of the tile stored in rows along dimension `along`:
+/// registers `j .. j + vec` (`j` a multiple of `vec`) agree in the other dimension and take
+/// consecutive coordinates along `along` from a multiple of `vec`, and every thread-dependent
+/// part of that coordinate is a multiple of `vec` too.
+fn stores_in_vectors(dist: &Dist, vec: usize, along: usize) -> bool {
+    let other = 1 - along;
+    dist.regs.len() % vec == 0
+        && !dist.wrap[along]
+        && dist.terms[along].iter().all(|t| t.mult as usize % vec == 0)
+        && dist.regs.chunks(vec).all(|run| {
+            run[0][along] as usize % vec == 0
+                && run.iter().enumerate().all(|(i, r)| r[other] == run[0][other] && r[along] as usize == run[0][along] as usize + i)
+        })
 }
 
 /// How a dot's K chunks are staged.

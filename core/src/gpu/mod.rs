@@ -98,10 +98,11 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         options.num_warps,
         target.subgroup_size,
         info.shared_bytes,
-        if info.shared.is_empty() {
+        if info.shared.is_empty() && info.staged.is_empty() {
             String::new()
         } else {
-            format!(" ({})", info.shared.iter().map(|(d, n)| format!("{n} x {d}")).collect::<Vec<_>>().join(" + "))
+            let staged = info.staged.iter().map(|(d, n)| format!("{n} x {d} staged in 16-byte vectors"));
+            format!(" ({})", info.shared.iter().map(|(d, n)| format!("{n} x {d}")).chain(staged).collect::<Vec<_>>().join(" + "))
         },
         info.conversions,
         lowered.num_instructions(),

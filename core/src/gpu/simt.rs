@@ -192,13 +192,20 @@ enum SInst {
         value: Reg,
     },
     /// A cooperative matrix loaded from shared memory: element (`r`, `c`) at `index + r *
-    /// stride + c` (`col_major`: `index + c * stride + r`).
+    /// stride + c` (`col_major`: `index + c * stride + r`); `staged`: from the staging array.
     CoopLoad {
         d: Coop,
         dtype: DType,
         index: Reg,
         stride: u32,
         col_major: bool,
+        staged: bool,
+    },
+    /// 16 bytes stored to the staging array of `dtype` at `index ..`.
+    StoreStaging {
+        dtype: DType,
+        index: Reg,
+        values: Vec<Reg>,
     },
     /// An accumulator stored to shared f32 as [`SInst::CoopLoad`] addresses it.
     CoopStore {
@@ -275,6 +282,9 @@ pub struct Recorder {
     frames: Vec<Frame>,
     next: Reg,
     shared: Vec<(DType, u32)>,
+    /// Staging arrays ([`Emitter::reserve_staging`]): the emulator places each after the
+    /// shared array of its dtype.
+    staging: Vec<(DType, u32)>,
     /// Lanes per warp (the size of a cooperative matrix's register block).
     warp: u32,
     /// Cooperative matrices by their first register.
@@ -293,6 +303,19 @@ impl Recorder {
         self.next += c.regs(self.warp.max(1));
         self.coops.insert(c.first, c);
         c
+    }
+
+    /// A [`SInst::CoopLoad`] of `instr`'s operand `role`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_coop_load(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: Reg, stride: u32, col_major: bool, staged: bool) -> Reg {
+        let (rows, cols) = match role {
+            CoopRole::A => (instr.m, instr.k),
+            CoopRole::B => (instr.k, instr.n),
+            CoopRole::Acc => (instr.m, instr.n),
+        };
+        let d = self.coop(rows, cols);
+        self.push(SInst::CoopLoad { d, dtype, index, stride, col_major, staged });
+        d.first
     }
 
     /// `regs` with each cooperative matrix replaced by its block of registers.
@@ -466,14 +489,22 @@ impl Emitter for Recorder {
         Some(d.first)
     }
     fn coop_load(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: Reg, stride: u32, col_major: bool) -> Option<Reg> {
-        let (rows, cols) = match role {
-            CoopRole::A => (instr.m, instr.k),
-            CoopRole::B => (instr.k, instr.n),
-            CoopRole::Acc => (instr.m, instr.n),
-        };
-        let d = self.coop(rows, cols);
-        self.push(SInst::CoopLoad { d, dtype, index, stride, col_major });
-        Some(d.first)
+        Some(self.record_coop_load(instr, role, dtype, index, stride, col_major, false))
+    }
+    fn staging_vectors(&self) -> bool {
+        true
+    }
+    fn reserve_staging(&mut self, dtype: DType, len: u32) {
+        match self.staging.iter_mut().find(|(d, _)| *d == dtype) {
+            Some((_, n)) => *n = (*n).max(len),
+            None => self.staging.push((dtype, len)),
+        }
+    }
+    fn store_staging(&mut self, dtype: DType, index: Reg, values: &[Reg]) {
+        self.push(SInst::StoreStaging { dtype, index, values: values.to_vec() });
+    }
+    fn coop_load_staged(&mut self, instr: MatrixInstr, role: CoopRole, dtype: DType, index: Reg, stride: u32, col_major: bool) -> Option<Reg> {
+        Some(self.record_coop_load(instr, role, dtype, index, stride, col_major, true))
     }
     fn coop_store(&mut self, _instr: MatrixInstr, value: Reg, index: Reg, stride: u32) -> Option<()> {
         let value = self.coop_of(value)?;
@@ -573,6 +604,8 @@ pub struct Lowered {
     code: Vec<SInst>,
     regs: u32,
     shared: Vec<(DType, u32)>,
+    /// Where each staging array starts in the shared array of its dtype.
+    staging_base: Vec<(DType, u32)>,
     pub info: LowerInfo,
     warp: u32,
     /// Dtype of each scalar parameter (None for buffers).
@@ -591,7 +624,25 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Re
             ParamKind::Buffer { .. } => None,
         })
         .collect();
-    Ok(Lowered { code: rec.code, regs: rec.next, shared: rec.shared, info, warp: target.subgroup_size, param_dtypes })
+    // Each staging array after the shared array of its dtype, at a 16-byte boundary.
+    let mut shared = rec.shared;
+    let mut staging_base = Vec::new();
+    for &(d, n) in &rec.staging {
+        let per = (16 / crate::gpu::lower::smem_elem_bytes(d)) as u32;
+        let at = match shared.iter_mut().find(|(s, _)| *s == d) {
+            Some((_, len)) => {
+                let base = len.div_ceil(per) * per;
+                *len = base + n;
+                base
+            }
+            None => {
+                shared.push((d, n));
+                0
+            }
+        };
+        staging_base.push((d, at));
+    }
+    Ok(Lowered { code: rec.code, regs: rec.next, shared, staging_base, info, warp: target.subgroup_size, param_dtypes })
 }
 
 impl Lowered {
@@ -724,6 +775,11 @@ impl Machine<'_> {
             Arg::Buffer(b) => b,
             Arg::Scalar(_) => unreachable!("arguments were checked"),
         }
+    }
+
+    /// Where the staging array of `dtype` starts in its shared array.
+    fn staging_base(&self, dtype: DType) -> i64 {
+        self.lowered.staging_base.iter().find(|(d, _)| *d == dtype).map_or(0, |&(_, b)| b as i64)
     }
 
     fn shared_array(&mut self, dtype: DType) -> Option<&mut Vec<SharedSlot>> {
@@ -960,6 +1016,18 @@ impl Machine<'_> {
                 let i = self.int(*index, t);
                 let v = self.get(*value, t);
                 return self.write_shared(*dtype, i, v, t);
+            }
+            SInst::StoreStaging { dtype, index, values } => {
+                let i = self.int(*index, t);
+                if (i * crate::gpu::lower::smem_elem_bytes(*dtype) as i64) % 16 != 0 {
+                    return Err(self.fault(t, format!("a staging store at {dtype}[{i}] is not 16-byte aligned")));
+                }
+                let base = self.staging_base(*dtype);
+                for (k, r) in values.iter().enumerate() {
+                    let v = self.get(*r, t);
+                    self.write_shared(*dtype, base + i + k as i64, v, t)?;
+                }
+                return Ok(());
             }
             SInst::ShuffleXor { dst, x, mask } => {
                 let other = t ^ *mask as usize;
@@ -1366,8 +1434,8 @@ impl Machine<'_> {
                         }
                     }
                 }
-                SInst::CoopLoad { d, dtype, index, stride, col_major } => {
-                    let i = address(self, *index, *stride, *dtype)?;
+                SInst::CoopLoad { d, dtype, index, stride, col_major, staged } => {
+                    let i = address(self, *index, *stride, *dtype)? + if *staged { self.staging_base(*dtype) } else { 0 };
                     for r in 0..d.rows {
                         for c in 0..d.cols {
                             let at = if *col_major { i + (c * stride + r) as i64 } else { i + (r * stride + c) as i64 };
@@ -1641,6 +1709,40 @@ mod tests {
             let err = broken.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
             assert!(err.contains(what), "{err}");
         }
+    }
+
+    /// The dot's operands go to the staging array 16 bytes per store (one row of eight f16 per
+    /// run of registers) and the matrix loads read them there: a staging store moved by one
+    /// element faults as misaligned, and without the first one the matrix load reads elements
+    /// nothing wrote.
+    #[test]
+    fn staged_operands_are_checked() {
+        let (program, options, values, [a, b, c]) = dot_case();
+        let args = [Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c)];
+        let lowered = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+        assert_eq!(lowered.info.staged, vec![(DType::F16, 16 * 24 * 2)], "a and b in rows of 16 + 8");
+        assert!(lowered.info.shared.iter().all(|&(d, _)| d != DType::F16), "{:?}", lowered.info.shared);
+        let stores = |code: &[SInst]| code.iter().filter(|i| matches!(i, SInst::StoreStaging { .. })).count();
+        assert_eq!(stores(&lowered.code), 2, "each thread stores a run of eight of a and of b");
+        lowered.run(&program, [1, 1, 1], &args).unwrap();
+        let want: f64 = (0..16).map(|k| values[k] * values[k * 16]).sum();
+        assert_eq!(c.to_f64()[0], want);
+        let first_store = |code: &mut Vec<SInst>| code.iter().position(|i| matches!(i, SInst::StoreStaging { .. })).unwrap();
+        let mut moved = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+        let (one, sum) = (moved.regs, moved.regs + 1);
+        moved.regs += 2;
+        let at = first_store(&mut moved.code);
+        let SInst::StoreStaging { index, .. } = &mut moved.code[at] else { unreachable!() };
+        let old = std::mem::replace(index, sum);
+        moved.code.insert(at, SInst::Binary { dst: sum, op: BinaryOp::Add, dtype: DType::I32, a: old, b: one });
+        moved.code.insert(0, SInst::Const { dst: one, dtype: DType::I32, value: Scalar::Int(1) });
+        let err = moved.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
+        assert!(err.contains("staging store at f16[") && err.contains("not 16-byte aligned"), "{err}");
+        let mut dropped = compile(&program, &Target::h200_vulkan(), &options).unwrap();
+        let at = first_store(&mut dropped.code);
+        dropped.code.remove(at);
+        let err = dropped.run(&program, [1, 1, 1], &args).unwrap_err().to_string();
+        assert!(err.contains("is read before anything wrote it"), "{err}");
     }
 
     /// Each iteration sums a different tile across two warps through shared memory. The

@@ -144,7 +144,8 @@ fn filetests() {
 /// Matmul on the H200 through Vulkan: the dot on cooperative matrices 16x16x16, its K loop's
 /// accumulator kept in them (`#coop`) and moved into the exchange map once after the loop;
 /// operands staged each K step (Vulkan has no asynchronous copies) in the staging array, 16
-/// bytes per store, since every thread loads runs of eight elements along the stored rows.
+/// bytes per store, since every thread loads runs of eight elements along the stored rows, and
+/// the next K step's tiles loaded into registers while this one's matrix work runs.
 #[test]
 fn matmul_h200_vulkan() {
     let p = Problem::new(&[4096, 4096, 4096], DType::F16);
@@ -152,13 +153,14 @@ fn matmul_h200_vulkan() {
     golden("matmul_h200_vulkan", "matmul", &p, config, &Target::h200_vulkan());
     let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
     assert!(ir.contains("dot") && ir.contains("#coop<16x16, warps [2, 2]>"), "{ir}");
-    // Both operands: 128 rows of 32 + 8 and 32 rows of 128 + 8.
-    assert!(ir.contains("9472 x f16 staged in 16-byte vectors"), "{ir}");
+    // Both operands, 128 rows of 32 + 8 and 32 rows of 128 + 8, twice: the loop's one dot
+    // alternates between two buffers.
+    assert!(ir.contains("18944 x f16 staged in 16-byte vectors") && ir.contains("staged in two buffers by iteration parity"), "{ir}");
     // bf16 takes the same cooperative matrices (VK_KHR_shader_bfloat16), its operands staged
     // as bf16 bits.
     let p = Problem::new(&[4096, 4096, 4096], DType::BF16);
     let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
-    assert!(ir.contains("#coop<16x16, warps [2, 2]>") && ir.contains("9472 x bf16 staged"), "{ir}");
+    assert!(ir.contains("#coop<16x16, warps [2, 2]>") && ir.contains("18944 x bf16 staged"), "{ir}");
 }
 
 /// Flash attention on the H200 through Vulkan: both dots on cooperative matrices, each result

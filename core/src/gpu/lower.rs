@@ -167,6 +167,9 @@ pub struct LowerInfo {
     /// Loads issued one iteration ahead into registers (`num_stages` on a target without
     /// asynchronous copies), by value.
     pub prefetched: Vec<usize>,
+    /// The cooperative-matrix `dot`s whose operands alternate between two staging buffers
+    /// (one barrier per iteration instead of two), by value.
+    pub double_staged: Vec<usize>,
 }
 
 impl LowerInfo {
@@ -241,6 +244,10 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         mma: HashMap::new(),
         coop: HashMap::new(),
         coop_kept: std::collections::HashSet::new(),
+        deferred_prefetch: None,
+        prefetched_next: None,
+        stage_parity: None,
+        double_staged: Vec::new(),
         carried: HashMap::new(),
         pipelines: HashMap::new(),
         prefetch: HashMap::new(),
@@ -309,7 +316,23 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
     let mut prefetched = lw.prefetched;
     prefetched.sort_unstable();
     prefetched.dedup();
-    Ok(LowerInfo { threads, homes: lw.homes, shared, staged, shared_bytes, conversions: lw.conversions, rings, wgmma, in_flight, coop, prefetched })
+    let mut double_staged = lw.double_staged;
+    double_staged.sort_unstable();
+    double_staged.dedup();
+    Ok(LowerInfo {
+        threads,
+        homes: lw.homes,
+        shared,
+        staged,
+        shared_bytes,
+        conversions: lw.conversions,
+        rings,
+        wgmma,
+        in_flight,
+        coop,
+        prefetched,
+        double_staged,
+    })
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -404,6 +427,17 @@ struct Lowerer<'a, E: Emitter> {
     prefetch: HashMap<Value, Vec<Prefetch>>,
     /// The loads emitted that way, by value index.
     prefetched: Vec<usize>,
+    /// The next iteration's prefetched tiles of the loop being lowered, not issued yet: the
+    /// loop's one `dot` issues them once its operands are staged (its matrix work then runs
+    /// while they load), else the end of the body does.
+    deferred_prefetch: Option<DeferredPrefetch<'a, E::V>>,
+    /// The next iteration's prefetched tiles once issued, in their homes.
+    prefetched_next: Option<Vec<E::V>>,
+    /// The loop's iteration parity (0 or 1) for the loop's one cooperative-matrix `dot`, which
+    /// stages its operands in two buffers, one per parity, where they fit.
+    stage_parity: Option<E::V>,
+    /// The `dot`s that took it, by value index.
+    double_staged: Vec<usize>,
     /// Pipelined loads of the loop being lowered: not emitted where they stand, their `dot`s
     /// read the ring.
     rings: HashMap<Value, Ring<E::V>>,
@@ -470,6 +504,17 @@ impl PipeLoad {
     fn numel(&self) -> usize {
         self.shape[0] * self.shape[1]
     }
+}
+
+/// The next iteration's prefetched loads of a loop, waiting to be issued
+/// ([`Lowerer::issue_deferred_prefetch`]).
+struct DeferredPrefetch<'a, V> {
+    loads: Vec<Prefetch>,
+    body: &'a Block,
+    /// The layouts the loop carries the tiles in.
+    homes: Vec<Layout>,
+    /// The induction variable of the iteration to load.
+    iv: V,
 }
 
 /// A load a loop issues one iteration ahead into registers ([`plan_prefetch`]).
@@ -1278,6 +1323,19 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     }
                     None => None,
                 };
+                // A loop whose one dot is on cooperative matrices with prefetched operands
+                // carries the parity its staging buffers alternate by (the dot decides whether
+                // two fit); after whatever used shared memory before the loop, since the dot's
+                // first staging then waits for no barrier.
+                let prefetch_regs = carried.len() - nflat;
+                // An enclosing loop's deferred tiles stay its own.
+                let outer = (self.deferred_prefetch.take(), self.prefetched_next.take(), self.stage_parity.take());
+                let double = prefetch.is_some() && pipe.is_none() && single_coop_dot(body, &self.coop);
+                if double {
+                    self.e.barrier();
+                    let zero = self.c_i32(0);
+                    carried.push((DType::I32, zero));
+                }
                 let (iv, args) = self.e.begin_loop(iv_dtype, lo, hi, st, &carried);
                 self.push_scope();
                 self.scalars.insert(body.args[0], iv);
@@ -1286,31 +1344,41 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     (Some(pipe), Some((bases, _))) => Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1])?),
                     _ => None,
                 };
-                let mut next_tiles = Vec::new();
                 if let (Some(loads), Some(pre)) = (&prefetch, &pre) {
                     let mut k = nflat;
                     for (l, (layout, regs)) in loads.iter().zip(pre) {
                         self.set_data(l.load, layout.clone(), args[k..k + regs.len()].to_vec());
                         k += regs.len();
                     }
-                    // The next iteration's tiles, before this one's matrix work (past the end,
-                    // this iteration's again: in bounds, and never read).
+                    // The next iteration's tiles (past the end, this iteration's again: in
+                    // bounds, and never read), issued by the loop's one cooperative-matrix dot
+                    // after it stages this iteration's, else here, before the body.
                     let later = self.e.binary(BinaryOp::Add, iv_dtype, iv, st);
                     let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
                     let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
                     let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
                     let it = self.e.select(iv_dtype, in_range, later, iv);
-                    let tiles = self.prefetch_tiles(loads, body, it, None)?;
-                    for ((l, (layout, regs)), (home, _)) in loads.iter().zip(tiles).zip(pre) {
-                        let t = self.ty(l.load).clone();
-                        let regs = if layout == *home { regs } else { self.convert(&t.shape, t.dtype, &layout, &regs, home)? };
-                        next_tiles.extend(regs);
+                    let homes = pre.iter().map(|(l, _)| l.clone()).collect();
+                    self.deferred_prefetch = Some(DeferredPrefetch { loads: loads.clone(), body, homes, iv: it });
+                    if !double {
+                        self.issue_deferred_prefetch()?;
                     }
                 }
+                if double {
+                    self.stage_parity = Some(args[nflat + prefetch_regs]);
+                }
                 self.block(body)?;
+                // Not issued by a dot: issued now.
+                self.issue_deferred_prefetch()?;
+                self.stage_parity = None;
                 let ys = self.yielded(body);
                 let mut next = self.flatten(&ys, &layouts)?;
-                next.extend(next_tiles);
+                next.extend(self.prefetched_next.take().unwrap_or_default());
+                (self.deferred_prefetch, self.prefetched_next, self.stage_parity) = outer;
+                if double {
+                    let one = self.c_i32(1);
+                    next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[nflat + prefetch_regs], one));
+                }
                 if let Some((read, write)) = slots {
                     next.push(read);
                     next.push(write);
@@ -2545,13 +2613,44 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut lens = [0usize; 2];
         lens[usize::from(a_staged)] += a_len;
         lens[usize::from(b_staged)] += b_len;
+        // The one dot of a loop stages each iteration in the buffer of its parity where two fit
+        // beside what is reserved so far and the accumulator exchange: its stores then need no
+        // barrier before them (the buffer they overwrite was last read two iterations back, and
+        // every thread has passed the previous iteration's barrier since).
+        let parity = self.stage_parity.take();
+        let double = parity.filter(|_| {
+            let elem = smem_elem_bytes(sd) as usize;
+            let others: usize = self.shared.iter().map(|(&d, &n)| n as usize * smem_elem_bytes(d) as usize).sum::<usize>()
+                + self.staging.iter().filter(|(&d, _)| d != sd).map(|(&d, &n)| n as usize * smem_elem_bytes(d) as usize).sum::<usize>();
+            let staged = (2 * lens[1]).max(self.staging.get(&sd).copied().unwrap_or(0) as usize) * elem;
+            a_staged
+                && b_staged
+                && chunking == Chunking::Whole
+                && others + staged + Self::COOP_SCRATCH * 4 <= self.target.shared_memory_bytes as usize
+        });
         if lens[0] > 0 {
             self.reserve(sd, lens[0]);
         }
         if lens[1] > 0 {
+            let len = if double.is_some() { 2 * lens[1] } else { lens[1] } as u32;
             let e = self.staging.entry(sd).or_insert(0);
-            *e = (*e).max(lens[1] as u32);
-            self.e.reserve_staging(sd, lens[1] as u32);
+            *e = (*e).max(len);
+            self.e.reserve_staging(sd, len);
+        }
+        // The buffer of this iteration's parity.
+        let stage_off = match double {
+            Some(p) => {
+                self.double_staged.push(r.index());
+                let len = self.c_i32(lens[1] as i64);
+                Some(self.e.binary(BinaryOp::Mul, DType::I32, p, len))
+            }
+            None => None,
+        };
+        // Operands that go element by element through the shared array: the loop's next tiles
+        // load before the staging starts (loading them later would put their layout
+        // conversions, if any, among this dot's shared-memory use).
+        if !(a_staged && b_staged) {
+            self.issue_deferred_prefetch()?;
         }
         let (ac, bc) = (self.coords(&adist), self.coords(&bdist));
         // This warp's first row of `a` and column of `b`.
@@ -2559,18 +2658,24 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let dist = self.dist(&cl, &[m, n]);
         let (row0, col0) = (self.thread_coord(&dist, 0), self.thread_coord(&dist, 1));
         let ap = self.c_i32(a_pitch as i64);
-        let a_warp = self.e.binary(BinaryOp::Mul, DType::I32, row0, ap);
-        let b_warp = if b_col_major {
+        let mut a_warp = self.e.binary(BinaryOp::Mul, DType::I32, row0, ap);
+        let mut b_warp = if b_col_major {
             let bp = self.c_i32(b_pitch as i64);
             let c = self.e.binary(BinaryOp::Mul, DType::I32, col0, bp);
             self.offset(c, b_base as i64)
         } else {
             self.offset(col0, b_base as i64)
         };
+        if let Some(off) = stage_off {
+            a_warp = self.e.binary(BinaryOp::Add, DType::I32, a_warp, off);
+            b_warp = self.e.binary(BinaryOp::Add, DType::I32, b_warp, off);
+        }
         let [reps_m, reps_n] = coop.repeats(&[m, n]);
         for chunk in 0..k / kc {
             let k0 = chunk * kc;
-            self.e.barrier();
+            if double.is_none() {
+                self.e.barrier();
+            }
             // Element (r, c) of an operand goes to base + major * pitch + minor, (major, minor)
             // being (r, c) in rows or (c, r) in columns, K counted from the chunk's k0.
             let operands = [(&adist, &ac, &aregs, a_pitch, 0, 1, a_staged, false), (&bdist, &bc, &bregs, b_pitch, b_base, 0, b_staged, b_col_major)];
@@ -2592,7 +2697,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     let (major, minor) = if col_major { (rc[1], rc[0]) } else { (rc[0], rc[1]) };
                     let major = self.e.binary(BinaryOp::Mul, DType::I32, major, p);
                     let lin = self.e.binary(BinaryOp::Add, DType::I32, major, minor);
-                    let slot = self.offset(lin, base as i64);
+                    let mut slot = self.offset(lin, base as i64);
+                    if let (true, Some(off)) = (staged, stage_off) {
+                        slot = self.e.binary(BinaryOp::Add, DType::I32, slot, off);
+                    }
                     let values: Vec<E::V> = (j..j + step).map(|i| if sd == DType::BF16 { self.narrow_bf16(regs[i]) } else { regs[i] }).collect();
                     let pred = match (c.owner[j], in_chunk) {
                         (Some(x), Some(y)) => Some(self.e.binary(BinaryOp::And, DType::I1, x, y)),
@@ -2614,6 +2722,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 }
             }
             self.e.barrier();
+            // The loop's next tiles load while this iteration's matrix work runs.
+            self.issue_deferred_prefetch()?;
             for kk in 0..kc / tk {
                 let mut fa = Vec::with_capacity(reps_m);
                 for mi in 0..reps_m {
@@ -3246,6 +3356,23 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         out
     }
 
+    /// Issues the loop's deferred next-iteration tiles ([`Lowerer::deferred_prefetch`]), if
+    /// not yet issued, into [`Lowerer::prefetched_next`] in the layouts the loop carries them in.
+    fn issue_deferred_prefetch(&mut self) -> R<()> {
+        let Some(d) = self.deferred_prefetch.take() else {
+            return Ok(());
+        };
+        let tiles = self.prefetch_tiles(&d.loads, d.body, d.iv, None)?;
+        let mut next = Vec::new();
+        for ((l, (layout, regs)), home) in d.loads.iter().zip(tiles).zip(&d.homes) {
+            let t = self.ty(l.load).clone();
+            let regs = if layout == *home { regs } else { self.convert(&t.shape, t.dtype, &layout, &regs, home)? };
+            next.extend(regs);
+        }
+        self.prefetched_next = Some(next);
+        Ok(())
+    }
+
     /// Loads the tiles of a loop's prefetched loads for the iteration whose induction variable
     /// is `iv`: evaluates their address slices at `iv` (the values they define are set aside
     /// and restored) and loads each tile in the layout its load takes; with `guard`, only where
@@ -3459,6 +3586,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
         }
     }
+}
+
+/// Whether `body`'s only `dot`, nested blocks included, is one of its own instructions and
+/// lowers to cooperative matrices.
+fn single_coop_dot(body: &Block, coop: &HashMap<Value, (MatrixInstr, Coop)>) -> bool {
+    let mut dots = 0;
+    walk_block(body, &mut |i| dots += usize::from(matches!(i.op, Op::Dot { .. })));
+    dots == 1 && body.insts.iter().any(|i| matches!(i.op, Op::Dot { .. }) && coop.contains_key(&i.results[0]))
 }
 
 /// Whether every register of `dist` (rank 2) is one of a run of `vec` that a thread can store

@@ -112,9 +112,13 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         out.push_str(&match info.pipelined_loads() {
             0 if !info.prefetched.is_empty() => format!(
                 "; num_stages = {}: {} loads issued one iteration ahead into registers (no asynchronous copies on this target: \
-                 one iteration whatever the depth)\n",
+                 one iteration whatever the depth){}\n",
                 options.num_stages,
-                info.prefetched.len()
+                info.prefetched.len(),
+                match info.double_staged.len() {
+                    0 => String::new(),
+                    n => format!(", the operands of {n} dot(s) staged in two buffers by iteration parity (one barrier per iteration)"),
+                }
             ),
             0 => format!(
                 "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and NVIDIA's matrix \

@@ -194,6 +194,52 @@ program mixed(x: buffer<{dtype}, read>, y: buffer<f32, read>, o: buffer<i32, wri
     }
 }
 
+/// NVIDIA's Vulkan driver without DenormPreserve also flushes in a comparison while widening
+/// bf16 by a shift: `select(x < f32(b), x, f32(b))` of a bf16 subnormal `b > 0` and `x = 0`
+/// stored `f32(b)` unflushed on the H100 (seed 60 program 2956; IEEE gives `x`, flushing
+/// everything gives 0, flushing only arithmetic gives `x`). Explained where the device flushes
+/// (the element depends on the choice); a wrong answer from normal values, or the same one on a
+/// device that keeps subnormals, is not.
+#[test]
+fn a_flush_in_comparisons_but_not_in_bf16_widening_is_explained() {
+    use tilekit::{DType, HostBuffer};
+    use tilekit_cli::fuzz::run::{judge, FuzzDevice, Outcome};
+    let text = "// grid: 1 1 1
+// num_warps: 1
+// input_seed: 1
+// buffer x: 4 tame exact
+// buffer b: 4 wild exact
+// buffer o: 4 poison exact
+program widened(x: buffer<f32, read>, b: buffer<bf16, read>, o: buffer<f32, write>) grid 1 {
+  %0 = arange 0, 4 : [4]xi32
+  %1 = load x[%0] : [4]xf32
+  %2 = load b[%0] : [4]xbf16
+  %3 = cast %2 : [4]xf32
+  %4 = cmp lt %1, %3 : [4]xi1
+  %5 = select %4, %1, %3 : [4]xf32
+  store o[%0], %5
+}
+";
+    let case = filetest::parse(text).unwrap().case;
+    let s = 2.755e-40;
+    let inputs = vec![
+        HostBuffer::from_f64(DType::F32, &[0.0, 1.0, 0.0, -2.0]),
+        HostBuffer::from_f64(DType::BF16, &[s, 2.0, 3.0, 1.0]),
+        HostBuffer::zeros(DType::F32, 4),
+    ];
+    let want = tilekit_cli::fuzz::run::reference(&case, &inputs).unwrap();
+    assert_eq!(want[2].to_f64(), [0.0, 1.0, 0.0, -2.0]);
+    let s = HostBuffer::from_f64(DType::BF16, &[s]).to_f64()[0];
+    let got = |o: [f64; 4]| vec![inputs[0].clone(), inputs[1].clone(), HostBuffer::from_f64(DType::F32, &o)];
+    let mut dev = FuzzDevice::new(tilekit::Device::Interpreter);
+    dev.gpu = true;
+    dev.flushes_subnormals = true;
+    assert!(matches!(judge(&case, &inputs, &want, &got([s, 1.0, 0.0, -2.0]), &dev), Outcome::Explained(_)));
+    assert!(matches!(judge(&case, &inputs, &want, &got([s, 2.0, 0.0, -2.0]), &dev), Outcome::Mismatch(..)));
+    dev.flushes_subnormals = false;
+    assert!(matches!(judge(&case, &inputs, &want, &got([s, 1.0, 0.0, -2.0]), &dev), Outcome::Mismatch(..)));
+}
+
 /// Tensor cores do not keep the sign of a zero sum: a -0 accumulator plus -0 products came
 /// back +0 through CUDA (seed 58 program 3815 on the H100). Explained where a dot of 16-bit
 /// floats may run on matrix instructions, nowhere else, and only for zeros.

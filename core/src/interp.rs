@@ -73,6 +73,12 @@ pub struct InterpOptions {
     /// bf16 subnormal `b < 0` is false there: a per-instruction choice the all-flushing model
     /// misses.
     pub arithmetic_flush_only: bool,
+    /// With `flush_subnormals`: bf16 widens to f32 by its bits, everything else flushes
+    /// (comparisons included). NVIDIA's Vulkan driver chooses this too, per instruction:
+    /// `select(x < f32(b), x, f32(b))` of a bf16 subnormal `b > 0` and `x = 0` stored `f32(b)`
+    /// unflushed there (the comparison read `b` as zero), which neither of the other two models
+    /// gives.
+    pub bf16_widening_keeps: bool,
     /// Model a device whose `dot` of f16 or bf16 operands runs on matrix instructions: a zero
     /// element of the result is +0 (NVIDIA's tensor cores do not keep the sign of a zero sum,
     /// so a -0 accumulator plus -0 products comes back +0).
@@ -123,6 +129,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
             ftz_beyond_arithmetic: options.flush_subnormals && !options.arithmetic_flush_only,
+            ftz_bf16_widening: options.flush_subnormals && !options.arithmetic_flush_only && !options.bf16_widening_keeps,
             matrix_zero_positive: options.matrix_zero_positive,
             nonfinite_as: options.nonfinite_as,
             muls: &muls,
@@ -279,6 +286,8 @@ struct Instance<'a> {
     ftz: bool,
     /// Whether comparisons and bf16 widening flush ([`InterpOptions::arithmetic_flush_only`]).
     ftz_beyond_arithmetic: bool,
+    /// Whether bf16 widening flushes ([`InterpOptions::bf16_widening_keeps`]).
+    ftz_bf16_widening: bool,
     /// [`InterpOptions::matrix_zero_positive`].
     matrix_zero_positive: bool,
     /// [`InterpOptions::nonfinite_as`].
@@ -412,8 +421,8 @@ impl<'a> Instance<'a> {
             Op::Cast { x } => {
                 let (from, to) = (self.ty(*x).dtype, self.ty(res(0)).dtype);
                 // A cast to its own dtype is a move; bf16 to f32 is a shift where only
-                // arithmetic flushes.
-                let ftz = self.ftz && from != to && (self.ftz_beyond_arithmetic || (from, to) != (DType::BF16, DType::F32));
+                // arithmetic flushes, or where bf16 widening keeps subnormals.
+                let ftz = self.ftz && from != to && (self.ftz_bf16_widening || (from, to) != (DType::BF16, DType::F32));
                 match (ftz, self.get(*x)) {
                     (true, Data::Float(v)) => {
                         let read = Data::Float(v.iter().map(|&a| self.fz(from, a)).collect());

@@ -244,8 +244,6 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         mma: HashMap::new(),
         coop: HashMap::new(),
         coop_kept: std::collections::HashSet::new(),
-        deferred_prefetch: None,
-        prefetched_next: None,
         stage_parity: None,
         double_staged: Vec::new(),
         carried: HashMap::new(),
@@ -427,12 +425,6 @@ struct Lowerer<'a, E: Emitter> {
     prefetch: HashMap<Value, Vec<Prefetch>>,
     /// The loads emitted that way, by value index.
     prefetched: Vec<usize>,
-    /// The next iteration's prefetched tiles of the loop being lowered, not issued yet: the
-    /// loop's one `dot` issues them once its operands are staged (its matrix work then runs
-    /// while they load), else the end of the body does.
-    deferred_prefetch: Option<DeferredPrefetch<'a, E::V>>,
-    /// The next iteration's prefetched tiles once issued, in their homes.
-    prefetched_next: Option<Vec<E::V>>,
     /// The loop's iteration parity (0 or 1) for the loop's one cooperative-matrix `dot`, which
     /// stages its operands in two buffers, one per parity, where they fit.
     stage_parity: Option<E::V>,
@@ -504,17 +496,6 @@ impl PipeLoad {
     fn numel(&self) -> usize {
         self.shape[0] * self.shape[1]
     }
-}
-
-/// The next iteration's prefetched loads of a loop, waiting to be issued
-/// ([`Lowerer::issue_deferred_prefetch`]).
-struct DeferredPrefetch<'a, V> {
-    loads: Vec<Prefetch>,
-    body: &'a Block,
-    /// The layouts the loop carries the tiles in.
-    homes: Vec<Layout>,
-    /// The induction variable of the iteration to load.
-    iv: V,
 }
 
 /// A load a loop issues one iteration ahead into registers ([`plan_prefetch`]).
@@ -1325,11 +1306,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 };
                 // A loop whose one dot is on cooperative matrices with prefetched operands
                 // carries the parity its staging buffers alternate by (the dot decides whether
-                // two fit); after whatever used shared memory before the loop, since the dot's
-                // first staging then waits for no barrier.
+                // two fit), and opens with a barrier: the dot's first staging waits for none
+                // after whatever used shared memory before the loop.
                 let prefetch_regs = carried.len() - nflat;
-                // An enclosing loop's deferred tiles stay its own.
-                let outer = (self.deferred_prefetch.take(), self.prefetched_next.take(), self.stage_parity.take());
+                // An enclosing loop's parity stays its own.
+                let outer = self.stage_parity.take();
                 let double = prefetch.is_some() && pipe.is_none() && single_coop_dot(body, &self.coop);
                 if double {
                     self.e.barrier();
@@ -1344,37 +1325,35 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     (Some(pipe), Some((bases, _))) => Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1])?),
                     _ => None,
                 };
+                let mut next_tiles = Vec::new();
                 if let (Some(loads), Some(pre)) = (&prefetch, &pre) {
                     let mut k = nflat;
                     for (l, (layout, regs)) in loads.iter().zip(pre) {
                         self.set_data(l.load, layout.clone(), args[k..k + regs.len()].to_vec());
                         k += regs.len();
                     }
-                    // The next iteration's tiles (past the end, this iteration's again: in
-                    // bounds, and never read), issued by the loop's one cooperative-matrix dot
-                    // after it stages this iteration's, else here, before the body.
+                    // The next iteration's tiles, before this one's matrix work (past the end,
+                    // this iteration's again: in bounds, and never read).
                     let later = self.e.binary(BinaryOp::Add, iv_dtype, iv, st);
                     let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
                     let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
                     let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
                     let it = self.e.select(iv_dtype, in_range, later, iv);
-                    let homes = pre.iter().map(|(l, _)| l.clone()).collect();
-                    self.deferred_prefetch = Some(DeferredPrefetch { loads: loads.clone(), body, homes, iv: it });
-                    if !double {
-                        self.issue_deferred_prefetch()?;
+                    let tiles = self.prefetch_tiles(loads, body, it, None)?;
+                    for ((l, (layout, regs)), (home, _)) in loads.iter().zip(tiles).zip(pre) {
+                        let t = self.ty(l.load).clone();
+                        let regs = if layout == *home { regs } else { self.convert(&t.shape, t.dtype, &layout, &regs, home)? };
+                        next_tiles.extend(regs);
                     }
                 }
                 if double {
                     self.stage_parity = Some(args[nflat + prefetch_regs]);
                 }
                 self.block(body)?;
-                // Not issued by a dot: issued now.
-                self.issue_deferred_prefetch()?;
-                self.stage_parity = None;
                 let ys = self.yielded(body);
                 let mut next = self.flatten(&ys, &layouts)?;
-                next.extend(self.prefetched_next.take().unwrap_or_default());
-                (self.deferred_prefetch, self.prefetched_next, self.stage_parity) = outer;
+                next.extend(next_tiles);
+                self.stage_parity = outer;
                 if double {
                     let one = self.c_i32(1);
                     next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[nflat + prefetch_regs], one));
@@ -2646,12 +2625,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             None => None,
         };
-        // Operands that go element by element through the shared array: the loop's next tiles
-        // load before the staging starts (loading them later would put their layout
-        // conversions, if any, among this dot's shared-memory use).
-        if !(a_staged && b_staged) {
-            self.issue_deferred_prefetch()?;
-        }
         let (ac, bc) = (self.coords(&adist), self.coords(&bdist));
         // This warp's first row of `a` and column of `b`.
         let (wm, wn) = (coop.warps[0] as usize, coop.warps[1] as usize);
@@ -2722,8 +2695,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 }
             }
             self.e.barrier();
-            // The loop's next tiles load while this iteration's matrix work runs.
-            self.issue_deferred_prefetch()?;
             for kk in 0..kc / tk {
                 let mut fa = Vec::with_capacity(reps_m);
                 for mi in 0..reps_m {
@@ -3354,23 +3325,6 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
         }
         out
-    }
-
-    /// Issues the loop's deferred next-iteration tiles ([`Lowerer::deferred_prefetch`]), if
-    /// not yet issued, into [`Lowerer::prefetched_next`] in the layouts the loop carries them in.
-    fn issue_deferred_prefetch(&mut self) -> R<()> {
-        let Some(d) = self.deferred_prefetch.take() else {
-            return Ok(());
-        };
-        let tiles = self.prefetch_tiles(&d.loads, d.body, d.iv, None)?;
-        let mut next = Vec::new();
-        for ((l, (layout, regs)), home) in d.loads.iter().zip(tiles).zip(&d.homes) {
-            let t = self.ty(l.load).clone();
-            let regs = if layout == *home { regs } else { self.convert(&t.shape, t.dtype, &layout, &regs, home)? };
-            next.extend(regs);
-        }
-        self.prefetched_next = Some(next);
-        Ok(())
     }
 
     /// Loads the tiles of a loop's prefetched loads for the iteration whose induction variable

@@ -519,22 +519,13 @@ impl SpirvEmitter {
         self.check_build(r);
         let main = self.b.module_ref().functions.last().and_then(|f| f.def.as_ref()).and_then(|d| d.result_id).unwrap_or(0);
 
-        // Shared memory: one array per dtype, sized by the largest reservation.
+        // Shared memory: one array per dtype, sized by the largest reservation, and the staging
+        // arrays of 16-byte vectors.
         let mut shared_bytes: u64 = 0;
         let shared: Vec<(DType, Word, u32)> = self.shared.iter().map(|(d, s)| (*d, s.var, s.len)).collect();
         for (dtype, var, len) in shared {
             let (elem, bytes) = self.shared_elem_ty(dtype);
-            let n = self.c_u32(len.max(1));
-            let arr = self.b.type_array(elem, n);
-            let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, arr);
-            self.b.module_mut().types_global_values.push(Instruction::new(
-                Op::Variable,
-                Some(p),
-                Some(var),
-                vec![Operand::StorageClass(spirv::StorageClass::Workgroup)],
-            ));
-            self.b.name(var, format!("shared_{dtype}"));
-            self.interface.push(var);
+            self.declare_workgroup_array(var, elem, len.max(1), format!("shared_{dtype}"));
             shared_bytes += len.max(1) as u64 * bytes as u64;
         }
         let staging: Vec<(DType, Word, u32)> = self.staging.iter().map(|(d, s)| (*d, s.var, s.len)).collect();
@@ -543,17 +534,7 @@ impl SpirvEmitter {
             let u = self.u32_ty();
             let v4 = self.vec_ty(u, 4);
             let vectors = (len as u64 * bytes as u64).div_ceil(16).max(1);
-            let n = self.c_u32(vectors as u32);
-            let arr = self.b.type_array(v4, n);
-            let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, arr);
-            self.b.module_mut().types_global_values.push(Instruction::new(
-                Op::Variable,
-                Some(p),
-                Some(var),
-                vec![Operand::StorageClass(spirv::StorageClass::Workgroup)],
-            ));
-            self.b.name(var, format!("staging_{dtype}"));
-            self.interface.push(var);
+            self.declare_workgroup_array(var, v4, vectors as u32, format!("staging_{dtype}"));
             shared_bytes += vectors * 16;
         }
 
@@ -1633,6 +1614,22 @@ impl SpirvEmitter {
         ));
         self.coop_types.insert(id, ty);
         Some(self.value(id, component))
+    }
+
+    /// Declares `var`, a workgroup array of `len` elements of type `elem`, in the entry point's
+    /// interface.
+    fn declare_workgroup_array(&mut self, var: Word, elem: Word, len: u32, name: String) {
+        let n = self.c_u32(len);
+        let arr = self.b.type_array(elem, n);
+        let p = self.b.type_pointer(None, spirv::StorageClass::Workgroup, arr);
+        self.b.module_mut().types_global_values.push(Instruction::new(
+            Op::Variable,
+            Some(p),
+            Some(var),
+            vec![Operand::StorageClass(spirv::StorageClass::Workgroup)],
+        ));
+        self.b.name(var, name);
+        self.interface.push(var);
     }
 
     fn shared_ptr(&mut self, dtype: DType, index: SpirvValue, what: &str) -> Option<(Word, Word)> {

@@ -161,6 +161,17 @@ fn matmul_h200_vulkan() {
     let p = Problem::new(&[4096, 4096, 4096], DType::BF16);
     let ir = gpu_ir("matmul", &p, config, &Target::h200_vulkan());
     assert!(ir.contains("#coop<16x16, warps [2, 2]>") && ir.contains("18944 x bf16 staged"), "{ir}");
+    // What a results file records of it, and of a tile whose two buffers would not fit 48 KiB
+    // (128 x 256 x 32: 27 KiB each) and of one stage (no prefetch, one buffer).
+    let dots = |config: &str| {
+        let config: Config = config.parse().unwrap();
+        let plan = kernels::find("matmul").unwrap().plan(&p, &config).unwrap();
+        let options = launch_options(&LowerOptions::for_config(&config), &plan.launches[0]);
+        tilekit::gpu::decisions(&plan.launches[0].program, &Target::h200_vulkan(), &options).unwrap().dots
+    };
+    assert_eq!(dots(config), ["cooperative matrix 16x16x16, operands in two staging buffers"]);
+    assert_eq!(dots("BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,GROUP_M=8,num_warps=8,num_stages=4"), ["cooperative matrix 16x16x16"]);
+    assert_eq!(dots("BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,num_warps=8,num_stages=1"), ["cooperative matrix 16x16x16"]);
 }
 
 /// Flash attention on the H200 through Vulkan: both dots on cooperative matrices, each result

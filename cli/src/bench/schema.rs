@@ -254,8 +254,8 @@ pub struct Derived {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Lowering {
-    /// Per `dot`, in program order: `mma.sync m16n8k16`, `cooperative matrix 16x16x16`, ...
-    /// or `fma`.
+    /// Per `dot`, in program order: `mma.sync m16n8k16`, `cooperative matrix 16x16x16` (`,
+    /// operands in two staging buffers` where they alternate by iteration), ... or `fma`.
     pub dots: Vec<String>,
     pub pipelined_loads: u64,
     /// Loads issued one iteration ahead into registers (`num_stages` where the target has no

@@ -49,7 +49,8 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
             dots.push(match home {
                 _ if coop.is_some() => {
                     let [m, n, k] = coop.unwrap_or_default();
-                    format!("cooperative matrix {m}x{n}x{k}")
+                    let two = if info.double_staged.contains(&r.index()) { ", operands in two staging buffers" } else { "" };
+                    format!("cooperative matrix {m}x{n}x{k}{two}")
                 }
                 Some(layout::Layout::Mma(_)) if info.wgmma.contains(&r.index()) => {
                     let n = program.ty(r).shape.get(1).copied().unwrap_or(0);

@@ -240,6 +240,32 @@ program widened(x: buffer<f32, read>, b: buffer<bf16, read>, o: buffer<f32, writ
     assert!(matches!(judge(&case, &inputs, &want, &got([s, 1.0, 0.0, -2.0]), &dev), Outcome::Mismatch(..)));
 }
 
+/// A program whose second staging buffer leaves no room for the shared memory it reserves after
+/// the loop is lowered again with one buffer, on the emulator and in SPIR-V alike, instead of
+/// being refused (seed 76 program 1375, refused at e03e6bb).
+#[test]
+fn staging_falls_back_to_one_buffer_where_two_do_not_fit() {
+    use tilekit::gpu::lower::{lower, LowerError, LowerOptions, Staging};
+    use tilekit::gpu::{simt, Target};
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz/staging-falls-back-to-one-buffer.tile")).unwrap();
+    let case = filetest::parse(&text).unwrap().case;
+    let options = LowerOptions { num_stages: case.num_stages, ..LowerOptions::new(case.num_warps) };
+    assert_eq!(options.staging, Staging::Double);
+    let target = Target::h200_vulkan();
+    let mut rec = simt::Recorder::default();
+    let err = lower(&case.program, &target, &options, &mut rec).unwrap_err();
+    assert!(matches!(&err, LowerError::SharedMemory { needed: 53248, .. }) && err.to_string().contains("18432 x f16 staged"), "{err}");
+    assert_eq!(options.fallback(&err).map(|o| o.staging), Some(Staging::Single));
+    // Then element stores into the shared array, then the refusal stands.
+    assert_eq!(LowerOptions { staging: Staging::Single, ..options }.fallback(&err).map(|o| o.staging), Some(Staging::Elements));
+    assert_eq!(LowerOptions { staging: Staging::Elements, ..options }.fallback(&err), None);
+    let lowered = simt::compile(&case.program, &target, &options).unwrap();
+    assert_eq!(lowered.info.staged, vec![(tilekit::DType::F16, 9216)]);
+    assert!(lowered.info.double_staged.is_empty());
+    let spirv = tilekit_spirv::compile::compile(&case.program, &target, &options).unwrap();
+    assert_eq!(spirv.info, lowered.info, "SPIR-V lowers as the emulator does");
+}
+
 /// Tensor cores do not keep the sign of a zero sum: a -0 accumulator plus -0 products came
 /// back +0 through CUDA (seed 58 program 3815 on the H100). Explained where a dot of 16-bit
 /// floats may run on matrix instructions, nowhere else, and only for zeros.

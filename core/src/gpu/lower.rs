@@ -57,12 +57,43 @@ pub struct LowerOptions {
     /// on backends that have asynchronous copies (PTX for sm_80 and newer); elsewhere, and for
     /// loads that cannot be issued early, the loop runs as written.
     pub num_stages: u32,
+    /// How far cooperative-matrix operands may use the staging array
+    /// ([`crate::gpu::emit::Emitter::reserve_staging`]). Compilers start at
+    /// [`Staging::Double`] and lower again a step down when the program's shared memory does
+    /// not fit ([`LowerOptions::fallback`]): the staging arrays do not share memory with the
+    /// shared arrays, and a loop's second buffer is sized before what the program reserves
+    /// after it.
+    pub staging: Staging,
+}
+
+/// What [`LowerOptions::staging`] allows, most first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Staging {
+    /// Staging in 16-byte vectors, in two buffers for a loop's one dot where they fit.
+    #[default]
+    Double,
+    /// Staging in 16-byte vectors, one buffer.
+    Single,
+    /// Element stores into the shared array.
+    Elements,
 }
 
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1 }
+        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1, staging: Staging::Double }
+    }
+
+    /// The options to lower with again after `err`: a step down in [`LowerOptions::staging`]
+    /// where `err` is a shared-memory refusal whose detail names a staged array.
+    pub fn fallback(&self, err: &LowerError) -> Option<LowerOptions> {
+        let LowerError::SharedMemory { detail, .. } = err else { return None };
+        let next = match self.staging {
+            Staging::Double if detail.contains("staged") => Staging::Single,
+            Staging::Single if detail.contains("staged") => Staging::Elements,
+            _ => return None,
+        };
+        Some(LowerOptions { staging: next, ..*self })
     }
 
     /// The options a configuration asks for: its `num_warps` (4 when absent) and `occupancy`
@@ -246,6 +277,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         coop_kept: std::collections::HashSet::new(),
         stage_parity: None,
         double_staged: Vec::new(),
+        staging_level: options.staging,
         carried: HashMap::new(),
         pipelines: HashMap::new(),
         prefetch: HashMap::new(),
@@ -430,6 +462,8 @@ struct Lowerer<'a, E: Emitter> {
     stage_parity: Option<E::V>,
     /// The `dot`s that took it, by value index.
     double_staged: Vec<usize>,
+    /// [`LowerOptions::staging`].
+    staging_level: Staging,
     /// Pipelined loads of the loop being lowered: not emitted where they stand, their `dot`s
     /// read the ring.
     rings: HashMap<Value, Ring<E::V>>,
@@ -2578,7 +2612,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // runs of 16 bytes along the stored rows, the operand goes there one 16-byte store per
         // run, else element by element into the shared array.
         let vec = (16 / smem_elem_bytes(sd)) as usize;
-        let can_stage = self.e.staging_vectors() && matches!(sd, DType::F16 | DType::BF16) && chunking != Chunking::Dynamic;
+        let can_stage = self.e.staging_vectors()
+            && self.staging_level != Staging::Elements
+            && matches!(sd, DType::F16 | DType::BF16)
+            && chunking != Chunking::Dynamic;
         let a_staged = can_stage && stores_in_vectors(&adist, vec, 1);
         let (b_staged, b_col_major) = match can_stage {
             true if stores_in_vectors(&bdist, vec, 1) => (true, false),
@@ -2602,7 +2639,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let others: usize = self.shared.iter().map(|(&d, &n)| n as usize * smem_elem_bytes(d) as usize).sum::<usize>()
                 + self.staging.iter().filter(|(&d, _)| d != sd).map(|(&d, &n)| n as usize * smem_elem_bytes(d) as usize).sum::<usize>();
             let staged = (2 * lens[1]).max(self.staging.get(&sd).copied().unwrap_or(0) as usize) * elem;
-            a_staged
+            self.staging_level == Staging::Double
+                && a_staged
                 && b_staged
                 && chunking == Chunking::Whole
                 && others + staged + Self::COOP_SCRATCH * 4 <= self.target.shared_memory_bytes as usize

@@ -614,8 +614,16 @@ pub struct Lowered {
 
 /// Lowers `program` for `target` and records the per-thread program.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Lowered, LowerError> {
-    let mut rec = Recorder { warp: target.subgroup_size, ..Recorder::default() };
-    let info = lower(program, target, options, &mut rec)?;
+    // Lowered again with less staging where the shared memory does not fit
+    // (LowerOptions::fallback), as the SPIR-V compiler does.
+    let mut options = *options;
+    let (rec, info) = loop {
+        let mut rec = Recorder { warp: target.subgroup_size, ..Recorder::default() };
+        match lower(program, target, &options, &mut rec) {
+            Ok(info) => break (rec, info),
+            Err(e) => options = options.fallback(&e).ok_or(e)?,
+        }
+    };
     let param_dtypes = program
         .params
         .iter()

@@ -1,6 +1,6 @@
 //! Tile program -> SPIR-V: the shared GPU lowering driving [`SpirvEmitter`].
 
-use tilekit_core::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
+use tilekit_core::gpu::lower::{lower_fitting, LowerError, LowerInfo, LowerOptions};
 use tilekit_core::gpu::Target;
 use tilekit_core::Program;
 
@@ -27,19 +27,13 @@ pub enum CompileError {
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Compiled, CompileError> {
     let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
     let emit_err = |source| CompileError::Emit { program: program.name.clone(), source };
-    // Lowered again with less staging where the shared memory does not fit
-    // (LowerOptions::fallback).
-    let mut options = *options;
-    let (e, info) = loop {
-        let mut e = SpirvEmitter::with_grid_fold(program, target, threads, options.fold_grid).map_err(emit_err)?;
-        match lower(program, target, &options, &mut e) {
-            Ok(info) => break (e, info),
-            Err(source) => match options.fallback(&source) {
-                Some(next) => options = next,
-                None => return Err(CompileError::Lower { program: program.name.clone(), target: target.name.clone(), source }),
-            },
-        }
-    };
+    let (e, info) = lower_fitting(
+        program,
+        target,
+        options,
+        || SpirvEmitter::with_grid_fold(program, target, threads, options.fold_grid).map_err(emit_err),
+        |source| CompileError::Lower { program: program.name.clone(), target: target.name.clone(), source },
+    )?;
     let kernel = e.finish().map_err(emit_err)?;
     Ok(Compiled { kernel, info })
 }

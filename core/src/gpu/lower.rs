@@ -84,14 +84,14 @@ impl LowerOptions {
         LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1, staging: Staging::Double }
     }
 
-    /// The options to lower with again after `err`: a step down in [`LowerOptions::staging`]
-    /// where `err` is a shared-memory refusal whose detail names a staged array.
+    /// The options to lower with again after `err`: a step below the staging the program used
+    /// where `err` is a shared-memory refusal of a program that staged.
     pub fn fallback(&self, err: &LowerError) -> Option<LowerOptions> {
-        let LowerError::SharedMemory { detail, .. } = err else { return None };
-        let next = match self.staging {
-            Staging::Double if detail.contains("staged") => Staging::Single,
-            Staging::Single if detail.contains("staged") => Staging::Elements,
-            _ => return None,
+        let LowerError::SharedMemory { staging, .. } = err else { return None };
+        let next = match staging {
+            Staging::Double => Staging::Single,
+            Staging::Single => Staging::Elements,
+            Staging::Elements => return None,
         };
         Some(LowerOptions { staging: next, ..*self })
     }
@@ -162,7 +162,13 @@ pub enum LowerError {
     #[error("`{op}` at {loc}: {ty} needs {regs} registers per thread with {threads} threads; at most {max} (use smaller blocks or more warps)")]
     Registers { op: String, loc: Loc, ty: String, regs: usize, threads: u32, max: usize },
     #[error("the program needs {needed} bytes of shared memory ({detail}), the target has {available}")]
-    SharedMemory { needed: u64, available: u32, detail: String },
+    SharedMemory {
+        needed: u64,
+        available: u32,
+        detail: String,
+        /// The most staging any `dot` used ([`LowerOptions::fallback`] steps down from it).
+        staging: Staging,
+    },
     #[error("`{op}` at {loc}: {what} is not supported by this lowering yet")]
     Unsupported { op: String, loc: Loc, what: String },
     #[error(
@@ -319,7 +325,12 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         if rings > 0 {
             detail.push_str(&format!(", of which {rings} elements are num_stages = {} copies of the pipelined tiles", lw.num_stages));
         }
-        return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail });
+        let staging = match (lw.double_staged.is_empty(), staged.is_empty()) {
+            (false, _) => Staging::Double,
+            (true, false) => Staging::Single,
+            (true, true) => Staging::Elements,
+        };
+        return Err(LowerError::SharedMemory { needed: shared_bytes, available: target.shared_memory_bytes, detail, staging });
     }
     let mut rings: Vec<RingInfo> = lw
         .pipelines
@@ -363,6 +374,30 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         prefetched,
         double_staged,
     })
+}
+
+/// [`lower`] into an emitter from `make`, lowered again into a fresh one with less staging
+/// while the shared memory does not fit ([`LowerOptions::fallback`]); `lowering` wraps the
+/// last error. Every compiler of a backend with a staging array lowers through this, so the
+/// emulator decides as the backend does.
+pub fn lower_fitting<E: Emitter, X>(
+    program: &Program,
+    target: &Target,
+    options: &LowerOptions,
+    mut make: impl FnMut() -> Result<E, X>,
+    lowering: impl Fn(LowerError) -> X,
+) -> Result<(E, LowerInfo), X> {
+    let mut options = *options;
+    loop {
+        let mut e = make()?;
+        match lower(program, target, &options, &mut e) {
+            Ok(info) => return Ok((e, info)),
+            Err(err) => match options.fallback(&err) {
+                Some(next) => options = next,
+                None => return Err(lowering(err)),
+            },
+        }
+    }
 }
 
 /// Bytes one shared-memory element of `dtype` takes (booleans are stored as 32-bit).
@@ -1342,15 +1377,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 // carries the parity its staging buffers alternate by (the dot decides whether
                 // two fit), and opens with a barrier: the dot's first staging waits for none
                 // after whatever used shared memory before the loop.
-                let prefetch_regs = carried.len() - nflat;
                 // An enclosing loop's parity stays its own.
                 let outer = self.stage_parity.take();
-                let double = prefetch.is_some() && pipe.is_none() && single_coop_dot(body, &self.coop);
-                if double {
+                let parity_at = if prefetch.is_some() && pipe.is_none() && single_coop_dot(body, &self.coop) {
                     self.e.barrier();
                     let zero = self.c_i32(0);
                     carried.push((DType::I32, zero));
-                }
+                    Some(carried.len() - 1)
+                } else {
+                    None
+                };
                 let (iv, args) = self.e.begin_loop(iv_dtype, lo, hi, st, &carried);
                 self.push_scope();
                 self.scalars.insert(body.args[0], iv);
@@ -1380,17 +1416,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         next_tiles.extend(regs);
                     }
                 }
-                if double {
-                    self.stage_parity = Some(args[nflat + prefetch_regs]);
-                }
+                self.stage_parity = parity_at.map(|i| args[i]);
                 self.block(body)?;
                 let ys = self.yielded(body);
                 let mut next = self.flatten(&ys, &layouts)?;
                 next.extend(next_tiles);
                 self.stage_parity = outer;
-                if double {
+                if let Some(i) = parity_at {
                     let one = self.c_i32(1);
-                    next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[nflat + prefetch_regs], one));
+                    next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[i], one));
                 }
                 if let Some((read, write)) = slots {
                     next.push(read);
@@ -2717,19 +2751,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         (Some(x), Some(y)) => Some(self.e.binary(BinaryOp::And, DType::I1, x, y)),
                         (x, y) => x.or(y),
                     };
-                    if staged {
-                        // A run shares its row, hence its owner (stores_in_vectors).
-                        if let Some(own) = pred {
-                            self.e.begin_if(own, &[]);
-                        }
-                        self.e.store_staging(sd, slot, &values);
-                        if pred.is_some() {
-                            self.e.begin_else(&[]);
-                            self.e.end_if(&[]);
-                        }
-                    } else {
-                        self.store_shared_if(pred, sd, slot, values[0]);
-                    }
+                    // A run shares its row, hence its owner (stores_in_vectors).
+                    self.only_if(pred, |me| if staged { me.e.store_staging(sd, slot, &values) } else { me.st_sh(sd, slot, values[0]) });
                 }
             }
             self.e.barrier();
@@ -3568,11 +3591,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     fn store_shared_if(&mut self, pred: Option<E::V>, dtype: DType, index: E::V, value: E::V) {
+        self.only_if(pred, |me| me.st_sh(dtype, index, value));
+    }
+
+    /// `f`'s code, under `if pred` where there is one.
+    fn only_if(&mut self, pred: Option<E::V>, f: impl FnOnce(&mut Self)) {
         match pred {
-            None => self.st_sh(dtype, index, value),
+            None => f(self),
             Some(p) => {
                 self.e.begin_if(p, &[]);
-                self.st_sh(dtype, index, value);
+                f(self);
                 self.e.begin_else(&[]);
                 self.e.end_if(&[]);
             }

@@ -15,7 +15,7 @@ use crate::buffer::HostBuffer;
 use crate::dtype::{DType, Scalar};
 use crate::gpu::emit::{CoopRole, Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::Mma;
-use crate::gpu::lower::{lower, LowerError, LowerInfo, LowerOptions};
+use crate::gpu::lower::{lower_fitting, LowerError, LowerInfo, LowerOptions};
 use crate::gpu::target::MatrixInstr;
 use crate::gpu::target::Target;
 use crate::interp::{
@@ -614,16 +614,7 @@ pub struct Lowered {
 
 /// Lowers `program` for `target` and records the per-thread program.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Lowered, LowerError> {
-    // Lowered again with less staging where the shared memory does not fit
-    // (LowerOptions::fallback), as the SPIR-V compiler does.
-    let mut options = *options;
-    let (rec, info) = loop {
-        let mut rec = Recorder { warp: target.subgroup_size, ..Recorder::default() };
-        match lower(program, target, &options, &mut rec) {
-            Ok(info) => break (rec, info),
-            Err(e) => options = options.fallback(&e).ok_or(e)?,
-        }
-    };
+    let (rec, info) = lower_fitting(program, target, options, || Ok(Recorder { warp: target.subgroup_size, ..Recorder::default() }), |e| e)?;
     let param_dtypes = program
         .params
         .iter()

@@ -547,3 +547,47 @@ fn the_wgsl_models_substitute_non_finite_values_and_contract() {
     assert_ne!(fused[0], plain[0], "the two models differ on this input");
     assert_eq!(&fused[4..8], &plain[4..8], "an addition of no product is unchanged");
 }
+
+/// `cmp_scalar`, with which backends fold the comparison of two constants, answers as the
+/// interpreter's `cmp` does on the same values: NaN unordered (only `ne` holds), -0 equal to +0,
+/// signed and unsigned integers by value.
+#[test]
+fn folded_comparisons_agree_with_the_interpreter() {
+    use tilekit_core::interp::cmp_scalar;
+    use tilekit_core::ir::CmpPred;
+    let preds = [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge];
+    let floats = [0.0, -0.0, 1.5, -2.25, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 65504.0];
+    let ints = [0.0, 1.0, -1.0, 127.0, -128.0, 200.0, 4_000_000_000.0, -2_147_483_648.0];
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64] {
+        let vals = if dtype.is_float() { &floats } else { &ints };
+        let n = vals.len() * vals.len();
+        let xs: Vec<f64> = vals.iter().flat_map(|&a| vals.iter().map(move |_| a)).collect();
+        let ys: Vec<f64> = vals.iter().flat_map(|_| vals.iter().copied()).collect();
+        let (xb, yb) = (HostBuffer::from_f64(dtype, &xs), HostBuffer::from_f64(dtype, &ys));
+        for pred in preds {
+            let k = Builder::new("cmp");
+            let (x, y) = (k.input("x", dtype), k.input("y", dtype));
+            let out = k.output("out", DType::I32);
+            let i = k.arange(0, n as i64);
+            let (a, b) = (k.load(x, i), k.load(y, i));
+            let c = match pred {
+                CmpPred::Eq => a.eq(b),
+                CmpPred::Ne => a.ne(b),
+                CmpPred::Lt => a.lt(b),
+                CmpPred::Le => a.le(b),
+                CmpPred::Gt => a.gt(b),
+                CmpPred::Ge => a.ge(b),
+            };
+            k.store(out, i, c.cast(DType::I32));
+            let p = k.finish().unwrap();
+            let o = HostBuffer::zeros(DType::I32, n);
+            run(&p, [1, 1, 1], &[Arg::Buffer(&xb), Arg::Buffer(&yb), Arg::Buffer(&o)]).unwrap();
+            let (xv, yv) = (xb.to_f64(), yb.to_f64());
+            for (j, got) in o.to_f64().into_iter().enumerate() {
+                let s = |v: f64| if dtype.is_float() { Scalar::Float(v) } else { Scalar::Int(v as i64) };
+                let folded = cmp_scalar(pred, dtype, s(xv[j]), s(yv[j]));
+                assert_eq!(folded, got == 1.0, "{dtype} {pred:?}: {} against {}", xv[j], yv[j]);
+            }
+        }
+    }
+}

@@ -54,8 +54,11 @@ pub struct LowerOptions {
     /// Software-pipelining depth of the loads that feed a matrix `dot` in a loop (the
     /// configuration's `num_stages`; 1: none). With `s` stages, `s - 1` iterations of those
     /// loads are in flight, as asynchronous copies into a ring of `s` shared-memory buffers,
-    /// on backends that have asynchronous copies (PTX for sm_80 and newer); elsewhere, and for
-    /// loads that cannot be issued early, the loop runs as written.
+    /// on backends that have asynchronous copies (PTX for sm_80 and newer). Elsewhere the next
+    /// iteration's loads are issued into registers (one iteration ahead whatever the depth),
+    /// and a loop's one dot on cooperative matrices stages its operands in one buffer with two
+    /// stages and alternates between two from three (where both fit); loads that cannot be
+    /// issued early run as written.
     pub num_stages: u32,
     /// How far cooperative-matrix operands may use the staging array
     /// ([`crate::gpu::emit::Emitter::reserve_staging`]). Compilers start at
@@ -69,7 +72,8 @@ pub struct LowerOptions {
 /// What [`LowerOptions::staging`] allows, most first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Staging {
-    /// Staging in 16-byte vectors, in two buffers for a loop's one dot where they fit.
+    /// Staging in 16-byte vectors, in two buffers for a loop's one dot with `num_stages >= 3`
+    /// where they fit.
     #[default]
     Double,
     /// Staging in 16-byte vectors, one buffer.
@@ -493,7 +497,7 @@ struct Lowerer<'a, E: Emitter> {
     /// The loads emitted that way, by value index.
     prefetched: Vec<usize>,
     /// The loop's iteration parity (0 or 1) for the loop's one cooperative-matrix `dot`, which
-    /// stages its operands in two buffers, one per parity, where they fit.
+    /// stages its operands in two buffers, one per parity, where they fit (`num_stages >= 3`).
     stage_parity: Option<E::V>,
     /// The `dot`s that took it, by value index.
     double_staged: Vec<usize>,
@@ -1373,13 +1377,17 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     }
                     None => None,
                 };
-                // A loop whose one dot is on cooperative matrices with prefetched operands
-                // carries the parity its staging buffers alternate by (the dot decides whether
-                // two fit), and opens with a barrier: the dot's first staging waits for none
-                // after whatever used shared memory before the loop.
+                // A loop whose one dot is on cooperative matrices with prefetched operands and
+                // at least three stages (the registers the next tiles arrive in, then two
+                // staging buffers; with two stages the registers and one buffer) carries the
+                // parity its staging buffers alternate by (the dot decides whether two fit),
+                // and opens with a barrier: the dot's first staging waits for none after
+                // whatever used shared memory before the loop. Two stages stay one buffer:
+                // through NVIDIA's driver the second buffer halved 64 x 128 x 32 on 4 warps and
+                // moved nothing else, so a configuration chooses by its depth.
                 // An enclosing loop's parity stays its own.
                 let outer = self.stage_parity.take();
-                let parity_at = if prefetch.is_some() && pipe.is_none() && single_coop_dot(body, &self.coop) {
+                let parity_at = if prefetch.is_some() && self.num_stages >= 3 && pipe.is_none() && single_coop_dot(body, &self.coop) {
                     self.e.barrier();
                     let zero = self.c_i32(0);
                     carried.push((DType::I32, zero));

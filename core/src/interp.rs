@@ -377,11 +377,11 @@ impl<'a> Instance<'a> {
             Op::Cmp { pred, lhs, rhs } => {
                 let p = *pred;
                 match (self.get(*lhs), self.get(*rhs)) {
-                    (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| holds(p, Some(x.cmp(y))) as i64).collect()),
+                    (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| p.holds(Some(x.cmp(y))) as i64).collect()),
                     (Data::Float(a), Data::Float(b)) => {
                         let dtype = self.ty(*lhs).dtype;
                         let fz = |v: f32| if self.ftz_beyond_arithmetic { flush_subnormal(dtype, v) } else { v };
-                        Data::Int(a.iter().zip(b).map(|(&x, &y)| holds(p, fz(x).partial_cmp(&fz(y))) as i64).collect())
+                        Data::Int(a.iter().zip(b).map(|(&x, &y)| p.holds(fz(x).partial_cmp(&fz(y))) as i64).collect())
                     }
                     _ => unreachable!("verified: operands share a dtype"),
                 }
@@ -912,30 +912,14 @@ pub fn cast_scalar(x: Scalar, from: DType, to: DType) -> Scalar {
     }
 }
 
-/// Whether `pred` holds for operands ordered `o`; unordered (a NaN) compares false except for
-/// `ne`.
-fn holds(pred: CmpPred, o: Option<std::cmp::Ordering>) -> bool {
-    match o {
-        None => pred == CmpPred::Ne,
-        Some(o) => match pred {
-            CmpPred::Eq => o.is_eq(),
-            CmpPred::Ne => o.is_ne(),
-            CmpPred::Lt => o.is_lt(),
-            CmpPred::Le => o.is_le(),
-            CmpPred::Gt => o.is_gt(),
-            CmpPred::Ge => o.is_ge(),
-        },
-    }
-}
-
 /// [`Op::Cmp`] of two values of `dtype`, given as [`cast_scalar`] gives them (subnormals
 /// compared as they are). For backends that fold the comparison of constants.
 pub fn cmp_scalar(pred: CmpPred, dtype: DType, x: Scalar, y: Scalar) -> bool {
     if dtype.is_float() {
-        holds(pred, (x.as_f64() as f32).partial_cmp(&(y.as_f64() as f32)))
+        pred.holds((x.as_f64() as f32).partial_cmp(&(y.as_f64() as f32)))
     } else {
         let int = |s: Scalar| wrap_to(dtype, if let Scalar::Int(i) = s { i } else { s.as_f64() as i64 });
-        holds(pred, Some(int(x).cmp(&int(y))))
+        pred.holds(Some(int(x).cmp(&int(y))))
     }
 }
 

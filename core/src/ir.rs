@@ -317,6 +317,24 @@ pub enum CmpPred {
     Ge,
 }
 
+impl CmpPred {
+    /// Whether the predicate holds for operands ordered `o`; unordered (a NaN) compares false
+    /// except for `ne`. The one rule of the interpreter, the emulator and constant folding.
+    pub fn holds(self, o: Option<std::cmp::Ordering>) -> bool {
+        match o {
+            None => self == CmpPred::Ne,
+            Some(o) => match self {
+                CmpPred::Eq => o.is_eq(),
+                CmpPred::Ne => o.is_ne(),
+                CmpPred::Lt => o.is_lt(),
+                CmpPred::Le => o.is_le(),
+                CmpPred::Gt => o.is_gt(),
+                CmpPred::Ge => o.is_ge(),
+            },
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AtomicOp {
     Add,

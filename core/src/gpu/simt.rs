@@ -949,18 +949,7 @@ impl Machine<'_> {
                     (Elem::F(x), Elem::F(y)) => x.partial_cmp(&y),
                     (x, y) => return Err(self.fault(t, format!("cmp on mixed operands {x:?}, {y:?}"))),
                 };
-                let r = match o {
-                    None => *pred == CmpPred::Ne,
-                    Some(o) => match pred {
-                        CmpPred::Eq => o.is_eq(),
-                        CmpPred::Ne => o.is_ne(),
-                        CmpPred::Lt => o.is_lt(),
-                        CmpPred::Le => o.is_le(),
-                        CmpPred::Gt => o.is_gt(),
-                        CmpPred::Ge => o.is_ge(),
-                    },
-                };
-                (*dst, Elem::I(r as i64))
+                (*dst, Elem::I(pred.holds(o) as i64))
             }
             SInst::Select { dst, c, a, b } => (*dst, if self.int(*c, t) != 0 { self.get(*a, t) } else { self.get(*b, t) }),
             SInst::Fma { dst, dtype, a, b, c } => match (self.get(*a, t), self.get(*b, t), self.get(*c, t)) {

@@ -1382,9 +1382,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 // staging buffers; with two stages the registers and one buffer) carries the
                 // parity its staging buffers alternate by (the dot decides whether two fit),
                 // and opens with a barrier: the dot's first staging waits for none after
-                // whatever used shared memory before the loop. Two stages stay one buffer:
-                // through NVIDIA's driver the second buffer halved 64 x 128 x 32 on 4 warps and
-                // moved nothing else, so a configuration chooses by its depth.
+                // whatever used shared memory before the loop. Two stages stay one buffer: the
+                // second buffer is not always faster through NVIDIA's driver
+                // (bench/results/h100-2026-12-06c), so a configuration chooses by its depth.
                 // An enclosing loop's parity stays its own.
                 let outer = self.stage_parity.take();
                 let parity_at = if prefetch.is_some() && self.num_stages >= 3 && pipe.is_none() && single_coop_dot(body, &self.coop) {

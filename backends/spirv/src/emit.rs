@@ -2174,8 +2174,8 @@ impl Emitter for SpirvEmitter {
         // may flush it.
         if let (Some(x), Some(y)) = (self.const_value(dtype, a.id), self.const_value(dtype, b.id)) {
             let subnormal = |v: Scalar| {
-                let min_normal = if dtype == DType::F16 { 2f64.powi(-14) } else { 2f64.powi(-126) };
-                dtype.is_float() && v.as_f64() != 0.0 && v.as_f64().abs() < min_normal
+                let v = v.as_f64() as f32;
+                dtype.is_float() && tilekit_core::interp::flush_subnormal(dtype, v).to_bits() != v.to_bits()
             };
             if !subnormal(x) && !subnormal(y) {
                 let c = self.c_bool(tilekit_core::interp::cmp_scalar(pred, dtype, x, y));

@@ -687,3 +687,64 @@ fn narrow_reductions_order_signed_values() {
         }
     }
 }
+
+/// f32 -> bf16 rounds to nearest even, ties both ways, overflow to infinity, signed zeros,
+/// infinities and NaNs, stored packed in pairs (16-byte stores), one at a time (a strided
+/// store) and widened back to f32. Subnormals only where the device keeps f32 subnormals; bf16
+/// shares f32's exponent range, so only they round to bf16 subnormals.
+#[test]
+fn f32_to_bf16_rounds_to_nearest_even() {
+    let text = "program c(x: buffer<f32, read>, y: buffer<bf16, write>, z: buffer<bf16, write>, w: buffer<f32, write>) grid 1 {
+  %0 = arange 0, 64 : [64]xi32
+  %1 = load x[%0] : [64]xf32
+  %2 = cast %1 : [64]xbf16
+  store y[%0], %2
+  %3 = const 3 : i32
+  %4 = splat %3 : [64]xi32
+  %5 = mul %0, %4 : [64]xi32
+  store z[%5], %2
+  %6 = cast %2 : [64]xf32
+  store w[%0], %6
+}";
+    let ties: [u32; 16] = [
+        0x3f80_8000, // 1 + 2^-8: a tie, rounds down to the even 1.0
+        0x3f81_8000, // a tie above an odd bf16: rounds up
+        0x3f80_8001, // just above a tie: up
+        0x3f80_7fff, // just below a tie: down
+        0x7f7f_ffff, // f32's largest: rounds to infinity
+        0x7f7f_7fff, // stays finite
+        0x4b7f_ffff, // rounds up across a power of two
+        0x3eaa_aaab, // 1/3
+        0x0080_0000, // smallest normal, exact
+        0x0000_0000,
+        0x8000_0000,
+        0x7f80_0000,
+        0xff80_0000,
+        0x7fc0_0000,
+        0x7fff_ffff, // a NaN whose rounding would carry into the sign
+        0xff80_0001, // a signalling NaN
+    ];
+    let subnormals: [u32; 6] = [0x0000_8000, 0x0001_8000, 0x0001_0000, 0x007f_ffff, 0x8000_8001, 0x0000_0001];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    for with_subnormals in [false, true] {
+        let mut bits: Vec<u32> = Vec::new();
+        for &t in &ties {
+            bits.push(t);
+            bits.push(t ^ 0x8000_0000);
+        }
+        if with_subnormals {
+            bits.extend(subnormals.iter().flat_map(|&s| [s, s ^ 0x8000_0000]));
+        }
+        // Random normal values, every low half a rounding case.
+        while bits.len() < 64 {
+            let b: u32 = rng.gen_range(0x0080_0000..0x7f80_0000) | if rng.gen_bool(0.5) { 0x8000_0000 } else { 0 };
+            bits.push(b);
+        }
+        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let x = HostBuffer::from_bytes(DType::F32, &bytes).unwrap();
+        let outs = [x, HostBuffer::zeros(DType::BF16, 64), HostBuffer::zeros(DType::BF16, 192), HostBuffer::zeros(DType::F32, 64)];
+        agree_where(text, [1, 1, 1], 1, &outs, &[], |dev| {
+            !with_subnormals || matches!(dev, Device::Emulator(_)) || dev.target().is_some_and(|t| t.f32_denorm_preserve)
+        });
+    }
+}

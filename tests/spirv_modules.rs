@@ -253,3 +253,35 @@ fn cooperative_matrix_modules_pass_spirv_val() {
         }
     }
 }
+
+/// f32 -> bf16 is one `OpFConvert` to `SPV_KHR_bfloat16`'s type where the target has it (the
+/// H200's driver: `shaderBFloat16Type`), two values a conversion where they are stored packed;
+/// lavapipe and wgpu (which enables no VK_KHR_shader_bfloat16) keep the integer rounding and
+/// no bfloat16 type. Every module passes SPIRV-Tools v2025.3's validator.
+#[test]
+fn bf16_conversions_use_the_bfloat16_type_where_the_target_has_it() {
+    let k = kernels::find("gelu").expect("the gelu kernel");
+    let problem = Problem::new(&[1000], DType::BF16);
+    let mut wgpu = Target::h200_vulkan();
+    tilekit_spirv::keep_wgpu_features(&mut wgpu, true);
+    for (target, native) in [(Target::h200_vulkan(), true), (Target::lavapipe(), false), (wgpu, false)] {
+        for config in k.configs() {
+            let plan = k.plan(&problem, &config).expect("a plan");
+            let launch = &plan.launches[0];
+            let options = launch_options(&LowerOptions::for_config(&config), launch);
+            let c = compile(&launch.program, &target, &options).unwrap_or_else(|e| panic!("{}: {e}", target.name));
+            let text = disassemble_with_rspirv(&c.kernel.words);
+            let what = format!("gelu bf16 on {} ({config})", target.name);
+            assert_eq!(c.kernel.requirements.bf16_type, native, "{what}");
+            assert_eq!(text.contains("OpTypeFloat 16 BFloat16KHR"), native, "{what}: {text}");
+            assert_eq!(text.contains("OpExtension \"SPV_KHR_bfloat16\""), native, "{what}: {text}");
+            // The integer rounding adds 0x7fff (32767) to the f32 bits.
+            let integer_rounding = text.lines().any(|l| l.contains("OpConstant") && l.ends_with(" 32767"));
+            assert_eq!(integer_rounding, !native, "{what}: {text}");
+            if native {
+                assert!(text.contains("RoundingModeRTE 16") && text.contains("DenormPreserve 16"), "{what}: {text}");
+            }
+            spirv_val(&c.kernel.words, &what);
+        }
+    }
+}

@@ -186,7 +186,7 @@ impl Device {
             if let Some(info) = infos.iter().find(|i| i.name == a.info.name) {
                 // Cooperative matrices where wgpu can enable them (its experimental feature).
                 let mut target = info.target();
-                tilekit_spirv::keep_wgpu_features(&mut target, a.cooperative_matrices);
+                tilekit_spirv::keep_wgpu_matrix_instrs(&mut target, a.cooperative_matrices);
                 out.push(Device::Wgpu { name: a.info.name.clone(), target, naga: false });
                 // Shuffles where wgpu offers subgroups and the driver gives one size: with
                 // wgpu's SUBGROUP feature a pipeline may get any size in the range.

@@ -251,7 +251,7 @@ impl Device {
         // Cooperative matrices only where the caller's device enabled them (wgpu's
         // EXPERIMENTAL_COOPERATIVE_MATRIX); elsewhere `dot` keeps its other lowerings.
         let mut target = target;
-        tilekit_spirv::keep_wgpu_features(&mut target, device.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
+        tilekit_spirv::keep_wgpu_matrix_instrs(&mut target, device.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX));
         let d = Device::Wgpu { name: name.to_string(), target, naga: false };
         Device::adopt_wgpu(d, tilekit_spirv::WgpuRuntime::from_device(device, queue, adapter_info))
     }

@@ -574,7 +574,6 @@ pub struct TargetInfo {
     pub i64: bool,
     pub ieee_preserve: bool,
     pub f16_rte: bool,
-    pub bf16_convert: bool,
     pub f32_denorm_preserve: bool,
     pub matrix: Vec<String>,
 }
@@ -589,7 +588,6 @@ impl TargetInfo {
             i64: t.i64,
             ieee_preserve: t.ieee_preserve,
             f16_rte: t.f16_rte,
-            bf16_convert: t.bf16_convert,
             f32_denorm_preserve: t.f32_denorm_preserve,
             matrix: t.matrix.iter().map(|m| format!("{:?} m{}n{}k{} {}x{}->{}", m.kind, m.m, m.n, m.k, m.a, m.b, m.acc)).collect(),
         }

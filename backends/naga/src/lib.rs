@@ -85,7 +85,6 @@ pub fn target_for(device: &Target, shuffles: bool) -> Target {
         i8: true,
         ieee_preserve: false,
         f16_rte: false,
-        bf16_convert: false,
         f32_denorm_preserve: false,
         matrix: Vec::new(),
         ..device.clone()

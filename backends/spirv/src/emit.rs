@@ -27,12 +27,8 @@
 //!   (round-to-nearest-even or round-toward-zero) unless the module opts into float controls, and
 //!   allows the `FPRoundingMode` decoration only on conversions stored straight to memory. So
 //!   f32 -> f16 and f32 -> bf16 are computed with integer arithmetic, round-to-nearest-even, exact
-//!   on every device, unless the target has the float controls for 16 bits (`f16_rte`: then
-//!   `OpFConvert` to f16 under RoundingModeRTE and DenormPreserve) and for bf16 also the bfloat16
-//!   type (`bf16_convert`: `OpFConvert` to `SPV_KHR_bfloat16`'s type under the same modes, two
-//!   values a conversion where they are stored packed); f16 -> f32 (`OpFConvert`) and bf16 ->
-//!   f32 (a shift) are exact, except that Vulkan lets a device flush f16 subnormal inputs to
-//!   zero (lavapipe keeps them).
+//!   on every device; f16 -> f32 (`OpFConvert`) and bf16 -> f32 (a shift) are exact, except
+//!   that Vulkan lets a device flush f16 subnormal inputs to zero (lavapipe keeps them).
 //! - Integer -> f32 conversions (`OpConvertSToF`) are exact below 2^24; above it they round in
 //!   the device's mode. Integer -> bf16 rounds to odd in f32 first, so the final rounding to
 //!   nearest even is exact; integer -> f16 is exact (anything above 2^24 overflows f16 anyway).
@@ -121,10 +117,8 @@ struct Used {
     f16_rte: bool,
     /// Cooperative matrices (`SPV_KHR_cooperative_matrix`, with the Vulkan memory model).
     coop: bool,
-    /// Cooperative matrices of bf16 (`SPV_KHR_bfloat16`).
+    /// Cooperative matrices of bf16 (`SPV_KHR_bfloat16`; the module's only bf16 type).
     coop_bf16: bool,
-    /// f32 -> bf16 through `OpFConvert` to `SPV_KHR_bfloat16`'s type (`Target::bf16_convert`).
-    bf16_type: bool,
 }
 
 struct BufferSlot {
@@ -200,9 +194,9 @@ pub struct SpirvEmitter {
     /// into nothing (the value keeps its f32 bits), through a loop-carried value too (an i16
     /// cast to f16 came back unrounded), so these widen through their bits instead.
     rounded_f16: HashSet<Word>,
-    /// bf16 bits (a u32) converted by `OpFConvert` from the f32 they map to: two of them packed
-    /// into one word convert as a pair instead (one instruction for both on NVIDIA).
-    bf16_from_f32: HashMap<Word, Word>,
+    /// bf16 bits (a u32) rounded from an f32, to the u32 that holds them in its high half
+    /// (`legalize::bf16_in_high_half`): two stored packed take the high halves as they are.
+    bf16_high: HashMap<Word, Word>,
     buffers: Vec<Option<BufferSlot>>,
     bindings: Vec<Binding>,
     scalars: Vec<Option<SpirvValue>>,
@@ -306,7 +300,7 @@ impl SpirvEmitter {
             zeros: HashMap::new(),
             const_bits: HashMap::new(),
             rounded_f16: HashSet::new(),
-            bf16_from_f32: HashMap::new(),
+            bf16_high: HashMap::new(),
             buffers: Vec::new(),
             bindings: Vec::new(),
             scalars: Vec::new(),
@@ -582,7 +576,7 @@ impl SpirvEmitter {
             (used.f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
             (used.coop, spirv::Capability::CooperativeMatrixKHR),
             (used.coop, spirv::Capability::VulkanMemoryModel),
-            (used.coop_bf16 || used.bf16_type, spirv::Capability::BFloat16TypeKHR),
+            (used.coop_bf16, spirv::Capability::BFloat16TypeKHR),
             (used.coop_bf16, spirv::Capability::BFloat16CooperativeMatrixKHR),
         ] {
             if on {
@@ -602,15 +596,15 @@ impl SpirvEmitter {
         if used.atomic_float_add {
             self.b.extension("SPV_EXT_shader_atomic_float_add");
         }
-        if used.coop_bf16 || used.bf16_type {
-            self.b.extension("SPV_KHR_bfloat16");
-        }
         if used.coop {
             // The extension requires the Vulkan memory model in shaders. Under it a barrier
             // orders only non-private accesses: every workgroup-memory access is marked
             // NonPrivatePointer, and the barriers make the writes before them available and
             // visible (what GLSL's `shared` and `barrier()` become under that model).
             self.b.extension("SPV_KHR_cooperative_matrix");
+            if used.coop_bf16 {
+                self.b.extension("SPV_KHR_bfloat16");
+            }
             self.b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::Vulkan);
             self.non_private_workgroup_accesses();
         }
@@ -633,8 +627,8 @@ impl SpirvEmitter {
             self.b.execution_mode(main, spirv::ExecutionMode::DenormPreserve, [32]);
         }
         if used.f16_rte {
-            // f32 -> f16 and f32 -> bf16 conversions (and f16 arithmetic) round to nearest even
-            // and keep subnormals, as the interpreter's do.
+            // f32 -> f16 conversions (and f16 arithmetic) round to nearest even and keep
+            // subnormals, as the interpreter's do.
             self.b.execution_mode(main, spirv::ExecutionMode::RoundingModeRTE, [16]);
             self.b.execution_mode(main, spirv::ExecutionMode::DenormPreserve, [16]);
         }
@@ -656,7 +650,6 @@ impl SpirvEmitter {
             denorm_preserve_f32: self.target.f32_denorm_preserve,
             cooperative_matrix: used.coop,
             cooperative_matrix_bf16: used.coop_bf16,
-            bf16_type: used.bf16_type,
         };
         let t = &self.target;
         let mut missing = Vec::new();
@@ -1211,20 +1204,6 @@ impl SpirvEmitter {
         self.u_op(Op::BitwiseOr, r, sign)
     }
 
-    /// f32 bits -> bf16 bits, round to nearest even, NaN stays NaN (as `half::bf16::from_f32`).
-    fn f32_bits_to_bf16_bits(&mut self, x: Word) -> Word {
-        let a = self.u_opk(Op::BitwiseAnd, x, 0x7fff_ffff);
-        let k = self.c_u32(0x7f80_0000);
-        let is_nan = self.b_op(Op::UGreaterThan, a, k);
-        let hi = self.u_opk(Op::ShiftRightLogical, x, 16);
-        let lsb = self.u_opk(Op::BitwiseAnd, hi, 1);
-        let r = self.u_opk(Op::IAdd, x, 0x7fff);
-        let r = self.u_op(Op::IAdd, r, lsb);
-        let r = self.u_opk(Op::ShiftRightLogical, r, 16);
-        let nan = self.u_opk(Op::BitwiseOr, hi, 0x40);
-        self.sel_u32(is_nan, nan, r)
-    }
-
     /// An f16 as f32, exactly, from its bits (no `OpFConvert` a driver could pair with the one
     /// that rounded it).
     fn f16_to_f32_by_bits(&mut self, x: Word) -> Word {
@@ -1370,36 +1349,24 @@ impl SpirvEmitter {
                 let h = self.f32_bits_to_f16_bits(bits);
                 self.f16_from_bits(h)
             }
-            DType::BF16 if self.target.bf16_convert && self.target.f16_rte => {
-                // The pair (x, +0) converts as a vector, whose bits are one u32 with x's bf16 in
-                // the low half (component 0 is the low-order half of a bitcast) and bf16's +0,
-                // all zero bits, above: registers' form of a bf16, without a 16-bit integer.
-                let z = self.c_f32(0.0);
-                let bits = self.bf16_pair(x, z);
-                self.bf16_from_f32.insert(bits, x);
-                bits
-            }
             DType::BF16 => {
-                let t = self.u32_ty();
-                let bits = self.bitcast(t, x);
-                self.f32_bits_to_bf16_bits(bits)
+                // The NaN test as one float instruction where the module keeps NaNs, else on
+                // the bits.
+                let v = self.value(x, DType::F32);
+                let nan = if self.target.ieee_preserve {
+                    let bt = self.bool_ty();
+                    let n = self.emit(Op::IsNan, bt, &[x]);
+                    self.value(n, DType::I1)
+                } else {
+                    legalize::is_nan(self, v)
+                };
+                let top = legalize::bf16_in_high_half(self, v, nan).id;
+                let bits = self.u_opk(Op::ShiftRightLogical, top, 16);
+                self.bf16_high.insert(bits, top);
+                bits
             }
             _ => x,
         }
-    }
-
-    /// The bf16 bits of f32 values `lo` and `hi` in one u32 (`lo` in the low half), by one
-    /// `OpFConvert` of the pair to bf16 under the RoundingModeRTE and DenormPreserve modes
-    /// `finish` declares for 16 bits.
-    fn bf16_pair(&mut self, lo: Word, hi: Word) -> Word {
-        self.used.bf16_type = true;
-        self.used.f16_rte = true;
-        let f = self.f32_ty();
-        let bf = self.cached(TypeKey::BFloat16);
-        let (f2, bf2, u) = (self.vec_ty(f, 2), self.vec_ty(bf, 2), self.u32_ty());
-        let pair = self.emit(Op::CompositeConstruct, f2, &[lo, hi]);
-        let r = self.emit(Op::FConvert, bf2, &[pair]);
-        self.bitcast(u, r)
     }
 
     /// f32 -> integer dtype `to` (not `i1`): NaN -> 0, clamp, truncate toward zero
@@ -1553,10 +1520,9 @@ impl SpirvEmitter {
             DType::BF16 => ids
                 .chunks(2)
                 .map(|p| {
-                    // Two values converted from f32 by `OpFConvert`: converted again as a pair,
-                    // already packed (the single conversions are then left unused).
-                    if let (Some(&a), Some(&b)) = (self.bf16_from_f32.get(&p[0]), self.bf16_from_f32.get(&p[1])) {
-                        return self.bf16_pair(a, b);
+                    if let (Some(&a), Some(&b)) = (self.bf16_high.get(&p[0]), self.bf16_high.get(&p[1])) {
+                        let (a, b) = (self.value(a, DType::U32), self.value(b, DType::U32));
+                        return legalize::bf16_pack_high_halves(self, a, b).id;
                     }
                     let lo = self.u_opk(Op::BitwiseAnd, p[0], 0xFFFF);
                     let hi = self.u_opk(Op::ShiftLeftLogical, p[1], 16);

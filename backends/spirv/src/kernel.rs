@@ -61,9 +61,6 @@ pub struct Requirements {
     /// Cooperative matrices of bf16: `VK_KHR_shader_bfloat16`'s `shaderBFloat16Type` and
     /// `shaderBFloat16CooperativeMatrix`.
     pub cooperative_matrix_bf16: bool,
-    /// The bfloat16 type for f32 -> bf16 conversions (`Target::bf16_convert`):
-    /// `VK_KHR_shader_bfloat16`'s `shaderBFloat16Type`.
-    pub bf16_type: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

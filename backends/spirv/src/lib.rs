@@ -27,4 +27,4 @@ pub use vulkan::{
     DeviceBuffer, ExecutableStatistic, Pipeline, StatisticValue, ValidationLog, VulkanDeviceInfo, VulkanError, VulkanOptions, VulkanRuntime,
 };
 #[cfg(feature = "wgpu")]
-pub use wgpu_rt::{keep_wgpu_features, WgpuBuffer, WgpuError, WgpuKernel, WgpuRuntime};
+pub use wgpu_rt::{keep_wgpu_matrix_instrs, WgpuBuffer, WgpuError, WgpuKernel, WgpuRuntime};

@@ -143,9 +143,6 @@ pub struct VulkanDeviceInfo {
     pub f16_rte: bool,
     /// f32 subnormals can be kept (`shaderDenormPreserveFloat32`, settable for 32 bits alone).
     pub denorm_preserve_f32: bool,
-    /// Shaders may declare the bfloat16 type and convert to and from it (VK_KHR_shader_bfloat16
-    /// `shaderBFloat16Type`).
-    pub bf16_type: bool,
     /// Supported subgroup operation classes (`basic`, `vote`, `arithmetic`, `ballot`, `shuffle`,
     /// `shuffle_relative`, `clustered`, `quad`).
     pub subgroup_ops: Vec<&'static str>,
@@ -215,8 +212,6 @@ impl VulkanDeviceInfo {
             atomic_float_add: self.atomic_float_add,
             ieee_preserve: self.ieee_preserve,
             f16_rte: self.f16_rte,
-            // The conversion rounds under the 16-bit float controls (RoundingModeRTE 16).
-            bf16_convert: self.bf16_type && self.f16_rte,
             f32_denorm_preserve: self.denorm_preserve_f32,
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
@@ -255,7 +250,6 @@ impl VulkanDeviceInfo {
             (req.int64_atomics, info.shader_int64_atomics, "shaderBufferInt64Atomics"),
             (req.f16_rte, info.f16_rte, "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"),
             (req.denorm_preserve_f32, info.denorm_preserve_f32, "shaderDenormPreserveFloat32"),
-            (req.bf16_type, info.bf16_type, "shaderBFloat16Type (VK_KHR_shader_bfloat16)"),
             (req.cooperative_matrix, !info.cooperative_matrices.is_empty(), "cooperativeMatrix (VK_KHR_cooperative_matrix) and vulkanMemoryModel"),
             (
                 req.cooperative_matrix_bf16,
@@ -600,7 +594,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
         let has_executable_ext = has_ext(ash::khr::pipeline_executable_properties::NAME);
         let has_coop_ext = has_ext(ash::khr::cooperative_matrix::NAME);
-        let has_bf16_ext = has_ext(SHADER_BFLOAT16);
+        let has_bf16_ext = has_coop_ext && has_ext(SHADER_BFLOAT16);
         let v12 = api >= vk::API_VERSION_1_2;
         let v13 = api >= vk::API_VERSION_1_3;
 
@@ -650,8 +644,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         }
         instance.get_physical_device_features2(pdev, &mut f2);
         let base = f2.features;
-        let bf16_type = has_bf16_ext && fb.shader_bfloat16_type == vk::TRUE;
-        let bf16_coop = bf16_type && has_coop_ext && fb.shader_bfloat16_cooperative_matrix == vk::TRUE;
+        let bf16_coop = has_bf16_ext && fb.shader_bfloat16_type == vk::TRUE && fb.shader_bfloat16_cooperative_matrix == vk::TRUE;
         let (cooperative_matrices, cooperative_matrix_listed) =
             if has_coop_ext && fc.cooperative_matrix == vk::TRUE && v12 && f12.vulkan_memory_model == vk::TRUE {
                 let ext = ash::khr::cooperative_matrix::Instance::new(entry, instance);
@@ -727,7 +720,6 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
                     float_controls.denorm_behavior_independence,
                     vk::ShaderFloatControlsIndependence::ALL | vk::ShaderFloatControlsIndependence::TYPE_32_ONLY
                 ),
-            bf16_type,
             subgroup_ops,
             shared_memory_bytes: limits.max_compute_shared_memory_size,
             max_workgroup_size: limits.max_compute_work_group_size,
@@ -1150,15 +1142,9 @@ impl VulkanRuntime {
                 f2 = f2.push_next(&mut fc);
                 exts.push(ash::khr::cooperative_matrix::NAME.as_ptr());
             }
-            // bf16 conversions (`Target::bf16_convert`) need the type alone, bf16 cooperative
-            // matrices both.
-            let bf16_coop = info.cooperative_matrices.iter().any(|m| m.a == DType::BF16);
-            let mut fb = ShaderBfloat16Features {
-                shader_bfloat16_type: vk::TRUE,
-                shader_bfloat16_cooperative_matrix: if bf16_coop { vk::TRUE } else { vk::FALSE },
-                ..Default::default()
-            };
-            if info.bf16_type {
+            let mut fb =
+                ShaderBfloat16Features { shader_bfloat16_type: vk::TRUE, shader_bfloat16_cooperative_matrix: vk::TRUE, ..Default::default() };
+            if info.cooperative_matrices.iter().any(|m| m.a == DType::BF16) {
                 f2 = f2.push_next(&mut fb);
                 exts.push(SHADER_BFLOAT16.as_ptr());
             }

@@ -29,13 +29,11 @@ use tilekit_core::{DType, HostBuffer, Scalar};
 
 use crate::kernel::{max_workgroups_from_env, DispatchError, PushConstantError, SpirvKernel};
 
-/// Keeps in `target` what passthrough modules may use on a wgpu device: cooperative matrices
-/// where the device has wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX` (`cooperative_matrix`), of
-/// f16 only, and no bfloat16 type for conversions, since wgpu enables no
-/// `VK_KHR_shader_bfloat16`.
-pub fn keep_wgpu_features(target: &mut tilekit_core::gpu::Target, cooperative_matrix: bool) {
+/// Keeps in `target` the matrix instructions passthrough modules may use on a wgpu device:
+/// cooperative matrices where the device has wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX`
+/// (`cooperative_matrix`), of f16 only, since wgpu enables no `VK_KHR_shader_bfloat16`.
+pub fn keep_wgpu_matrix_instrs(target: &mut tilekit_core::gpu::Target, cooperative_matrix: bool) {
     target.matrix.retain(|m| m.kind != tilekit_core::gpu::MatrixKind::CooperativeMatrix || (cooperative_matrix && m.a != DType::BF16));
-    target.bf16_convert = false;
 }
 
 /// Environment variable selecting an adapter: a substring of its name, case-insensitive.
@@ -797,7 +795,6 @@ impl WgpuRuntime {
         need(r.cooperative_matrix, c.cooperative_matrix, "cooperative matrices (wgpu EXPERIMENTAL_COOPERATIVE_MATRIX: VK_KHR_cooperative_matrix)");
         // wgpu enables no VK_KHR_shader_bfloat16 on the devices it opens.
         need(r.cooperative_matrix_bf16, false, "bf16 cooperative matrices (VK_KHR_shader_bfloat16, which wgpu does not enable)");
-        need(r.bf16_type, false, "the bfloat16 type (VK_KHR_shader_bfloat16, which wgpu does not enable)");
         // The subgroup size matters only to kernels that talk across lanes. SPIR-V 1.6 modules
         // may get any size in the device's range (Vulkan 1.3), and so may every module once
         // wgpu's SUBGROUP feature is on.

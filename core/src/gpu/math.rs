@@ -103,40 +103,42 @@ pub fn sin_cos<E: Emitter + ?Sized>(e: &mut E, x: E::V, cos: bool) -> E::V {
 
 /// `tanh(x)` of an f32 `x`. GLSL's `Tanh` is only as precise as its defining formula
 /// `(e^x - e^-x) / (e^x + e^-x)`, which cancels near 0 (lavapipe's `tanh(1e-4)` is off by
-/// 1.7e-4 relative). Below 0.625 an odd polynomial (Cephes', within 0.8 ulp); above
-/// `1 - 2 / (e^2|x| + 1)` with x's sign, where nothing cancels, saturating to 1 once the
-/// exponential overflows. Zeros come back as they came; NaN gives NaN.
+/// 1.7e-4 relative). On `|x|`: below 0.625 an odd polynomial (Cephes', within 0.8 ulp); above
+/// `1 - 2 / (e^2|x| + 1)`, where nothing cancels, saturating to 1 once the exponential
+/// overflows. Either is +0 or positive (or a NaN, which stays one), so x's sign goes on by its
+/// bit: zeros come back as they came, and no comparison or negation is spent on the sign (the
+/// function sits in elementwise kernels whose throughput is their instruction count).
 #[allow(clippy::excessive_precision)]
 pub fn tanh<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
     let f = DType::F32;
     let a = e.unary(UnaryOp::Abs, f, x);
-    let z = f32op(e, BinaryOp::Mul, x, x);
+    let z = f32op(e, BinaryOp::Mul, a, a);
     let t = horner(
         e,
         z,
         &[-0.333_332_806_825_637_8, 0.133_314_415_812_492_37, -0.053_739_715_367_555_62, 0.020_639_088_004_827_5, -0.005_704_988_725_483_417_5],
     );
-    let xz = f32op(e, BinaryOp::Mul, x, z);
-    let m = f32op(e, BinaryOp::Mul, xz, t);
-    let poly = f32op(e, BinaryOp::Add, x, m);
-    // -0 + +0 is +0: a zero is returned as it came.
-    let zero = f32c(e, 0.0);
-    let is_zero = e.cmp(CmpPred::Eq, f, x, zero);
-    let small = e.select(f, is_zero, x, poly);
+    let az = f32op(e, BinaryOp::Mul, a, z);
+    let m = f32op(e, BinaryOp::Mul, az, t);
+    // |m| < a below 0.625, and +0 + -0 is +0: never negative.
+    let small = f32op(e, BinaryOp::Add, a, m);
     let (one, two) = (f32c(e, 1.0), f32c(e, 2.0));
     let a2 = f32op(e, BinaryOp::Mul, a, two);
     let ex = e.unary(UnaryOp::Exp, f, a2);
     let e1 = f32op(e, BinaryOp::Add, ex, one);
     let q = f32op(e, BinaryOp::Div, two, e1);
-    let r = f32op(e, BinaryOp::Sub, one, q);
-    let nr = e.unary(UnaryOp::Neg, f, r);
-    let neg = e.cmp(CmpPred::Lt, f, x, zero);
-    let wide = e.select(f, neg, nr, r);
+    let wide = f32op(e, BinaryOp::Sub, one, q);
+    // A NaN is not below the limit: it takes the exponential's path, which keeps it a NaN.
     let limit = f32c(e, 0.625);
     let is_small = e.cmp(CmpPred::Lt, f, a, limit);
     let y = e.select(f, is_small, small, wide);
-    let nan = e.cmp(CmpPred::Ne, f, x, x);
-    e.select(f, nan, x, y)
+    let u = DType::U32;
+    let yb = e.bitcast(f, u, y);
+    let xb = e.bitcast(f, u, x);
+    let sign_mask = e.constant(u, Scalar::Int(0x8000_0000));
+    let sign = e.binary(BinaryOp::And, u, xb, sign_mask);
+    let r = e.binary(BinaryOp::Or, u, yb, sign);
+    e.bitcast(u, f, r)
 }
 
 /// `erf(x)` of an f32 `x`: musl's `erff`, its four ranges computed side by side and selected

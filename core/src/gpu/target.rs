@@ -132,11 +132,6 @@ pub struct Target {
     /// with the f32 modes where the widths are not independent). SPIR-V then converts f32 to f16
     /// with one `OpFConvert` instead of an exact integer emulation of some forty instructions.
     pub f16_rte: bool,
-    /// f32 -> bf16 is one conversion instruction that rounds to nearest even: SPIR-V's bfloat16
-    /// type (VK_KHR_shader_bfloat16 `shaderBFloat16Type`) under the float controls of
-    /// [`Target::f16_rte`], PTX's `cvt.rn.bf16.f32`. Without it SPIR-V rounds with integer
-    /// arithmetic (nine instructions a value), which an elementwise bf16 kernel feels.
-    pub bf16_convert: bool,
     /// The device keeps f32 subnormals (inputs and results) when a module asks: always for PTX
     /// and AMDGCN (no flush-to-zero is ever requested), for Vulkan where the driver has
     /// `shaderDenormPreserveFloat32`. Without it a Vulkan driver may flush them to zero, which
@@ -171,7 +166,6 @@ impl Target {
             atomic_float_add: false,
             ieee_preserve: false,
             f16_rte: false,
-            bf16_convert: false,
             f32_denorm_preserve: false,
             max_vector_bytes: 16,
             max_push_constant_bytes: 128,
@@ -204,7 +198,6 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
-            bf16_convert: true,
             f32_denorm_preserve: false,
             max_push_constant_bytes: 256,
             max_grid: [2147483647, 65535, 65535],
@@ -236,7 +229,6 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
-            bf16_convert: true,
             f32_denorm_preserve: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
@@ -284,7 +276,6 @@ impl Target {
             atomic_float_add: true,
             ieee_preserve: true,
             f16_rte: true,
-            bf16_convert: false,
             f32_denorm_preserve: true,
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,

@@ -223,7 +223,8 @@ pub fn bf16_bits_from_f32<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
 /// rounding left (meaningless): `x + 0x7fff + lsb`, the lsb being that of x's bf16 truncation,
 /// so that a tie carries only onto an odd bf16; a NaN (`nan`: [`is_nan`], or a float test
 /// where the module keeps NaNs) sets its quiet bit instead, which no carry can reach. Two of
-/// them pack into one word with [`bf16_pack_high_halves`], one instruction on NVIDIA.
+/// them pack into one word with [`bf16_pack_high_halves`]: a mask and an or on top of the shift
+/// the low one takes anyway.
 pub fn bf16_in_high_half<E: Emitter + ?Sized>(e: &mut E, x: E::V, nan: E::V) -> E::V {
     let b = bits(e, x);
     let k16 = u32_const(e, 16);

@@ -1520,8 +1520,10 @@ impl SpirvEmitter {
             DType::BF16 => ids
                 .chunks(2)
                 .map(|p| {
-                    if let (Some(&a), Some(&b)) = (self.bf16_high.get(&p[0]), self.bf16_high.get(&p[1])) {
-                        let (a, b) = (self.value(a, DType::U32), self.value(b, DType::U32));
+                    // Both rounded here: the low one's register form has its upper half clear,
+                    // the high one's bf16 is already where the word wants it.
+                    if let (true, Some(&b)) = (self.bf16_high.contains_key(&p[0]), self.bf16_high.get(&p[1])) {
+                        let (a, b) = (self.value(p[0], DType::U32), self.value(b, DType::U32));
                         return legalize::bf16_pack_high_halves(self, a, b).id;
                     }
                     let lo = self.u_opk(Op::BitwiseAnd, p[0], 0xFFFF);

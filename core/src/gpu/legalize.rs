@@ -45,21 +45,34 @@ pub fn is_inf<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
     e.cmp(CmpPred::Eq, DType::U32, m, inf)
 }
 
-/// Whether the sign bit of the f32 `x` is set (true for -0 and negative NaNs too).
-pub fn sign_bit<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+/// The sign bit of the f32 `x` alone, as a u32.
+fn sign_bits<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
     let b = bits(e, x);
     let s = u32_const(e, SIGN);
-    let sign = e.binary(BinaryOp::And, DType::U32, b, s);
+    e.binary(BinaryOp::And, DType::U32, b, s)
+}
+
+/// Whether the sign bit of the f32 `x` is set (true for -0 and negative NaNs too).
+pub fn sign_bit<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
+    let sign = sign_bits(e, x);
     let zero = u32_const(e, 0);
     e.cmp(CmpPred::Ne, DType::U32, sign, zero)
 }
 
+/// The f32 `mag`, whose sign bit is clear (+0, positive or a NaN), with the sign of the f32 `x`:
+/// one or, where a comparison and a negation would select it.
+pub fn with_sign_of<E: Emitter + ?Sized>(e: &mut E, mag: E::V, x: E::V) -> E::V {
+    let s = sign_bits(e, x);
+    let m = bits(e, mag);
+    let r = e.binary(BinaryOp::Or, DType::U32, m, s);
+    e.bitcast(DType::U32, DType::F32, r)
+}
+
 /// A zero (or, with `inf`, an infinity) whose sign is sign(x) xor `negative`.
 fn signed_special<E: Emitter + ?Sized>(e: &mut E, x: E::V, negative: bool, inf: bool) -> E::V {
-    let b = bits(e, x);
-    let mask = u32_const(e, SIGN);
-    let mut s = e.binary(BinaryOp::And, DType::U32, b, mask);
+    let mut s = sign_bits(e, x);
     if negative {
+        let mask = u32_const(e, SIGN);
         s = e.binary(BinaryOp::Xor, DType::U32, s, mask);
     }
     if inf {
@@ -224,7 +237,7 @@ pub fn bf16_bits_from_f32<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
 /// so that a tie carries only onto an odd bf16; a NaN (`nan`: [`is_nan`], or a float test
 /// where the module keeps NaNs) sets its quiet bit instead, which no carry can reach. Two of
 /// them pack into one word with [`bf16_pack_high_halves`]: a mask and an or on top of the shift
-/// the low one takes anyway.
+/// that gives the low one its register form.
 pub fn bf16_in_high_half<E: Emitter + ?Sized>(e: &mut E, x: E::V, nan: E::V) -> E::V {
     let b = bits(e, x);
     let k16 = u32_const(e, 16);
@@ -239,14 +252,12 @@ pub fn bf16_in_high_half<E: Emitter + ?Sized>(e: &mut E, x: E::V, nan: E::V) -> 
     e.select(DType::U32, nan, q, r)
 }
 
-/// The bf16s in the high halves of `lo` and `hi` ([`bf16_in_high_half`]) as one u32, `lo`'s
-/// in the low half.
+/// Two bf16 as one u32: `lo` as registers hold a bf16 (its 16 bits, the upper half clear) in
+/// the low half, the bf16 in the high half of `hi` ([`bf16_in_high_half`]) above it.
 pub fn bf16_pack_high_halves<E: Emitter + ?Sized>(e: &mut E, lo: E::V, hi: E::V) -> E::V {
-    let k16 = u32_const(e, 16);
-    let l = e.binary(BinaryOp::Shr, DType::U32, lo, k16);
     let mask = u32_const(e, 0xffff_0000);
     let h = e.binary(BinaryOp::And, DType::U32, hi, mask);
-    e.binary(BinaryOp::Or, DType::U32, l, h)
+    e.binary(BinaryOp::Or, DType::U32, lo, h)
 }
 
 /// The f32 a bf16 (16 bits in a u32) stands for, exactly.

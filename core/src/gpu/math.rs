@@ -132,13 +132,7 @@ pub fn tanh<E: Emitter + ?Sized>(e: &mut E, x: E::V) -> E::V {
     let limit = f32c(e, 0.625);
     let is_small = e.cmp(CmpPred::Lt, f, a, limit);
     let y = e.select(f, is_small, small, wide);
-    let u = DType::U32;
-    let yb = e.bitcast(f, u, y);
-    let xb = e.bitcast(f, u, x);
-    let sign_mask = e.constant(u, Scalar::Int(0x8000_0000));
-    let sign = e.binary(BinaryOp::And, u, xb, sign_mask);
-    let r = e.binary(BinaryOp::Or, u, yb, sign);
-    e.bitcast(u, f, r)
+    crate::gpu::legalize::with_sign_of(e, y, x)
 }
 
 /// `erf(x)` of an f32 `x`: musl's `erff`, its four ranges computed side by side and selected

@@ -348,4 +348,18 @@ fn naga_kernels_run_on_a_callers_device_without_passthrough() {
     k.launch(&device, [n.div_ceil(64) as u32, 1, 1], &again, &config).unwrap();
     let sum: Vec<f32> = want.iter().zip(&ys).map(|(w, y)| w + y).collect();
     assert_eq!(x.to_vec::<f32>().unwrap(), sum);
+    // The naga module reads and writes whole 16-byte vectors (one access per four elements,
+    // as the SPIR-V path does): a caller's buffer that ends inside a vector is refused by name
+    // rather than read or written through a clamped index; nothing runs.
+    // (n = 256, a multiple of the vector, and 8 elements a thread are what let the lowering
+    // use vectors at all.)
+    let odd = make(vec![0.5; n + 1]);
+    let wide = Config::new().with("BLOCK", 256);
+    let args = Args::new().arg("x", &odd).arg("y", &y).arg("out", &out).scalar("a", 1.0).scalar("b", 1.0).scalar("n", 256);
+    let e = k.launch(&device, [1, 1, 1], &args, &wide).unwrap_err().to_string();
+    assert!(e.contains("16-byte vectors") && e.contains("1204"), "{e}");
+    let args = Args::new().arg("x", &x).arg("y", &y).arg("out", &out).scalar("a", 1.0).scalar("b", 1.0).scalar("n", 256);
+    k.launch(&device, [1, 1, 1], &args, &wide).unwrap();
+    let want: Vec<f32> = (0..n).map(|i| if i < 256 { sum[i] + ys[i] } else { want[i] }).collect();
+    assert_eq!(out.to_vec::<f32>().unwrap(), want, "the refused launch wrote nothing, the next its 256 sums");
 }

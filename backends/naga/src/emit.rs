@@ -9,10 +9,13 @@
 //! naga has no 8-bit, 16-bit integer or bf16 types: registers hold i8 and i16 as i32 and u8 as
 //! u32, sign- or zero-extended and wrapped after every operation, and bf16 as its 16 bits in a
 //! u32 (arithmetic is in f32, as the lowering computes it). Buffers of those dtypes and of
-//! booleans are arrays of u32 words, two or four elements each; a buffer the program writes holds
-//! atomic words, so that threads storing neighbouring elements of one word do not overwrite each
-//! other. What naga cannot express is refused by name ([`NagaError::Unsupported`]), never
-//! approximated: atomics on such buffers, f32 atomics other than `add`, i64 to bf16.
+//! booleans are arrays of u32 words, two or four elements each; a buffer the program writes
+//! single elements of holds atomic words, so that threads storing neighbouring elements of one
+//! word do not overwrite each other. A buffer the program moves whole 16-byte vectors of (and
+//! no single packed elements into, and no atomics) is an array of 4-vectors of its words, its
+//! single elements components of them: [`crate::compile`] builds twice to find those. What naga
+//! cannot express is refused by name ([`NagaError::Unsupported`]), never approximated: atomics
+//! on such buffers, f32 atomics other than `add`, i64 to bf16.
 
 use std::collections::HashMap;
 
@@ -57,6 +60,14 @@ struct BufferSlot {
     atomic: bool,
     /// Elements per u32 word, for a buffer of packed narrow elements.
     packed: Option<u32>,
+    /// Declared as an array of 4-vectors of its words (f32, i32, u32, f16, or the u32 words of
+    /// packed elements), so that one access moves a whole vector; a single element is a
+    /// component of one. See [`NagaEmitter::vector_views`].
+    vector: bool,
+    /// What the program did with the buffer, for the views of a second build: a vector
+    /// access, and a store of packed elements narrower than a word.
+    vector_access: bool,
+    part_word_store: bool,
 }
 
 enum Frame {
@@ -89,6 +100,8 @@ pub struct NagaEmitter {
     bf16_consts: HashMap<Handle<Expression>, u16>,
     /// Integer constant zeros (their conversion to float stays a known zero).
     int_zeros: std::collections::HashSet<Handle<Expression>>,
+    /// The expressions that are pointers (variables and accesses into them).
+    pointers: std::collections::HashSet<Handle<Expression>>,
     thread_index: Handle<Expression>,
     program_id: [Handle<Expression>; 3],
     num_programs: [Handle<Expression>; 3],
@@ -160,6 +173,17 @@ fn packed(d: DType) -> Option<u32> {
     }
 }
 
+/// Elements of `d` in one 4-vector of its buffer's words: four of a 32-bit or f16 dtype, 4 x 2 or
+/// 4 x 4 of packed ones; `None` for the dtypes whose buffers stay arrays of scalars (booleans and
+/// i64, which the SPIR-V path does not vectorise either).
+fn vector_words(d: DType) -> Option<u32> {
+    match d {
+        DType::F32 | DType::I32 | DType::U32 | DType::F16 => Some(4),
+        DType::I1 | DType::I64 => None,
+        d => packed(d).map(|per| 4 * per),
+    }
+}
+
 /// The type of shared-memory elements of dtype `d`: its register type, booleans as u32.
 fn shared_scalar(d: DType) -> DType {
     match d {
@@ -172,7 +196,10 @@ fn shared_scalar(d: DType) -> DType {
 impl NagaEmitter {
     /// An emitter for `program` on `target` with `threads` per program, its interface declared
     /// and the entry's first statements (builtins, scalars) emitted.
-    pub fn new(program: &Program, target: &Target, threads: u32, fold_grid: bool) -> Result<NagaEmitter, NagaError> {
+    ///
+    /// `vectors[p]` declares buffer parameter `p` as an array of 4-vectors (absent: false), as
+    /// [`NagaEmitter::vector_views`] of a first build asks.
+    pub fn new(program: &Program, target: &Target, threads: u32, fold_grid: bool, vectors: &[bool]) -> Result<NagaEmitter, NagaError> {
         let kernel = program.name.clone();
         if threads == 0 || threads > target.max_threads_per_program {
             return Err(NagaError::Target {
@@ -205,6 +232,7 @@ impl NagaEmitter {
             zeros: HashMap::new(),
             bf16_consts: HashMap::new(),
             int_zeros: Default::default(),
+            pointers: Default::default(),
             thread_index: placeholder,
             program_id: [placeholder; 3],
             num_programs: [placeholder; 3],
@@ -230,16 +258,28 @@ impl NagaEmitter {
                         return Err(unsupported(&format!("target `{}` has no {dtype}", target.name)));
                     }
                     let binding = e.bindings.len() as u32;
-                    e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access });
                     let packed = packed(*dtype);
-                    // Packed words a program writes are atomic: neighbouring elements of one
-                    // word may belong to different threads.
-                    let atomic = packed.is_some() && access.can_write();
-                    let (elem, stride) = match packed {
-                        Some(_) if atomic => (e.ty(TypeInner::Atomic(naga::Scalar::U32)), 4),
-                        Some(_) => (e.scalar_ty(DType::U32), 4),
-                        None => (e.scalar_ty(*dtype), dtype.size_bytes() as u32),
+                    let vector = vectors.get(i).copied().unwrap_or(false) && vector_words(*dtype).is_some();
+                    // Packed words a program writes element by element are atomic: neighbouring
+                    // elements of one word may belong to different threads. A vector view is
+                    // only asked for where every store writes whole words.
+                    let atomic = packed.is_some() && access.can_write() && !vector;
+                    let word = match packed {
+                        Some(_) => DType::U32,
+                        None => *dtype,
                     };
+                    let (elem, stride) = if atomic {
+                        (e.ty(TypeInner::Atomic(naga::Scalar::U32)), 4)
+                    } else if vector {
+                        let v = e.ty(TypeInner::Vector { size: naga::VectorSize::Quad, scalar: naga_scalar(word) });
+                        (v, 4 * word.size_bytes() as u32)
+                    } else {
+                        (e.scalar_ty(word), word.size_bytes() as u32)
+                    };
+                    // A last, partial vector would lie outside the array: such a buffer must be
+                    // a whole number of vectors (tilekit's runtimes allocate 16-byte multiples).
+                    let size_multiple = if vector { stride } else { 4 };
+                    e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access, size_multiple });
                     let arr = e.ty(TypeInner::Array { base: elem, size: ArraySize::Dynamic, stride });
                     let var = e.module.global_variables.append(
                         GlobalVariable {
@@ -252,7 +292,17 @@ impl NagaEmitter {
                         },
                         Span::UNDEFINED,
                     );
-                    e.buffers.push(Some(BufferSlot { name: p.name.clone(), var, dtype: *dtype, access: *access, atomic, packed }));
+                    e.buffers.push(Some(BufferSlot {
+                        name: p.name.clone(),
+                        var,
+                        dtype: *dtype,
+                        access: *access,
+                        atomic,
+                        packed,
+                        vector,
+                        vector_access: false,
+                        part_word_store: false,
+                    }));
                     e.scalars.push(None);
                 }
                 ParamKind::Scalar { dtype } => {
@@ -465,8 +515,18 @@ impl NagaEmitter {
     fn add(&mut self, expr: Expression) -> Handle<Expression> {
         let pre = expr.needs_pre_emit();
         let depth = 1 + operands(&expr).into_iter().flatten().map(|o| self.depth.get(o.index()).copied().unwrap_or(0)).max().unwrap_or(0);
+        // WGSL cannot name a pointer to a vector's component: pointers are never named (their
+        // load is, where it nests deep).
+        let pointer = match expr {
+            Expression::GlobalVariable(_) | Expression::LocalVariable(_) => true,
+            Expression::Access { base, .. } | Expression::AccessIndex { base, .. } => self.pointers.contains(&base),
+            _ => false,
+        };
         let h = self.expressions.append(expr, Span::UNDEFINED);
-        let depth = if depth > MAX_NESTING && !pre {
+        if pointer {
+            self.pointers.insert(h);
+        }
+        let depth = if depth > MAX_NESTING && !pre && !pointer {
             self.named.push((h, format!("v{}", h.index())));
             0
         } else {
@@ -815,15 +875,17 @@ impl NagaEmitter {
 
     /// An index as u32 (indices are in bounds, so non-negative).
     fn index_u32(&mut self, index: Handle<Expression>, index_dtype: DType) -> Handle<Expression> {
-        if index_dtype == DType::U32 {
+        // (An i64 index is already its low word: see `index`.)
+        if index_dtype == DType::U32 || index_dtype == DType::I64 {
             index
         } else {
             self.bitcast(index, ScalarKind::Uint)
         }
     }
 
-    /// A pointer to `buffer[index]`, after checking the contract.
-    fn element(&mut self, buffer: u32, dtype: DType, index: Handle<Expression>, read: bool, write: bool, what: &str) -> Option<Handle<Expression>> {
+    /// The variable of buffer parameter `buffer`, after checking the contract of an access of
+    /// `dtype` that reads and / or writes it.
+    fn buffer_var(&mut self, buffer: u32, dtype: DType, read: bool, write: bool, what: &str) -> Option<Handle<GlobalVariable>> {
         let Some(Some(slot)) = self.buffers.get(buffer as usize) else {
             self.fail_contract(format!("{what}: parameter {buffer} is not a buffer"));
             return None;
@@ -839,8 +901,93 @@ impl NagaEmitter {
         if read && !write && !access.can_read() {
             self.fail_contract(format!("{what} reads buffer `{name}`, declared {}", access.name()));
         }
+        Some(var)
+    }
+
+    /// A pointer to word `index` of `buffer` (its element, or the u32 word of packed ones),
+    /// after checking the contract; `index` is a u32 where the buffer is declared as vectors.
+    fn element(&mut self, buffer: u32, dtype: DType, index: Handle<Expression>, read: bool, write: bool, what: &str) -> Option<Handle<Expression>> {
+        let var = self.buffer_var(buffer, dtype, read, write, what)?;
         let base = self.add(Expression::GlobalVariable(var));
+        if self.is_vector(buffer) {
+            // Word `index` is component index % 4 of vector index / 4.
+            let two = self.lit_u32(2);
+            let v = self.bin(BO::ShiftRight, index, two);
+            let three = self.lit_u32(3);
+            let c = self.bin(BO::And, index, three);
+            let vector = self.add(Expression::Access { base, index: v });
+            return Some(self.add(Expression::Access { base: vector, index: c }));
+        }
         Some(self.add(Expression::Access { base, index }))
+    }
+
+    /// A pointer to vector `n x index / n` of a buffer declared as 4-vectors whose vectors
+    /// hold `n` elements each (`index` a multiple of n), after checking the contract.
+    #[allow(clippy::too_many_arguments)]
+    fn vector_of(
+        &mut self,
+        buffer: u32,
+        dtype: DType,
+        index: NagaValue,
+        index_dtype: DType,
+        n: u32,
+        write: bool,
+        what: &str,
+    ) -> Option<Handle<Expression>> {
+        let var = self.buffer_var(buffer, dtype, !write, write, what)?;
+        let i = self.index(index, index_dtype, what);
+        let iu = self.index_u32(i, index_dtype);
+        let shift = self.lit_u32(n.trailing_zeros());
+        let vi = self.bin(BO::ShiftRight, iu, shift);
+        let base = self.add(Expression::GlobalVariable(var));
+        Some(self.add(Expression::Access { base, index: vi }))
+    }
+
+    /// Whether buffer parameter `buffer` is declared as 4-vectors.
+    fn is_vector(&self, buffer: u32) -> bool {
+        self.buffers.get(buffer as usize).is_some_and(|s| s.as_ref().is_some_and(|s| s.vector))
+    }
+
+    /// The packed element of dtype `d` at bit `shift` of `word`, as a register.
+    fn unpack(&mut self, d: DType, word: Handle<Expression>, shift: Handle<Expression>, mask: u32) -> Handle<Expression> {
+        let down = self.bin(BO::ShiftRight, word, shift);
+        let m = self.lit_u32(mask);
+        let raw = self.bin(BO::And, down, m);
+        match d {
+            DType::I1 => {
+                let zero = self.lit_u32(0);
+                self.bin(BO::NotEqual, raw, zero)
+            }
+            DType::I8 | DType::I16 => {
+                let r = self.bitcast(raw, ScalarKind::Sint);
+                self.wrap(d, r)
+            }
+            _ => raw,
+        }
+    }
+
+    /// The bits a register of packed dtype `d` stores (masked to its width, not yet shifted).
+    fn pack_bits(&mut self, d: DType, x: Handle<Expression>, mask: u32) -> Handle<Expression> {
+        let bits = match d {
+            DType::I1 => {
+                let (one, zero) = (self.lit_u32(1), self.lit_u32(0));
+                self.sel(x, one, zero)
+            }
+            DType::I8 | DType::I16 => self.bitcast(x, ScalarKind::Uint),
+            _ => x,
+        };
+        let m = self.lit_u32(mask);
+        self.bin(BO::And, bits, m)
+    }
+
+    /// Which buffer parameters a second build should declare as 4-vectors: those this build
+    /// accessed with vectors, unless atomics or stores of single packed elements need them as
+    /// arrays of scalars (atomic words).
+    pub fn vector_views(&self) -> Vec<bool> {
+        self.buffers
+            .iter()
+            .map(|s| s.as_ref().is_some_and(|s| s.vector || (s.vector_access && !s.part_word_store && !(s.atomic && s.packed.is_none()))))
+            .collect()
     }
 
     fn shared_ptr(&mut self, dtype: DType, index: NagaValue, what: &str) -> Option<Handle<Expression>> {
@@ -1274,22 +1421,10 @@ impl Emitter for NagaEmitter {
                 return self.constant(dtype, Scalar::Int(0));
             };
             let w = self.add(Expression::Load { pointer: ptr });
-            let down = self.bin(BO::ShiftRight, w, shift);
-            let m = self.lit_u32(mask);
-            let raw = self.bin(BO::And, down, m);
-            let h = match dtype {
-                DType::I1 => {
-                    let zero = self.lit_u32(0);
-                    self.bin(BO::NotEqual, raw, zero)
-                }
-                DType::I8 | DType::I16 => {
-                    let r = self.bitcast(raw, ScalarKind::Sint);
-                    self.wrap(dtype, r)
-                }
-                _ => raw,
-            };
+            let h = self.unpack(dtype, w, shift, mask);
             return self.v(h, dtype);
         }
+        let index = if self.is_vector(buffer) { self.index_u32(index, index_dtype) } else { index };
         let Some(ptr) = self.element(buffer, dtype, index, true, false, "load_global") else {
             return self.constant(dtype, Scalar::Int(0));
         };
@@ -1303,21 +1438,21 @@ impl Emitter for NagaEmitter {
         if let Some(per) = packed(dtype) {
             // Clear the element's bits and set the new ones, each an atomic operation on the
             // word: other threads may store the word's other elements meanwhile.
+            if let Some(Some(slot)) = self.buffers.get_mut(buffer as usize) {
+                slot.part_word_store = true;
+                if !slot.atomic {
+                    let name = slot.name.clone();
+                    self.fail_contract(format!("a store of one {dtype} element into buffer `{name}`, declared as whole words"));
+                    return;
+                }
+            }
             let iu = self.index_u32(index, index_dtype);
             let (word, shift, mask) = self.packed_place(iu, per);
             let Some(pointer) = self.element(buffer, dtype, word, false, true, "store_global") else {
                 return;
             };
-            let bits = match dtype {
-                DType::I1 => {
-                    let (one, zero) = (self.lit_u32(1), self.lit_u32(0));
-                    self.sel(value.h, one, zero)
-                }
-                DType::I8 | DType::I16 => self.bitcast(value.h, ScalarKind::Uint),
-                _ => value.h,
-            };
+            let bits = self.pack_bits(dtype, value.h, mask);
             let m = self.lit_u32(mask);
-            let bits = self.bin(BO::And, bits, m);
             let placed_mask = self.bin(BO::ShiftLeft, m, shift);
             let keep = self.un(UnaryOperator::BitwiseNot, placed_mask);
             let placed = self.bin(BO::ShiftLeft, bits, shift);
@@ -1325,9 +1460,113 @@ impl Emitter for NagaEmitter {
             self.stmt(Statement::Atomic { pointer, fun: AtomicFunction::InclusiveOr, value: placed, result: None });
             return;
         }
+        let index = if self.is_vector(buffer) { self.index_u32(index, index_dtype) } else { index };
         if let Some(pointer) = self.element(buffer, dtype, index, false, true, "store_global") {
             self.stmt(Statement::Store { pointer, value: value.h });
         }
+    }
+
+    fn max_vector(&self, dtype: DType) -> u32 {
+        // One 4-vector of the buffer's words (16 bytes, 8 for f16), within the target's widest
+        // access.
+        match vector_words(dtype) {
+            Some(n) if dtype.size_bytes() as u32 * n <= self.target.max_vector_bytes.max(1) => n,
+            _ => 1,
+        }
+    }
+
+    fn load_global_vec(&mut self, buffer: u32, dtype: DType, index: NagaValue, index_dtype: DType, n: u32) -> Vec<NagaValue> {
+        let whole = Some(n) == vector_words(dtype);
+        if let Some(Some(slot)) = self.buffers.get_mut(buffer as usize) {
+            slot.vector_access |= whole;
+        }
+        if !whole || !self.is_vector(buffer) {
+            return tilekit_core::gpu::emit::load_elementwise(self, buffer, dtype, index, index_dtype, n);
+        }
+        let Some(ptr) = self.vector_of(buffer, dtype, index, index_dtype, n, false, "load_global_vec") else {
+            return (0..n).map(|_| self.constant(dtype, Scalar::Int(0))).collect();
+        };
+        let v = self.add(Expression::Load { pointer: ptr });
+        let mut out = Vec::with_capacity(n as usize);
+        for c in 0..4 {
+            let word = self.add(Expression::AccessIndex { base: v, index: c });
+            match packed(dtype) {
+                None => out.push(self.v(word, dtype)),
+                Some(per) => {
+                    let bits = 32 / per;
+                    let mask = if bits == 8 { 0xFF } else { 0xFFFF };
+                    for k in 0..per {
+                        let sh = self.lit_u32(k * bits);
+                        let h = self.unpack(dtype, word, sh, mask);
+                        out.push(self.v(h, dtype));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn store_global_vec(&mut self, buffer: u32, dtype: DType, index: NagaValue, index_dtype: DType, values: &[NagaValue]) {
+        let n = values.len() as u32;
+        let whole = Some(n) == vector_words(dtype);
+        if !whole {
+            return tilekit_core::gpu::emit::store_elementwise(self, buffer, dtype, index, index_dtype, values);
+        }
+        let Some(Some(slot)) = self.buffers.get_mut(buffer as usize) else {
+            self.fail_contract(format!("store_global_vec: parameter {buffer} is not a buffer"));
+            return;
+        };
+        slot.vector_access = true;
+        if !slot.vector {
+            // Whole words, which a second build declared as vectors stores as they are: its
+            // element stores here do not count as stores of single packed elements.
+            let part = slot.part_word_store;
+            tilekit_core::gpu::emit::store_elementwise(self, buffer, dtype, index, index_dtype, values);
+            if let Some(Some(slot)) = self.buffers.get_mut(buffer as usize) {
+                slot.part_word_store = part;
+            }
+            return;
+        }
+        for &v in values {
+            self.expect(v, dtype, "stored value");
+        }
+        let Some(pointer) = self.vector_of(buffer, dtype, index, index_dtype, n, true, "store_global_vec") else {
+            return;
+        };
+        let words: Vec<Handle<Expression>> = match packed(dtype) {
+            None => values.iter().map(|v| v.h).collect(),
+            Some(per) => {
+                let bits = 32 / per;
+                let mask = if bits == 8 { 0xFF } else { 0xFFFF };
+                values
+                    .chunks(per as usize)
+                    .map(|chunk| {
+                        let mut word = None;
+                        for (k, v) in chunk.iter().enumerate() {
+                            let b = self.pack_bits(dtype, v.h, mask);
+                            let placed = if k == 0 {
+                                b
+                            } else {
+                                let sh = self.lit_u32(k as u32 * bits);
+                                self.bin(BO::ShiftLeft, b, sh)
+                            };
+                            word = Some(match word {
+                                None => placed,
+                                Some(w) => self.bin(BO::InclusiveOr, w, placed),
+                            });
+                        }
+                        word.expect("a word has elements")
+                    })
+                    .collect()
+            }
+        };
+        let word = match packed(dtype) {
+            Some(_) => DType::U32,
+            None => dtype,
+        };
+        let ty = self.ty(TypeInner::Vector { size: naga::VectorSize::Quad, scalar: naga_scalar(word) });
+        let v = self.add(Expression::Compose { ty, components: words });
+        self.stmt(Statement::Store { pointer, value: v });
     }
 
     fn atomic_global(

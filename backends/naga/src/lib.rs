@@ -92,14 +92,30 @@ pub fn target_for(device: &Target, shuffles: bool) -> Target {
 }
 
 /// Lowers `program` for `target` (see [`target_for`]) and builds its naga module.
+///
+/// A buffer that the lowering reads or writes a whole vector at a time (four 32-bit elements,
+/// 16 bytes) is declared as an array of 4-vectors, so that such an access is one load or store
+/// as on the SPIR-V path: naga has no second, vector view of a binding. Which buffers qualify
+/// is known only once the lowering has run (and one with atomics or stores of single packed
+/// elements does not), so such a program is lowered twice, the second time for those
+/// declarations. Its bindings then need a whole number of vectors ([`tilekit_spirv::Binding`]'s
+/// `size_multiple`).
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Compiled, CompileError> {
     let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
-    let mut e = NagaEmitter::new(program, target, threads, options.fold_grid)?;
-    let info = lower(program, target, options, &mut e).map_err(|source| CompileError::Lower {
-        program: program.name.clone(),
-        target: target.name.clone(),
-        source,
-    })?;
+    let build = |vectors: &[bool]| -> Result<(NagaEmitter, LowerInfo), CompileError> {
+        let mut e = NagaEmitter::new(program, target, threads, options.fold_grid, vectors)?;
+        let info = lower(program, target, options, &mut e).map_err(|source| CompileError::Lower {
+            program: program.name.clone(),
+            target: target.name.clone(),
+            source,
+        })?;
+        Ok((e, info))
+    };
+    let (mut e, mut info) = build(&[])?;
+    let vectors = e.vector_views();
+    if vectors.contains(&true) {
+        (e, info) = build(&vectors)?;
+    }
     let kernel = e.finish()?;
     Ok(Compiled { kernel, info })
 }

@@ -331,7 +331,7 @@ impl SpirvEmitter {
                         return Err(e.param_error(&p.name, format!("{dtype} buffers are not supported by target `{}`", target.name)));
                     }
                     let binding = e.bindings.len() as u32;
-                    e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access });
+                    e.bindings.push(Binding { binding, param: i as u32, dtype: *dtype, access: *access, size_multiple: 4 });
                     e.buffers.push(Some(BufferSlot {
                         name: p.name.clone(),
                         binding,

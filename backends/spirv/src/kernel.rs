@@ -71,6 +71,10 @@ pub struct Binding {
     pub param: u32,
     pub dtype: DType,
     pub access: Access,
+    /// The bound buffer's size must be a whole number of these bytes: 4 (words), or the size
+    /// of the vectors a naga module declares the buffer as (16; 8 for f16), whose last one
+    /// would otherwise lie partly outside the buffer and be out of the array's bounds.
+    pub size_multiple: u32,
 }
 
 /// One scalar parameter in the push-constant block.

@@ -1025,6 +1025,14 @@ impl WgpuRuntime {
             if raw.size() == 0 || raw.size() % 4 != 0 {
                 return Err(bad(format!("a storage binding must be a non-zero multiple of 4 bytes, the buffer has {}", raw.size())));
             }
+            let multiple = u64::from(binding.size_multiple.max(4));
+            if raw.size() % multiple != 0 {
+                return Err(bad(format!(
+                    "the module reads this binding as {multiple}-byte vectors, so its buffer must be a multiple of {multiple} bytes; it has {} \
+                     (tilekit's own buffers are)",
+                    raw.size()
+                )));
+            }
             if raw.size() > limits.max_storage_buffer_binding_size {
                 return Err(bad(format!(
                     "{} bytes exceed the device limit max_storage_buffer_binding_size = {}",

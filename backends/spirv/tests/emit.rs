@@ -80,9 +80,9 @@ fn interface_bindings_and_push_constants() {
     assert_eq!(
         k.bindings,
         vec![
-            Binding { binding: 0, param: 0, dtype: DType::F32, access: Access::Read },
-            Binding { binding: 1, param: 2, dtype: DType::I1, access: Access::Write },
-            Binding { binding: 2, param: 5, dtype: DType::BF16, access: Access::ReadWrite },
+            Binding { binding: 0, param: 0, dtype: DType::F32, access: Access::Read, size_multiple: 4 },
+            Binding { binding: 1, param: 2, dtype: DType::I1, access: Access::Write, size_multiple: 4 },
+            Binding { binding: 2, param: 5, dtype: DType::BF16, access: Access::ReadWrite, size_multiple: 4 },
         ]
     );
     let pcs: Vec<(u32, u32)> = k.push_constants.iter().map(|p| (p.param, p.offset)).collect();

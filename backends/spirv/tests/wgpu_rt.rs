@@ -60,7 +60,7 @@ fn spirv(wgsl: &str) -> Vec<u32> {
 }
 
 fn binding(binding: u32, dtype: DType, access: Access) -> Binding {
-    Binding { binding, param: binding, dtype, access }
+    Binding { binding, param: binding, dtype, access, size_multiple: 4 }
 }
 
 fn kernel(name: &str, wgsl: &str, threads: u32, bindings: Vec<Binding>, push: &[DType]) -> SpirvKernel {

@@ -3,11 +3,11 @@ struct Scalars {
 }
 
 @group(0) @binding(0) 
-var<storage> x: array<f32>;
+var<storage> x: array<vec4<f32>>;
 @group(0) @binding(1) 
-var<storage> y: array<f32>;
+var<storage> y: array<vec4<f32>>;
 @group(0) @binding(2) 
-var<storage, read_write> out: array<f32>;
+var<storage, read_write> out: array<vec4<f32>>;
 var<immediate> scalars: Scalars;
 
 @compute @workgroup_size(32, 1, 1) 
@@ -15,61 +15,41 @@ fn main(@builtin(local_invocation_index) local_invocation_index: u32, @builtin(w
     let _e2 = bitcast<i32>(local_invocation_index);
     let _e13 = scalars.n;
     let _e26 = (bitcast<i32>(workgroup_id.x) * 256i);
-    let _e40 = ((((_e2 & 7i) >> u32(0i)) & 7i) + ((((_e2 >> u32(3i)) >> u32(0i)) & 3i) * 8i));
-    let _e66 = (_e26 + ((0i + _e40) + 0i));
-    let _e67 = (_e26 + ((32i + _e40) + 0i));
-    let _e68 = (_e26 + ((64i + _e40) + 0i));
-    let _e69 = (_e26 + ((96i + _e40) + 0i));
-    let _e70 = (_e26 + ((128i + _e40) + 0i));
-    let _e71 = (_e26 + ((160i + _e40) + 0i));
-    let _e72 = (_e26 + ((192i + _e40) + 0i));
-    let _e73 = (_e26 + ((224i + _e40) + 0i));
-    let _e74 = (_e66 < _e13);
-    let _e75 = (_e67 < _e13);
+    let _e42 = (((((_e2 & 7i) >> u32(0i)) & 7i) * 4i) + ((((_e2 >> u32(3i)) >> u32(0i)) & 3i) * 32i));
+    let _e68 = (_e26 + ((0i + _e42) + 0i));
+    let _e72 = (_e26 + ((128i + _e42) + 0i));
     let _e76 = (_e68 < _e13);
-    let _e77 = (_e69 < _e13);
-    let _e78 = (_e70 < _e13);
-    let _e79 = (_e71 < _e13);
+    let _e77 = ((_e26 + ((1i + _e42) + 0i)) < _e13);
+    let _e78 = ((_e26 + ((2i + _e42) + 0i)) < _e13);
+    let _e79 = ((_e26 + ((3i + _e42) + 0i)) < _e13);
     let _e80 = (_e72 < _e13);
-    let _e81 = (_e73 < _e13);
-    let _e86 = x[select(0i, _e66, _e74)];
-    let _e92 = x[select(0i, _e67, _e75)];
-    let _e98 = x[select(0i, _e68, _e76)];
-    let _e104 = x[select(0i, _e69, _e77)];
-    let _e110 = x[select(0i, _e70, _e78)];
-    let _e116 = x[select(0i, _e71, _e79)];
-    let _e122 = x[select(0i, _e72, _e80)];
-    let _e128 = x[select(0i, _e73, _e81)];
-    let _e135 = y[select(0i, _e66, _e74)];
-    let _e141 = y[select(0i, _e67, _e75)];
-    let _e147 = y[select(0i, _e68, _e76)];
-    let _e153 = y[select(0i, _e69, _e77)];
-    let _e159 = y[select(0i, _e70, _e78)];
-    let _e165 = y[select(0i, _e71, _e79)];
-    let _e171 = y[select(0i, _e72, _e80)];
-    let _e177 = y[select(0i, _e73, _e81)];
-    if _e74 {
-        out[_e66] = (select(0f, _e86, _e74) + select(0f, _e135, _e74));
-    }
-    if _e75 {
-        out[_e67] = (select(0f, _e92, _e75) + select(0f, _e141, _e75));
-    }
+    let _e81 = ((_e26 + ((129i + _e42) + 0i)) < _e13);
+    let _e82 = ((_e26 + ((130i + _e42) + 0i)) < _e13);
+    let _e83 = ((_e26 + ((131i + _e42) + 0i)) < _e13);
+    let _e94 = x[(bitcast<u32>(select(0i, _e68, _e76)) >> 2u)];
+    let v95_ = _e94.x;
+    let v96_ = _e94.y;
+    let v97_ = _e94.z;
+    let v98_ = _e94.w;
+    let _e113 = x[(bitcast<u32>(select(0i, _e72, _e80)) >> 2u)];
+    let v114_ = _e113.x;
+    let v115_ = _e113.y;
+    let v116_ = _e113.z;
+    let v117_ = _e113.w;
+    let _e133 = y[(bitcast<u32>(select(0i, _e68, _e76)) >> 2u)];
+    let v134_ = _e133.x;
+    let v135_ = _e133.y;
+    let v136_ = _e133.z;
+    let v137_ = _e133.w;
+    let _e152 = y[(bitcast<u32>(select(0i, _e72, _e80)) >> 2u)];
+    let v153_ = _e152.x;
+    let v154_ = _e152.y;
+    let v155_ = _e152.z;
+    let v156_ = _e152.w;
     if _e76 {
-        out[_e68] = (select(0f, _e98, _e76) + select(0f, _e147, _e76));
-    }
-    if _e77 {
-        out[_e69] = (select(0f, _e104, _e77) + select(0f, _e153, _e77));
-    }
-    if _e78 {
-        out[_e70] = (select(0f, _e110, _e78) + select(0f, _e159, _e78));
-    }
-    if _e79 {
-        out[_e71] = (select(0f, _e116, _e79) + select(0f, _e165, _e79));
+        out[(bitcast<u32>(_e68) >> 2u)] = vec4<f32>((select(0f, v95_, _e76) + select(0f, v134_, _e76)), (select(0f, v96_, _e76) + select(0f, v135_, _e76)), (select(0f, v97_, _e76) + select(0f, v136_, _e76)), (select(0f, v98_, _e76) + select(0f, v137_, _e76)));
     }
     if _e80 {
-        out[_e72] = (select(0f, _e122, _e80) + select(0f, _e171, _e80));
-    }
-    if _e81 {
-        out[_e73] = (select(0f, _e128, _e81) + select(0f, _e177, _e81));
+        out[(bitcast<u32>(_e72) >> 2u)] = vec4<f32>((select(0f, v114_, _e80) + select(0f, v153_, _e80)), (select(0f, v115_, _e80) + select(0f, v154_, _e80)), (select(0f, v116_, _e80) + select(0f, v155_, _e80)), (select(0f, v117_, _e80) + select(0f, v156_, _e80)));
     }
 }

@@ -974,8 +974,9 @@ pub(crate) fn unary_int(op: UnaryOp, dtype: DType, a: i64) -> i64 {
     wrap_to(dtype, r)
 }
 
-/// `op a` on a float held as f32, rounded to `dtype`.
-pub(crate) fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
+/// `op a` on a float held as f32, rounded to `dtype`: the interpreter's rule, which emitters
+/// fold constants by.
+pub fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
     let r = match op {
         UnaryOp::Neg => -a,
         UnaryOp::Not => a,

@@ -2015,6 +2015,26 @@ impl Emitter for SpirvEmitter {
 
     fn unary(&mut self, op: UnaryOp, dtype: DType, x: SpirvValue) -> SpirvValue {
         self.expect(x, dtype, "unary operand");
+        // A sign change, magnitude or rounding of a finite constant is the constant it makes,
+        // exact in the dtype, and so is a square root, tanh, sine or erf of a zero (that zero):
+        // lavapipe folds such an operation itself and then `fma(a, b, 0)` to `a * b` or `y + 0`
+        // to `y`, losing -0 + 0 = +0 (the fuzzer's seed 67 program 2350), where a zero this
+        // emitter knows goes through `with_constant_zero`. A subnormal is left to the device,
+        // which may flush it (as for comparisons of constants).
+        if matches!(dtype, DType::F32 | DType::F16) {
+            if let Some(v) = self.const_value(dtype, x.id).map(|v| v.as_f64()) {
+                let subnormal = tilekit_core::interp::flush_subnormal(dtype, v as f32).to_bits() != (v as f32).to_bits();
+                let exact = match op {
+                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => true,
+                    UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Erf => v == 0.0,
+                    _ => false,
+                };
+                if exact && v.is_finite() && !subnormal {
+                    let r = tilekit_core::interp::unary_float(op, dtype, v as f32);
+                    return self.constant(dtype, Scalar::Float(f64::from(r)));
+                }
+            }
+        }
         let x = x.id;
         let id = match dtype {
             DType::I1 => match op {

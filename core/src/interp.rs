@@ -1000,13 +1000,14 @@ pub fn unary_float(op: UnaryOp, dtype: DType, a: f32) -> f32 {
 
 /// An integer fault the interpreter reports with its location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum IntFault {
+pub enum IntFault {
     DivisionByZero,
     Shift,
 }
 
-/// `x op y` on integers held as i64, wrapped to `dtype`.
-pub(crate) fn binary_int(op: BinaryOp, dtype: DType, x: i64, y: i64) -> Result<i64, IntFault> {
+/// `x op y` on integers held as i64, wrapped to `dtype` (the interpreter's rule, which emitters
+/// fold constants by).
+pub fn binary_int(op: BinaryOp, dtype: DType, x: i64, y: i64) -> Result<i64, IntFault> {
     let r = match op {
         BinaryOp::Add => x.wrapping_add(y),
         BinaryOp::Sub => x.wrapping_sub(y),
@@ -1045,8 +1046,9 @@ pub(crate) fn binary_int(op: BinaryOp, dtype: DType, x: i64, y: i64) -> Result<i
     Ok(wrap_to(dtype, r))
 }
 
-/// `x op y` on floats held as f32, rounded to `dtype`.
-pub(crate) fn binary_float(op: BinaryOp, dtype: DType, x: f32, y: f32) -> f32 {
+/// `x op y` on floats held as f32, rounded to `dtype` (the interpreter's rule, which emitters
+/// fold constants by).
+pub fn binary_float(op: BinaryOp, dtype: DType, x: f32, y: f32) -> f32 {
     let r = match op {
         BinaryOp::Add => x + y,
         BinaryOp::Sub => x - y,

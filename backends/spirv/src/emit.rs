@@ -964,6 +964,30 @@ impl SpirvEmitter {
         id
     }
 
+    /// `a op b` of two constants this emitter made, as the constant the interpreter computes:
+    /// floats where operands and result are finite and normal (a subnormal is the device's to
+    /// flush), integers where the interpreter reports no fault; `None` otherwise.
+    fn fold_binary(&mut self, op: BinaryOp, dtype: DType, a: Word, b: Word) -> Option<Word> {
+        let (x, y) = (self.const_value(dtype, a)?, self.const_value(dtype, b)?);
+        let r = match dtype {
+            DType::F32 | DType::F16 => {
+                let normal = |v: f32| v.is_finite() && tilekit_core::interp::flush_subnormal(dtype, v).to_bits() == v.to_bits();
+                let (x, y) = (x.as_f64() as f32, y.as_f64() as f32);
+                let r = tilekit_core::interp::binary_float(op, dtype, x, y);
+                if !(normal(x) && normal(y) && normal(r)) {
+                    return None;
+                }
+                Scalar::Float(f64::from(r))
+            }
+            DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::U32 | DType::I64 => {
+                let (Scalar::Int(x), Scalar::Int(y)) = (x, y) else { return None };
+                Scalar::Int(tilekit_core::interp::binary_int(op, dtype, x, y).ok()?)
+            }
+            _ => return None,
+        };
+        Some(self.const_of(dtype, r))
+    }
+
     /// The value of `x` as dtype `d` where `x` is a constant this emitter made.
     fn const_value(&self, d: DType, x: Word) -> Option<Scalar> {
         let bits = *self.const_bits.get(&x)?;
@@ -2109,6 +2133,11 @@ impl Emitter for SpirvEmitter {
         if a == b && !dtype.is_float() && matches!(op, BinaryOp::Sub | BinaryOp::Xor) {
             let zero = if dtype == DType::I1 { self.c_bool(false) } else { self.c_int(dtype, 0) };
             return self.value(zero, dtype);
+        }
+        // Two constants: the answer as a constant, for the same reason (lavapipe folds `3 * 0`
+        // or `0.5 - 0.5` itself and then `y + f32(..)` to `y`), by the interpreter's rule.
+        if let Some(r) = self.fold_binary(op, dtype, a, b) {
+            return self.value(r, dtype);
         }
         let id = match dtype {
             DType::I1 => {

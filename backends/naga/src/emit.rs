@@ -173,6 +173,12 @@ fn packed(d: DType) -> Option<u32> {
     }
 }
 
+/// The bits of one of `per` packed elements in a u32 word, and their mask.
+fn packed_bits(per: u32) -> (u32, u32) {
+    let bits = 32 / per;
+    (bits, (1 << bits) - 1)
+}
+
 /// Elements of `d` in one 4-vector of its buffer's words: four of a 32-bit or f16 dtype, 4 x 2 or
 /// 4 x 4 of packed ones; `None` for the dtypes whose buffers stay arrays of scalars (booleans and
 /// i64, which the SPIR-V path does not vectorise either).
@@ -724,14 +730,15 @@ impl NagaEmitter {
     /// The word index, the bit shift and the mask of element `index` (a u32) of a packed buffer
     /// with `per` elements a word.
     fn packed_place(&mut self, index: Handle<Expression>, per: u32) -> (Handle<Expression>, Handle<Expression>, u32) {
-        let (log, bits) = if per == 4 { (2, 8) } else { (1, 16) };
+        let (bits, mask) = packed_bits(per);
+        let log = per.trailing_zeros();
         let k = self.lit_u32(log);
         let word = self.bin(BO::ShiftRight, index, k);
         let lane_mask = self.lit_u32(per - 1);
         let lane = self.bin(BO::And, index, lane_mask);
         let b = self.lit_u32(bits);
         let shift = self.bin(BO::Multiply, lane, b);
-        (word, shift, if bits == 8 { 0xFF } else { 0xFFFF })
+        (word, shift, mask)
     }
 
     /// f32 `a op b` for the float ops.
@@ -1493,8 +1500,7 @@ impl Emitter for NagaEmitter {
             match packed(dtype) {
                 None => out.push(self.v(word, dtype)),
                 Some(per) => {
-                    let bits = 32 / per;
-                    let mask = if bits == 8 { 0xFF } else { 0xFFFF };
+                    let (bits, mask) = packed_bits(per);
                     for k in 0..per {
                         let sh = self.lit_u32(k * bits);
                         let h = self.unpack(dtype, word, sh, mask);
@@ -1536,8 +1542,7 @@ impl Emitter for NagaEmitter {
         let words: Vec<Handle<Expression>> = match packed(dtype) {
             None => values.iter().map(|v| v.h).collect(),
             Some(per) => {
-                let bits = 32 / per;
-                let mask = if bits == 8 { 0xFF } else { 0xFFFF };
+                let (bits, mask) = packed_bits(per);
                 values
                     .chunks(per as usize)
                     .map(|chunk| {

@@ -971,7 +971,7 @@ impl SpirvEmitter {
         let (x, y) = (self.const_value(dtype, a)?, self.const_value(dtype, b)?);
         let r = match dtype {
             DType::F32 | DType::F16 => {
-                let normal = |v: f32| v.is_finite() && tilekit_core::interp::flush_subnormal(dtype, v).to_bits() == v.to_bits();
+                let normal = |v: f32| v.is_finite() && !subnormal(dtype, v);
                 let (x, y) = (x.as_f64() as f32, y.as_f64() as f32);
                 let r = tilekit_core::interp::binary_float(op, dtype, x, y);
                 if !(normal(x) && normal(y) && normal(r)) {
@@ -2047,13 +2047,12 @@ impl Emitter for SpirvEmitter {
         // which may flush it (as for comparisons of constants).
         if matches!(dtype, DType::F32 | DType::F16) {
             if let Some(v) = self.const_value(dtype, x.id).map(|v| v.as_f64()) {
-                let subnormal = tilekit_core::interp::flush_subnormal(dtype, v as f32).to_bits() != (v as f32).to_bits();
                 let exact = match op {
                     UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => true,
                     UnaryOp::Sqrt | UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Erf => v == 0.0,
                     _ => false,
                 };
-                if exact && v.is_finite() && !subnormal {
+                if exact && v.is_finite() && !subnormal(dtype, v as f32) {
                     let r = tilekit_core::interp::unary_float(op, dtype, v as f32);
                     return self.constant(dtype, Scalar::Float(f64::from(r)));
                 }
@@ -2229,11 +2228,8 @@ impl Emitter for SpirvEmitter {
         // fuzzer's seed 62 program 2196). A subnormal is left to the device, whose comparison
         // may flush it.
         if let (Some(x), Some(y)) = (self.const_value(dtype, a.id), self.const_value(dtype, b.id)) {
-            let subnormal = |v: Scalar| {
-                let v = v.as_f64() as f32;
-                dtype.is_float() && tilekit_core::interp::flush_subnormal(dtype, v).to_bits() != v.to_bits()
-            };
-            if !subnormal(x) && !subnormal(y) {
+            let flushable = |v: Scalar| dtype.is_float() && subnormal(dtype, v.as_f64() as f32);
+            if !flushable(x) && !flushable(y) {
                 let c = self.c_bool(tilekit_core::interp::cmp_scalar(pred, dtype, x, y));
                 return self.value(c, DType::I1);
             }
@@ -3046,4 +3042,10 @@ impl SpirvEmitter {
             self.expect(*v, d, &format!("value {i} yielded by the {what}"));
         }
     }
+}
+
+/// Whether the constant `v` of float dtype `d` is subnormal: a device without denormal
+/// preservation may flush it, so operations on it are not folded to the interpreter's answer.
+fn subnormal(d: DType, v: f32) -> bool {
+    tilekit_core::interp::flush_subnormal(d, v).to_bits() != v.to_bits()
 }

@@ -79,6 +79,11 @@ pub struct InterpOptions {
     /// unflushed there (the comparison read `b` as zero), which neither of the other two models
     /// gives.
     pub bf16_widening_keeps: bool,
+    /// With `flush_subnormals`: f16 subnormals are kept everywhere, only f32 (and bf16, whose
+    /// arithmetic is f32's) flushes. A SPIR-V module that uses f16 on a target with
+    /// `Target::f16_rte` declares DenormPreserve for 16 bits, so the driver must keep them
+    /// while it may still flush f32 subnormals.
+    pub f16_subnormals_kept: bool,
     /// Model a device whose `dot` of f16 or bf16 operands runs on matrix instructions: a zero
     /// element of the result is +0 (NVIDIA's tensor cores do not keep the sign of a zero sum,
     /// so a -0 accumulator plus -0 products comes back +0).
@@ -128,6 +133,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             pid,
             env: vec![None; program.values.len()],
             ftz: options.flush_subnormals,
+            ftz_f16: options.flush_subnormals && !options.f16_subnormals_kept,
             ftz_beyond_arithmetic: options.flush_subnormals && !options.arithmetic_flush_only,
             ftz_bf16_widening: options.flush_subnormals && !options.arithmetic_flush_only && !options.bf16_widening_keeps,
             matrix_zero_positive: options.matrix_zero_positive,
@@ -284,6 +290,8 @@ struct Instance<'a> {
     env: Vec<Option<Data>>,
     /// [`InterpOptions::flush_subnormals`].
     ftz: bool,
+    /// Whether f16 values flush too ([`InterpOptions::f16_subnormals_kept`]).
+    ftz_f16: bool,
     /// Whether comparisons and bf16 widening flush ([`InterpOptions::arithmetic_flush_only`]).
     ftz_beyond_arithmetic: bool,
     /// Whether bf16 widening flushes ([`InterpOptions::bf16_widening_keeps`]).
@@ -301,7 +309,7 @@ type R<T> = Result<T, InterpError>;
 impl<'a> Instance<'a> {
     /// `x` as a flushing device reads or writes it (see [`InterpOptions`]).
     fn fz(&self, dtype: DType, x: f32) -> f32 {
-        if self.ftz {
+        if self.ftz && (dtype != DType::F16 || self.ftz_f16) {
             flush_subnormal(dtype, x)
         } else {
             x
@@ -380,7 +388,7 @@ impl<'a> Instance<'a> {
                     (Data::Int(a), Data::Int(b)) => Data::Int(a.iter().zip(b).map(|(x, y)| p.holds(Some(x.cmp(y))) as i64).collect()),
                     (Data::Float(a), Data::Float(b)) => {
                         let dtype = self.ty(*lhs).dtype;
-                        let fz = |v: f32| if self.ftz_beyond_arithmetic { flush_subnormal(dtype, v) } else { v };
+                        let fz = |v: f32| if self.ftz_beyond_arithmetic { self.fz(dtype, v) } else { v };
                         Data::Int(a.iter().zip(b).map(|(&x, &y)| p.holds(fz(x).partial_cmp(&fz(y))) as i64).collect())
                     }
                     _ => unreachable!("verified: operands share a dtype"),

@@ -113,7 +113,8 @@ struct Used {
     shuffle: bool,
     atomic_float_add: bool,
     int64_atomics: bool,
-    /// f32 -> f16 through `OpFConvert` under float controls.
+    /// f32 -> f16 through `OpFConvert` under float controls; `finish` also sets it for any
+    /// module with f16 values on a target that has the controls.
     f16_rte: bool,
     /// Cooperative matrices (`SPV_KHR_cooperative_matrix`, with the Vulkan memory model).
     coop: bool,
@@ -558,7 +559,13 @@ impl SpirvEmitter {
             }
         }
 
-        let used = self.used;
+        let mut used = self.used;
+        // Any f16 value in a module (f16 arithmetic, or only a conversion that 16-bit storage
+        // allows) asks for the f16 float controls where the target has them, not only an
+        // f32 -> f16 rounding: without DenormPreserve for 16 bits a driver may flush an f16
+        // subnormal it widens, which docs/semantics.md promises it keeps.
+        let has_f16 = self.types.contains_key(&TypeKey::Float(16));
+        used.f16_rte |= has_f16 && self.target.f16_rte;
         let mut caps = vec![spirv::Capability::Shader];
         for (on, cap) in [
             (used.int8, spirv::Capability::Int8),
@@ -617,7 +624,7 @@ impl SpirvEmitter {
             // Without this a driver may assume no infinities or NaNs: NVIDIA's folds
             // `a < b ? a : b` into a min that drops NaNs, and `-inf` masks depend on infinities.
             self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [32]);
-            if used.float16 {
+            if has_f16 {
                 self.b.execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [16]);
             }
         }

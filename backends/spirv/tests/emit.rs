@@ -61,6 +61,34 @@ fn requirements_follow_what_is_used() {
     assert_eq!(k.requirements, Requirements { int16: true, shared_bytes: 200, ..none.clone() });
 }
 
+/// On a target with the f16 float controls, any module with f16 values asks for them (the
+/// driver must then keep f16 subnormals), not only one that rounds f32 to f16: a module that
+/// only widens f16 does too (an `OpFConvert` that 16-bit storage allows without the Float16
+/// capability). Without the controls nothing is asked.
+#[test]
+fn f16_float_controls_cover_every_module_with_f16() {
+    let widen = |target: &Target| {
+        let k = elementwise("widen_f16", target, 64, &[DType::F16], &[DType::F32], |e, v| vec![e.cast(DType::F16, DType::F32, v[0])]);
+        spirv_val(&k);
+        k
+    };
+    let with = Target::h200_vulkan();
+    assert!(with.f16_rte && !with.f32_denorm_preserve);
+    let k = widen(&with);
+    assert!(k.requirements.f16_rte, "{:?}", k.requirements);
+    let text = tilekit_spirv::disassemble(&k.words);
+    for mode in ["RoundingModeRTE 16", "DenormPreserve 16"] {
+        assert!(text.contains(mode), "{mode} missing:\n{text}");
+    }
+    assert!(!text.contains("DenormPreserve 32"), "f32 keeps the driver's default:\n{text}");
+    let k = widen(&Target { f16_rte: false, ..with.clone() });
+    assert!(!k.requirements.f16_rte);
+    assert!(!tilekit_spirv::disassemble(&k.words).contains("DenormPreserve"));
+    // A module without f16 asks for nothing even where the controls exist.
+    let k = elementwise("neg_f32", &with, 64, &[DType::F32], &[DType::F32], |e, v| vec![e.unary(tilekit_core::ir::UnaryOp::Neg, DType::F32, v[0])]);
+    assert!(!k.requirements.f16_rte);
+}
+
 #[test]
 fn interface_bindings_and_push_constants() {
     let p = program(

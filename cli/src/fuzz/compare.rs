@@ -24,6 +24,12 @@ pub fn is_subnormal(dtype: DType, x: f64) -> bool {
     x != 0.0 && x.is_finite() && x.abs() < min_normal(dtype)
 }
 
+/// Whether a device that flushes may read or write `x` as a zero: a subnormal, unless it is an
+/// f16 one on a device that keeps those (`f16_kept`).
+fn flushable(dtype: DType, x: f64, f16_kept: bool) -> bool {
+    is_subnormal(dtype, x) && !(f16_kept && dtype == DType::F16)
+}
+
 fn min_normal(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 6.103_515_625e-5,
@@ -153,12 +159,20 @@ pub fn describe(case: &Case, want: &[HostBuffer], got: &[HostBuffer], at: (usize
 /// of `flushed_wants`: the interpreter on inputs with their subnormals flushed, and the
 /// interpreter modelling a flushing device (`InterpOptions::flush_subnormals`: arithmetic and
 /// comparisons read subnormals as zeros, moves keep their bits, so a `select` whose condition
-/// compared a subnormal may pass the subnormal itself on).
-pub fn explained_by_flush(case: &Case, want: &[HostBuffer], flushed_wants: &[&[HostBuffer]], got: &[HostBuffer], at: &[(usize, usize)]) -> bool {
+/// compared a subnormal may pass the subnormal itself on). With `f16_kept` the device keeps f16
+/// subnormals (only f32 flushes), so a zeroed f16 element is not explained.
+pub fn explained_by_flush(
+    case: &Case,
+    want: &[HostBuffer],
+    flushed_wants: &[&[HostBuffer]],
+    got: &[HostBuffer],
+    at: &[(usize, usize)],
+    f16_kept: bool,
+) -> bool {
     at.iter().all(|&(bi, j)| {
         let b = &case.buffers[bi];
         let (w, g) = (bits_to_f64(b.dtype, want[bi].load_bits(j)), bits_to_f64(b.dtype, got[bi].load_bits(j)));
-        let zeroed = b.dtype.is_float() && is_subnormal(b.dtype, w) && g == 0.0;
+        let zeroed = b.dtype.is_float() && flushable(b.dtype, w, f16_kept) && g == 0.0;
         zeroed || flushed_wants.iter().any(|f| element_ok(b.check, b.dtype, f[bi].load_bits(j), got[bi].load_bits(j), true))
     })
 }
@@ -281,6 +295,7 @@ pub fn explained_by_approx_domain(
     at: &[(usize, usize)],
     vulkan_ranges: bool,
     flushes: bool,
+    f16_kept: bool,
 ) -> bool {
     at.iter().all(|&(bi, j)| {
         let b = &case.buffers[bi];
@@ -300,12 +315,12 @@ pub fn explained_by_approx_domain(
         if vulkan_ranges && outside_vulkan_bounds(op, &args) {
             return true;
         }
-        if !flushes || !args.iter().any(|&(d, x)| is_subnormal(d, x)) {
+        if !flushes || !args.iter().any(|&(d, x)| flushable(d, x, f16_kept)) {
             return false;
         }
         let g = bits_to_f64(b.dtype, got[bi].load_bits(j));
         // Every way of reading the subnormal operands as signed zeros.
-        let subnormal: Vec<usize> = (0..args.len()).filter(|&i| is_subnormal(args[i].0, args[i].1)).collect();
+        let subnormal: Vec<usize> = (0..args.len()).filter(|&i| flushable(args[i].0, args[i].1, f16_kept)).collect();
         (0..1u32 << (2 * subnormal.len())).any(|ways| {
             let mut xs: Vec<f64> = args.iter().map(|a| a.1).collect();
             for (n, &i) in subnormal.iter().enumerate() {
@@ -432,26 +447,26 @@ mod tests {
         let want = [f(&[1.0, f64::INFINITY, 0.5, 1e-40]), f(&[3e38, 1.0, 1.0, 1e-40]), f(&[3e38, 0.0, 2.0, 1.0])];
         let got = [f(&[0.0, f64::NAN, 0.25, 0.0]), want[1].clone(), want[2].clone()];
         // Divisors beyond 2^126 and zero: Vulkan leaves the quotient undefined.
-        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 0), (0, 1)], true, false));
-        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 0)], false, false));
+        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 0), (0, 1)], true, false, false));
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 0)], false, false, false));
         // A divisor in range: the bound holds, 0.25 for 0.5 is not explained.
-        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 2)], true, true));
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 2)], true, true, false));
         // A subnormal dividend read as zero, on a device that may flush.
-        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, true));
-        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, false));
+        assert!(explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, true, false));
+        assert!(!explained_by_approx_domain(&case, &want, &got, &[(0, 3)], true, false, false));
         // Outside GLSL.std.450's domains, and at infinite operands, on SPIR-V only.
         let mut rsqrt = case.clone();
         rsqrt.buffers[0].check = Check::Approx(Approx::Rsqrt);
         rsqrt.buffers[0].operands = vec!["x".into()];
         let want = [f(&[f64::NEG_INFINITY, 0.0, 1.0, 0.5]), f(&[-0.0, f64::INFINITY, 1.0, 4.0]), f(&[1.0; 4])];
         let got = [f(&[f64::NAN, 7.0, 2.0, 0.5]), want[1].clone(), want[2].clone()];
-        assert!(explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0), (0, 1)], true, false));
-        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0)], false, false));
-        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 2)], true, true));
+        assert!(explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0), (0, 1)], true, false, false));
+        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 0)], false, false, false));
+        assert!(!explained_by_approx_domain(&rsqrt, &want, &got, &[(0, 2)], true, true, false));
         // Without the operands stored beside the result nothing is explained.
         let mut bare = case.clone();
         bare.buffers[0].operands.clear();
-        assert!(!explained_by_approx_domain(&bare, &want, &got, &[(0, 0)], true, true));
+        assert!(!explained_by_approx_domain(&bare, &want, &got, &[(0, 0)], true, true, false));
     }
 
     /// H200 Vulkan, seed 9 program 1643: `select(f32(i16) < x, 2^31, x)` stored the smallest
@@ -463,14 +478,14 @@ mod tests {
         let case = crate::fuzz::gen::generate(9, 1643).unwrap();
         let inputs = crate::fuzz::inputs::fill(&case);
         let want = crate::fuzz::run::reference(&case, &inputs).unwrap();
-        let flushed_inputs = crate::fuzz::run::reference(&case, &crate::fuzz::inputs::flushed(&inputs)).unwrap();
+        let flushed_inputs = crate::fuzz::run::reference(&case, &crate::fuzz::inputs::flushed(&inputs, false)).unwrap();
         let model = crate::fuzz::run::flushing_reference(&case, &inputs).unwrap();
         let y7 = case.buffers.iter().position(|b| b.name == "y7").unwrap();
         let at: Vec<(usize, usize)> = mismatches(&case, &want, &model, true).into_iter().filter(|&(b, _)| b == y7).collect();
         let moved = at.iter().any(|&(b, j)| model[b].load_bits(j) != 0 && bits_to_f64(DType::F32, want[b].load_bits(j)) == 2f64.powi(31));
         assert!(moved, "the flushing model passes a subnormal through the select: {at:?}");
-        assert!(!explained_by_flush(&case, &want, &[&flushed_inputs], &model, &at));
-        assert!(explained_by_flush(&case, &want, &[&flushed_inputs, &model], &model, &at));
+        assert!(!explained_by_flush(&case, &want, &[&flushed_inputs], &model, &at, false));
+        assert!(explained_by_flush(&case, &want, &[&flushed_inputs, &model], &model, &at, false));
     }
 
     /// The first differing element of four results the H200's Vulkan driver gave that no rule
@@ -491,5 +506,40 @@ mod tests {
             let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
             assert!(!same(w, got) && same(m, got), "seed {seed} program {index} {buffer}[{element}]: reference {w}, model {m}, driver {got}");
         }
+    }
+
+    /// H100 Vulkan, seed 70 program 3428: `f32(x3 == f32(x2)) <= x3` stored 1 for x2 the
+    /// largest f16 subnormal and x3 = -2^-149. The driver widened x2 unflushed (so the equality
+    /// is false) and read x3 as -0 in the second comparison. The model that flushes f16 too gives
+    /// 0, as the reference does; the one that keeps f16 subnormals (which the module now
+    /// requests through DenormPreserve for 16 bits) computes the driver's 1, while still
+    /// explaining nothing that needs an f16 flushed.
+    #[test]
+    fn a_device_that_keeps_f16_subnormals_is_modelled_apart() {
+        use tilekit_core::interp::InterpOptions;
+        let case = crate::fuzz::gen::generate(70, 3428).unwrap();
+        let inputs = crate::fuzz::inputs::fill(&case);
+        let want = crate::fuzz::run::reference(&case, &inputs).unwrap();
+        let all = crate::fuzz::run::flushing_reference(&case, &inputs).unwrap();
+        let options = InterpOptions { flush_subnormals: true, f16_subnormals_kept: true, ..Default::default() };
+        let kept = crate::fuzz::run::modelled_reference(&case, &inputs, options).unwrap();
+        let y5 = case.buffers.iter().position(|b| b.name == "y5").unwrap();
+        let (x2, x3) = (inputs[0].to_f64(), inputs[1].to_f64());
+        let recorded = [48usize, 113, 248];
+        for j in recorded {
+            assert!(is_subnormal(DType::F16, x2[j]) && is_subnormal(DType::F32, x3[j]) && x3[j] < 0.0, "element {j}: {} {}", x2[j], x3[j]);
+            assert_eq!((want[y5].load_bits(j), all[y5].load_bits(j), kept[y5].load_bits(j)), (0, 0, 1), "element {j}");
+        }
+        let at: Vec<(usize, usize)> = recorded.iter().map(|&j| (y5, j)).collect();
+        let got = kept.clone();
+        assert!(explained_by_flush(&case, &want, &[&kept], &got, &at, true));
+        assert!(!explained_by_flush(&case, &want, &[&all], &got, &at, false));
+        // An f16 subnormal stored as zero is a wrong answer on such a device.
+        let f16 = Case { buffers: vec![case.buffers[0].clone()], ..case.clone() };
+        let j = recorded[0];
+        let zero = HostBuffer::from_bytes(DType::F16, &inputs[0].to_bytes()).unwrap();
+        zero.store_bits(j, 0);
+        assert!(explained_by_flush(&f16, &inputs[..1], &[], std::slice::from_ref(&zero), &[(0, j)], false));
+        assert!(!explained_by_flush(&f16, &inputs[..1], &[], std::slice::from_ref(&zero), &[(0, j)], true));
     }
 }

@@ -128,13 +128,13 @@ pub fn fill(case: &Case) -> Vec<HostBuffer> {
 }
 
 /// A copy of `buffers` with every float subnormal replaced by a zero of its sign: what a device
-/// that flushes subnormals on input sees.
-pub fn flushed(buffers: &[HostBuffer]) -> Vec<HostBuffer> {
+/// that flushes subnormals on input sees (f16 ones kept with `f16_kept`).
+pub fn flushed(buffers: &[HostBuffer], f16_kept: bool) -> Vec<HostBuffer> {
     buffers
         .iter()
         .map(|b| {
             let out = HostBuffer::from_bytes(b.dtype(), &b.to_bytes()).expect("same length");
-            if b.dtype().is_float() {
+            if b.dtype().is_float() && !(f16_kept && b.dtype() == DType::F16) {
                 for (i, x) in b.to_f64().into_iter().enumerate() {
                     if super::compare::is_subnormal(b.dtype(), x) {
                         out.store_bits(i, f64_to_bits(b.dtype(), if x.is_sign_negative() { -0.0 } else { 0.0 }));

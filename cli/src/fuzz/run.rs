@@ -77,6 +77,10 @@ pub struct FuzzDevice {
     pub gpu: bool,
     /// Whether the device may flush float subnormals (a documented, explained difference).
     pub flushes_subnormals: bool,
+    /// Whether, flushing f32 subnormals, the device keeps f16 ones: a SPIR-V module with f16
+    /// values asks for DenormPreserve for 16 bits where the target has the f16 float controls
+    /// (`Target::f16_rte`; not on the naga path, which cannot ask).
+    pub f16_subnormals_kept: bool,
     /// Whether f32 atomic adds flush subnormal operands and results to zero (PTX's `atom.add.f32`
     /// and `red.add.f32` do, whatever the kernel's float controls; NVIDIA's Vulkan driver uses
     /// the same instruction).
@@ -102,13 +106,15 @@ impl FuzzDevice {
     pub fn new(device: Device) -> FuzzDevice {
         let gpu = !matches!(device, Device::Interpreter | Device::Emulator(_));
         let flushes_subnormals = gpu && device.target().is_some_and(|t| !t.f32_denorm_preserve || !t.f16_rte);
+        let naga = matches!(device, Device::Wgpu { naga: true, .. });
+        let f16_subnormals_kept = flushes_subnormals && !naga && device.target().is_some_and(|t| t.f16_rte);
         // NVIDIA's f32 atomic add flushes through Vulkan as through CUDA: one instruction.
         let atomic_add_ftz = gpu && (device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::Ptx) || device.name().contains("NVIDIA"));
         let vulkan_ranges = gpu && device.target().is_some_and(|t| t.isa == tilekit_core::gpu::Isa::SpirV);
         let zero_sign_free = gpu && device.target().is_some_and(|t| !t.ieee_preserve);
-        let wgsl_rules = matches!(device, Device::Wgpu { naga: true, .. });
+        let wgsl_rules = naga;
         let matrix_dot = gpu && device.target().is_some_and(|t| !t.matrix.is_empty());
-        FuzzDevice { device, gpu, flushes_subnormals, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules, matrix_dot }
+        FuzzDevice { device, gpu, flushes_subnormals, f16_subnormals_kept, atomic_add_ftz, vulkan_ranges, zero_sign_free, wgsl_rules, matrix_dot }
     }
 
     pub fn name(&self) -> String {
@@ -300,12 +306,14 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
     }
     // Each differing element must be explained by one of the device's documented freedoms;
     // the kind names every freedom the program needed.
+    let f16_kept = dev.f16_subnormals_kept;
+    let flushing = InterpOptions { flush_subnormals: true, f16_subnormals_kept: f16_kept, ..Default::default() };
     let (inputs_flushed, flushing_model, arithmetic_only, widening_kept) = if dev.flushes_subnormals {
-        let kept = InterpOptions { flush_subnormals: true, arithmetic_flush_only: true, ..Default::default() };
-        let widening = InterpOptions { flush_subnormals: true, bf16_widening_keeps: true, ..Default::default() };
+        let kept = InterpOptions { arithmetic_flush_only: true, ..flushing };
+        let widening = InterpOptions { bf16_widening_keeps: true, ..flushing };
         (
-            reference(case, &inputs::flushed(inputs)).ok(),
-            flushing_reference(case, inputs).ok(),
+            reference(case, &inputs::flushed(inputs, f16_kept)).ok(),
+            modelled_reference(case, inputs, flushing).ok(),
             modelled_reference(case, inputs, kept).ok(),
             modelled_reference(case, inputs, widening).ok(),
         )
@@ -332,7 +340,9 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
         }
         let contracted: Vec<Vec<HostBuffer>> = flushes
             .into_iter()
-            .filter_map(|flush_subnormals| with(InterpOptions { contract: true, flush_subnormals, ..Default::default() }))
+            .filter_map(|flush_subnormals| {
+                with(InterpOptions { contract: true, flush_subnormals, f16_subnormals_kept: f16_kept, ..Default::default() })
+            })
             .collect();
         (substituted, contracted)
     } else {
@@ -352,9 +362,9 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
     for &e in &at {
         let one = [e];
         let rules = [
-            !flushed_wants.is_empty() && compare::explained_by_flush(case, want, &flushed_wants, got, &one),
+            !flushed_wants.is_empty() && compare::explained_by_flush(case, want, &flushed_wants, got, &one, f16_kept),
             dev.atomic_add_ftz && compare::explained_by_atomic_ftz(case, want, got, &one),
-            compare::explained_by_approx_domain(case, want, got, &one, dev.vulkan_ranges, dev.flushes_subnormals),
+            compare::explained_by_approx_domain(case, want, got, &one, dev.vulkan_ranges, dev.flushes_subnormals, f16_kept),
             dev.zero_sign_free && compare::explained_by_zero_sign(case, want, got, &one),
             !substituted.is_empty() && compare::explained_by_dependence(case, want, &substituted, &one),
             !contracted.is_empty() && compare::explained_by_model(case, &contracted, got, &one),

@@ -591,7 +591,10 @@ impl Kernel {
             .collect::<Result<Vec<_>, _>>()?;
         let base = LowerOptions::for_config(config);
         base.check().map_err(|e| self.device_err(e.into()))?;
-        let options = base.specialize(resolved.scalars.iter().map(|(p, s)| (*p, s))).with_fold_grid(rt.needs_fold(grid));
+        let options = base
+            .specialize(resolved.scalars.iter().map(|(p, s)| (*p, s)))
+            .with_fold_grid(rt.needs_fold(grid))
+            .with_element_bindings(rt.element_bindings(&buffers));
         let (kernel, compile_time) = self.compiled(rt, config, program, &options).map_err(|e| self.device_err(e))?;
         Ok(Prepared { buffers, scalars: resolved.scalars, kernel, compile_time })
     }

@@ -66,6 +66,12 @@ pub trait Runtime: Send + Sync + 'static {
     fn needs_fold(&self, _grid: [u32; 3]) -> bool {
         false
     }
+    /// The buffers of a launch (in binding order) that its kernel must access by elements
+    /// ([`LowerOptions::element_bindings`]): those a whole-vector view of the runtime's modules
+    /// could not cover.
+    fn element_bindings(&self, _buffers: &[&Self::Buffer]) -> u64 {
+        0
+    }
     fn compile(&self, program: &Program, options: &LowerOptions) -> Result<Self::Kernel, DeviceError>;
     /// Runs `kernel` over `grid` with its buffer arguments in binding order and its scalars with
     /// their parameter index, and waits for it.
@@ -554,6 +560,15 @@ impl Runtime for WgpuRuntime {
     }
     fn needs_fold(&self, grid: [u32; 3]) -> bool {
         self.rt.needs_fold(grid)
+    }
+    /// A naga module declares a buffer it moves in 16-byte vectors as an array of vectors, which
+    /// a caller's buffer that ends inside a vector does not fill: such a buffer's binding is
+    /// compiled by elements instead (tilekit's own buffers are whole vectors).
+    fn element_bindings(&self, buffers: &[&Self::Buffer]) -> u64 {
+        if !matches!(self.device, Device::Wgpu { naga: true, .. }) {
+            return 0;
+        }
+        buffers.iter().take(64).enumerate().filter(|(_, b)| b.buffer.size() % 16 != 0).fold(0, |m, (i, _)| m | 1 << i)
     }
     fn compile(&self, program: &Program, options: &LowerOptions) -> Result<Self::Kernel, DeviceError> {
         let target = self.device.target().expect("a wgpu device has a target");

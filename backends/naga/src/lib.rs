@@ -99,7 +99,7 @@ pub fn target_for(device: &Target, shuffles: bool) -> Target {
 /// is known only once the lowering has run (and one with atomics or stores of single packed
 /// elements does not), so such a program is lowered twice, the second time for those
 /// declarations. Its bindings then need a whole number of vectors ([`tilekit_spirv::Binding`]'s
-/// `size_multiple`).
+/// `size_multiple`), except those `options.element_bindings` names, which stay element arrays.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Compiled, CompileError> {
     let threads = options.num_warps.max(1).saturating_mul(target.subgroup_size.max(1));
     let build = |vectors: &[bool]| -> Result<(NagaEmitter, LowerInfo), CompileError> {
@@ -112,7 +112,18 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Re
         Ok((e, info))
     };
     let (mut e, mut info) = build(&[])?;
-    let vectors = e.vector_views();
+    // A binding the launch gives a buffer of a size that is not a whole number of vectors
+    // stays declared by elements (LowerOptions::element_bindings): its vector accesses become
+    // element accesses there.
+    let mut vectors = e.vector_views();
+    let buffers = program.params.iter().enumerate().filter(|(_, p)| matches!(p.kind, tilekit_core::ir::ParamKind::Buffer { .. }));
+    for (b, (i, _)) in buffers.enumerate() {
+        if b < 64 && options.element_bindings >> b & 1 == 1 {
+            if let Some(v) = vectors.get_mut(i) {
+                *v = false;
+            }
+        }
+    }
     if vectors.contains(&true) {
         (e, info) = build(&vectors)?;
     }

@@ -446,6 +446,34 @@ fn scalar_mismatches_are_errors() {
     assert!(matches!(not_scalar, WgpuError::PushConstants(PushConstantError::NotScalar { param: 0, .. })), "{not_scalar}");
 }
 
+/// A binding a module reads as 16-byte vectors (`Binding::size_multiple`, what a naga module
+/// with a vector view declares) refuses a buffer that ends inside a vector by name, before
+/// anything runs, instead of reading or writing through a clamped index.
+#[test]
+fn a_buffer_that_ends_inside_a_vector_of_a_vector_binding_is_an_error() {
+    let Some(rt) = rt() else { return };
+    let mut kernel = vector_add();
+    kernel.bindings[0].size_multiple = 16;
+    let k = rt.load(&kernel).unwrap();
+    // tilekit allocates whole vectors; a caller's buffer need not be.
+    let caller = |bytes: u64| {
+        rt.device().create_buffer(&wgpu::BufferDescriptor {
+            label: Some("caller's buffer"),
+            size: bytes,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    };
+    let [_, y, out] = vector_add_buffers(rt, 301);
+    let x = caller(1204);
+    let err = rt.launch(&k, [1, 1, 1], &[&x, &y, &out], &[(3, Scalar::Int(301))]).unwrap_err();
+    assert!(matches!(err, WgpuError::BadBuffer { index: 0, .. }), "{err}");
+    assert!(err.to_string().contains("16-byte vectors") && err.to_string().contains("1204"), "{err}");
+    // A whole number of vectors passes.
+    let x = caller(1216);
+    rt.launch(&k, [5, 1, 1], &[&x, &y, &out], &[(3, Scalar::Int(301))]).unwrap();
+}
+
 #[test]
 fn aliasing_a_buffer_read_only_and_writable_is_an_error() {
     let Some(rt) = rt() else { return };

@@ -67,6 +67,14 @@ pub struct LowerOptions {
     /// shared arrays, and a loop's second buffer is sized before what the program reserves
     /// after it.
     pub staging: Staging,
+    /// Buffer parameters (bit `b` for the `b`-th buffer parameter, in parameter order) that a
+    /// backend declaring whole-vector views of its buffers must declare by elements: the launch
+    /// binds a buffer there whose size is not a whole number of 16-byte vectors (a caller's
+    /// buffer), which such a view cannot cover. Runtimes set it per launch
+    /// (`Runtime::element_bindings`); only the naga backend declares such views (a binding has
+    /// one type there), so it is the one that reads it: the SPIR-V module has both views of a
+    /// binding and reads a vector only where the program's masks allow it.
+    pub element_bindings: u64,
 }
 
 /// What [`LowerOptions::staging`] allows, most first.
@@ -85,7 +93,7 @@ pub enum Staging {
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1, staging: Staging::Double }
+        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1, staging: Staging::Double, element_bindings: 0 }
     }
 
     /// The options to lower with again after `err`: a step below the staging the program used
@@ -138,6 +146,12 @@ impl LowerOptions {
     /// These options with grid folding on or off.
     pub fn with_fold_grid(mut self, fold_grid: bool) -> LowerOptions {
         self.fold_grid = fold_grid;
+        self
+    }
+
+    /// These options with [`LowerOptions::element_bindings`] set to `mask`.
+    pub fn with_element_bindings(mut self, mask: u64) -> LowerOptions {
+        self.element_bindings = mask;
         self
     }
 }

@@ -113,9 +113,6 @@ struct Used {
     shuffle: bool,
     atomic_float_add: bool,
     int64_atomics: bool,
-    /// f32 -> f16 through `OpFConvert` under float controls; `finish` also sets it for any
-    /// module with f16 values on a target that has the controls.
-    f16_rte: bool,
     /// Cooperative matrices (`SPV_KHR_cooperative_matrix`, with the Vulkan memory model).
     coop: bool,
     /// Cooperative matrices of bf16 (`SPV_KHR_bfloat16`; the module's only bf16 type).
@@ -559,13 +556,13 @@ impl SpirvEmitter {
             }
         }
 
-        let mut used = self.used;
+        let used = self.used;
         // Any f16 value in a module (f16 arithmetic, or only a conversion that 16-bit storage
         // allows) asks for the f16 float controls where the target has them, not only an
         // f32 -> f16 rounding: without DenormPreserve for 16 bits a driver may flush an f16
         // subnormal it widens, which docs/semantics.md promises it keeps.
         let has_f16 = self.types.contains_key(&TypeKey::Float(16));
-        used.f16_rte |= has_f16 && self.target.f16_rte;
+        let f16_rte = has_f16 && self.target.f16_rte;
         let mut caps = vec![spirv::Capability::Shader];
         for (on, cap) in [
             (used.int8, spirv::Capability::Int8),
@@ -579,8 +576,8 @@ impl SpirvEmitter {
             (used.atomic_float_add, spirv::Capability::AtomicFloat32AddEXT),
             (used.int64_atomics, spirv::Capability::Int64Atomics),
             (self.target.ieee_preserve, spirv::Capability::SignedZeroInfNanPreserve),
-            (used.f16_rte, spirv::Capability::RoundingModeRTE),
-            (used.f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
+            (f16_rte, spirv::Capability::RoundingModeRTE),
+            (f16_rte || self.target.f32_denorm_preserve, spirv::Capability::DenormPreserve),
             (used.coop, spirv::Capability::CooperativeMatrixKHR),
             (used.coop, spirv::Capability::VulkanMemoryModel),
             (used.coop_bf16, spirv::Capability::BFloat16TypeKHR),
@@ -633,7 +630,7 @@ impl SpirvEmitter {
             // flush them otherwise.
             self.b.execution_mode(main, spirv::ExecutionMode::DenormPreserve, [32]);
         }
-        if used.f16_rte {
+        if f16_rte {
             // f32 -> f16 conversions (and f16 arithmetic) round to nearest even and keep
             // subnormals, as the interpreter's do.
             self.b.execution_mode(main, spirv::ExecutionMode::RoundingModeRTE, [16]);
@@ -653,7 +650,7 @@ impl SpirvEmitter {
             atomic_float_add: used.atomic_float_add,
             int64_atomics: used.int64_atomics,
             shared_bytes: shared_bytes.min(u32::MAX as u64) as u32,
-            f16_rte: used.f16_rte,
+            f16_rte,
             denorm_preserve_f32: self.target.f32_denorm_preserve,
             cooperative_matrix: used.coop,
             cooperative_matrix_bf16: used.coop_bf16,
@@ -1367,7 +1364,6 @@ impl SpirvEmitter {
         match to {
             DType::F16 if self.target.f16_rte => {
                 // Exact under the RoundingModeRTE and DenormPreserve modes `finish` declares.
-                self.used.f16_rte = true;
                 self.used.float16 = true;
                 let h = self.f16_ty();
                 let r = self.emit(Op::FConvert, h, &[x]);

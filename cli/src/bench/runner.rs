@@ -299,6 +299,7 @@ fn target_lowering(target: &tilekit_core::gpu::Target, plan: &Plan, config: &Con
             prefetched_loads: d.prefetched_loads as u64,
             shared_bytes: d.shared_bytes,
             threads: d.threads,
+            registers: Some(d.registers),
         })
         .collect()
 }

@@ -264,6 +264,11 @@ pub struct Lowering {
     pub prefetched_loads: u64,
     pub shared_bytes: u64,
     pub threads: u32,
+    /// The 32-bit registers a thread needs at the program's peak, as the lowering estimates
+    /// them (`tilekit_core::gpu::registers`; beside the backend's own count, where it reports
+    /// one, in `static_resources`). Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u32>,
 }
 
 /// Static resources of a compiled kernel (from the compiler, not from a run).

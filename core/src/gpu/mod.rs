@@ -34,6 +34,18 @@ pub struct Decisions {
     pub prefetched_loads: usize,
     pub shared_bytes: u64,
     pub threads: u32,
+    /// The 32-bit registers a thread's values need at the program's peak ([`registers`]).
+    pub registers: u32,
+}
+
+/// The 32-bit registers one thread of `program` needs at its peak, lowered for `target` with
+/// `options`: a liveness count over the per-thread program (the emulator's recording), with
+/// arithmetic counted next to its first use and addresses folded into the memory instructions
+/// that take them, as an assembler schedules and encodes them. It is an estimate, not an
+/// allocation, and not yet a limit the planning enforces: tests/registers.rs holds it to
+/// ptxas's counts in the committed H200 results and states where it is far from them.
+pub fn registers(program: &Program, target: &Target, options: &lower::LowerOptions) -> Result<u32, lower::LowerError> {
+    Ok(simt::compile(program, target, options)?.peak_registers())
 }
 
 /// [`Decisions`] of lowering `program` for `target` with `options`.
@@ -67,6 +79,7 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
         prefetched_loads: info.prefetched.len(),
         shared_bytes: info.shared_bytes,
         threads: info.threads,
+        registers: lowered.peak_registers(),
     })
 }
 
@@ -94,7 +107,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         out.push_str("; grid folded: program ids come from the linear workgroup index and the launched grid (push constants)\n");
     }
     out.push_str(&format!(
-        "; {} threads ({} warps of {}), {} bytes of shared memory{}, {} layout conversions, {} per-thread instructions\n",
+        "; {} threads ({} warps of {}), {} bytes of shared memory{}, {} layout conversions, {} per-thread instructions, an estimated {} registers per thread at the peak\n",
         info.threads,
         options.num_warps,
         target.subgroup_size,
@@ -107,6 +120,7 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
         },
         info.conversions,
         lowered.num_instructions(),
+        lowered.peak_registers(),
     ));
     if options.num_stages > 1 {
         // Whether the knob took effect, and where it could not, what it needs.

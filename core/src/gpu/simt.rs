@@ -9,6 +9,8 @@
 //! shared memory that another thread wrote since the last barrier (a missing barrier), a barrier
 //! reached by only some threads, and shuffles across warps.
 
+mod pressure;
+
 use rayon::prelude::*;
 
 use crate::buffer::HostBuffer;
@@ -645,6 +647,12 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Re
 }
 
 impl Lowered {
+    /// The most 32-bit registers the program's values hold at once in one thread (a floor
+    /// under an assembler's allocation: its addresses and temporaries come on top).
+    pub fn peak_registers(&self) -> u32 {
+        pressure::peak(&self.code, self.warp)
+    }
+
     /// Number of recorded per-thread instructions (nested ones included).
     pub fn num_instructions(&self) -> usize {
         fn count(c: &[SInst]) -> usize {

@@ -194,11 +194,14 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let copy = p["ceilings"]["copy_gbps"].as_f64().unwrap_or(4000.0) * 1e9;
             let matrix = p["ceilings"]["matrix_tflops"].as_f64().map(|t| t * 1e12);
             let machine = Machine::for_platform(&platform, false, Some(copy / 1e9), matrix.map(|m| m / 1e12));
+            let target = if platform.starts_with("cuda") { tilekit::gpu::Target::h200_cuda() } else { tilekit::gpu::Target::h200_vulkan() };
             let mut scored = Vec::new();
             for (config, median, res, problem) in &runs {
                 let config: tilekit::Config = config.parse().unwrap();
                 let Ok(plan) = k.plan(problem, &config) else { continue };
-                let est = model::estimate(&machine, &plan, &config, k.cost(problem), std::slice::from_ref(res));
+                // Registers where the platform reported none (wgpu, Vulkan), as the tuner fills them.
+                let res = model::with_estimated_registers(&target, &plan, &config, std::slice::from_ref(res));
+                let est = model::estimate(&machine, &plan, &config, k.cost(problem), &res);
                 scored.push((config, *median, est));
             }
             if scored.len() < 2 {
@@ -244,9 +247,9 @@ fn the_cost_model_ranks_recorded_h200_results() {
     // Floors at what the model reaches today, so that a change that makes it worse fails here.
     // The goal (within 5 % everywhere, a fifth of the candidates timed) is not reached.
     assert!(groups >= 100, "the committed results hold {groups} comparable groups");
-    assert!(within5 * 100 >= groups * 82, "{within5} of {groups} within 5 %");
-    assert!(top_fifth * 100 >= groups * 48, "{top_fifth} of {groups} with the best in the top fifth");
-    assert!(best_timed * 100 >= groups * 63, "{best_timed} of {groups} with the best among the timed");
+    assert!(within5 * 100 >= groups * 88, "{within5} of {groups} within 5 %");
+    assert!(top_fifth * 100 >= groups * 51, "{top_fifth} of {groups} with the best in the top fifth");
+    assert!(best_timed * 100 >= groups * 68, "{best_timed} of {groups} with the best among the timed");
     assert!(timed_total * 100 <= all_total * 36, "timed {timed_total} of {all_total}");
 }
 

@@ -305,6 +305,7 @@ fn model_choice(
 ) -> Vec<Pick> {
     let machine = model::Machine::for_device(device);
     let cost = kernel.cost(problem);
+    let target = device.target();
     let estimates: Vec<Result<model::Estimate, String>> = configs
         .iter()
         .zip(plans)
@@ -312,8 +313,12 @@ fn model_choice(
         .map(|((config, plan), resources)| match plan {
             Err(e) => Err(e.to_string()),
             // Static resources where the backend reports them without running (registers from
-            // ptxas, shared memory from the lowering); the model guesses otherwise.
-            Ok(plan) => model::estimate(&machine, plan, config, cost, resources),
+            // ptxas, shared memory from the lowering), registers from the lowering's estimate
+            // where it reports none.
+            Ok(plan) => match target {
+                Some(t) => model::estimate(&machine, plan, config, cost, &model::with_estimated_registers(t, plan, config, resources)),
+                None => model::estimate(&machine, plan, config, cost, resources),
+            },
         })
         .collect();
     let mut picks: Vec<Pick> = estimates.iter().map(|e| Pick::Skip(e.as_ref().map(|e| e.seconds).map_err(Clone::clone))).collect();

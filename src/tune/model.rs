@@ -182,8 +182,41 @@ fn allocated_registers(r: u32) -> u32 {
     r.max(1).div_ceil(8) * 8
 }
 
+/// The registers an assembler allocates for a thread the lowering estimates to need `need`
+/// (`tilekit_core::gpu::registers`): ptxas allocated 1.2 times the estimate at the median of
+/// the committed H200 results (tests/registers.rs), at most the 255 a thread may have.
+pub fn allocated_from_estimate(need: u32) -> u32 {
+    (need * 6 / 5).min(255)
+}
+
+/// `resources` (one per launch of `plan`, as the backend reported them) with, where a launch
+/// has no register count (wgpu, a Vulkan driver without pipeline statistics), what the
+/// lowering estimates its threads need on `target` ([`allocated_from_estimate`]).
+pub fn with_estimated_registers(
+    target: &tilekit_core::gpu::Target,
+    plan: &Plan,
+    config: &Config,
+    resources: &[KernelResources],
+) -> Vec<KernelResources> {
+    let base = tilekit_core::gpu::lower::LowerOptions::for_config(config);
+    plan.launches
+        .iter()
+        .enumerate()
+        .map(|(i, launch)| {
+            let mut r = resources.get(i).cloned().unwrap_or_default();
+            if r.registers.is_none() {
+                r.registers = tilekit_core::gpu::registers(&launch.program, target, &crate::device::launch_options(&base, launch))
+                    .ok()
+                    .map(allocated_from_estimate);
+            }
+            r
+        })
+        .collect()
+}
+
 /// Estimated seconds of `plan` under `config` on `machine`; `resources` per launch where the
-/// backend reports them (else 32 registers and no shared memory are assumed). An error says
+/// backend reports them (else no shared memory, and registers from the widest tile a thread
+/// holds; [`with_estimated_registers`] gives the lowering's count instead). An error says
 /// why a launch cannot run at all (one program needs more than a multiprocessor has).
 pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, resources: &[KernelResources]) -> Result<Estimate, String> {
     let warps = config.num_warps().max(1) as u32;

@@ -668,16 +668,17 @@ fn model_picks(timed: &[&Entry], platform: Option<&Platform>) -> Vec<usize> {
         .map(|e| {
             let config: crate::Config = e.config.parse().map_err(|err: tilekit_core::ConfigError| err.to_string())?;
             let plan = kernel.plan(&problem, &config).map_err(|err| err.to_string())?;
-            let resources: Vec<crate::device::KernelResources> = e
-                .static_resources
-                .iter()
-                .map(|s| crate::device::KernelResources {
-                    registers: s.registers,
+            // Where the backend reported no registers, the lowering's estimate the entry records.
+            let estimated = e.lowering.iter().filter_map(|l| l.registers).max().map(model::allocated_from_estimate);
+            let resources: Vec<crate::device::KernelResources> = match &e.static_resources {
+                Some(s) => vec![crate::device::KernelResources {
+                    registers: s.registers.or(estimated),
                     shared_bytes: s.shared_bytes,
                     spill_bytes: s.spills,
                     statistics: Vec::new(),
-                })
-                .collect();
+                }],
+                None => estimated.map(|r| vec![crate::device::KernelResources { registers: Some(r), ..Default::default() }]).unwrap_or_default(),
+            };
             model::estimate(&machine, &plan, &config, cost, &resources)
         })
         .collect();

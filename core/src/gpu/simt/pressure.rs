@@ -140,7 +140,6 @@ fn pure(inst: &SInst) -> bool {
 /// and one at a loop's back edge.
 trait Visit {
     fn enter(&mut self, pos: u32, index: usize, inst: &SInst);
-    fn leave(&mut self) {}
     fn open(&mut self) {}
     fn close(&mut self) {}
     fn if_end(&mut self, pos: u32, vals: &[Reg], first: bool, results: &[Reg]);
@@ -170,17 +169,19 @@ fn walk(code: &[SInst], pos: &mut u32, v: &mut impl Visit) {
             }
             _ => {}
         }
-        v.leave();
     }
     v.close();
 }
 
-/// Registers read by an instruction itself (for control flow, what it reads on entry).
-fn entry_uses(inst: &SInst, warp: u32) -> Vec<Reg> {
+/// What an instruction itself defines and reads; for control flow, what it reads on entry (its
+/// results are defined where its regions end).
+fn entry(inst: &SInst, warp: u32, widths: &std::collections::HashMap<Reg, u32>) -> Access {
     match inst {
-        SInst::If { cond, .. } => vec![*cond],
-        SInst::Loop { lower, upper, step, init, .. } => [*lower, *upper, *step].into_iter().chain(init.iter().copied()).collect(),
-        _ => access(inst, warp, &Default::default()).uses,
+        SInst::If { cond, .. } => Access { defs: vec![], uses: vec![*cond] },
+        SInst::Loop { lower, upper, step, init, .. } => {
+            Access { defs: vec![], uses: [*lower, *upper, *step].into_iter().chain(init.iter().copied()).collect() }
+        }
+        _ => access(inst, warp, widths),
     }
 }
 
@@ -213,10 +214,12 @@ impl Visit for Sink {
         let Some(top) = self.stack.last_mut() else { return };
         top.1 = index;
         let block = top.0;
-        self.blocks[block].push((pos, pure(inst)));
-        self.read(&entry_uses(inst, self.warp));
-        if pure(inst) {
-            for (r, _) in access(inst, self.warp, &Default::default()).defs {
+        let pure = pure(inst);
+        self.blocks[block].push((pos, pure));
+        let a = entry(inst, self.warp, &Default::default());
+        self.read(&a.uses);
+        if pure {
+            for (r, _) in a.defs {
                 self.defined.insert(r, (block, index));
             }
         }
@@ -313,17 +316,16 @@ impl Visit for Live {
     fn enter(&mut self, pos: u32, _: usize, inst: &SInst) {
         let at = self.at.get(&pos).copied().unwrap_or(pos as Pos * SCALE);
         let addresses = addresses(inst);
-        for r in entry_uses(inst, self.warp) {
+        let a = entry(inst, self.warp, &self.widths);
+        for r in a.uses {
             if addresses.contains(&r) {
                 self.reach(r, at);
             } else {
                 self.read(r, at);
             }
         }
-        if !matches!(inst, SInst::If { .. } | SInst::Loop { .. }) {
-            for (r, width) in access(inst, self.warp, &self.widths).defs {
-                self.def(r, width, at);
-            }
+        for (r, width) in a.defs {
+            self.def(r, width, at);
         }
     }
     fn if_end(&mut self, pos: u32, vals: &[Reg], first: bool, results: &[Reg]) {

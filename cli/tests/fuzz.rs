@@ -194,6 +194,58 @@ program mixed(x: buffer<{dtype}, read>, y: buffer<f32, read>, o: buffer<i32, wri
     }
 }
 
+/// NVIDIA's Vulkan driver without DenormPreserve may flush in one instruction alone: for a
+/// subnormal `x` (`0x3`) and `b = 0`, `fma(-0.5, b, x + x) == x + x` stored false on the H100
+/// (seed 78 program 1774): the fma read its addend as zero while the addition and the
+/// comparison kept `x + x`. Flushing every instruction of a kind gives true (both sides zero),
+/// as IEEE does; the model of the fma alone flushing gives false. Explained where the device
+/// flushes; the same false from normal values, or on a device that keeps subnormals, is not.
+#[test]
+fn a_flush_in_one_instruction_alone_is_explained() {
+    use tilekit::{DType, HostBuffer};
+    use tilekit_cli::fuzz::run::{judge, FuzzDevice, Outcome};
+    let text = "// grid: 1 1 1
+// num_warps: 1
+// input_seed: 1
+// buffer x: 4 wild exact
+// buffer b: 4 tame exact
+// buffer o: 4 poison exact
+program alone(x: buffer<f32, read>, b: buffer<bf16, read>, o: buffer<i1, write>) grid 1 {
+  %0 = arange 0, 4 : [4]xi32
+  %1 = load x[%0] : [4]xf32
+  %2 = load b[%0] : [4]xbf16
+  %3 = add %1, %1 : [4]xf32
+  %4 = const -0.5 : f32
+  %5 = splat %4 : [4]xf32
+  %6 = cast %2 : [4]xf32
+  %7 = fma %5, %6, %3 : [4]xf32
+  %8 = cmp eq %7, %3 : [4]xi1
+  store o[%0], %8
+}
+";
+    let case = filetest::parse(text).unwrap().case;
+    let sub = f32::from_bits(3) as f64;
+    let inputs = vec![
+        HostBuffer::from_f64(DType::F32, &[sub, 1.5, 3e38, 2.0]),
+        HostBuffer::from_f64(DType::BF16, &[0.0, 0.0, 1.0, 1.0]),
+        HostBuffer::zeros(DType::I1, 4),
+    ];
+    let want = tilekit_cli::fuzz::run::reference(&case, &inputs).unwrap();
+    assert_eq!(want[2].to_f64(), [1.0, 1.0, 1.0, 0.0]);
+    let got = |o: [f64; 4]| vec![inputs[0].clone(), inputs[1].clone(), HostBuffer::from_f64(DType::I1, &o)];
+    let mut dev = FuzzDevice::new(tilekit::Device::Interpreter);
+    dev.gpu = true;
+    dev.flushes_subnormals = true;
+    match judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 0.0]), &dev) {
+        Outcome::Explained(kind) => assert_eq!(kind, "subnormal-flush-mixed"),
+        other => panic!("the fma flushing alone is a device's choice: {other:?}"),
+    }
+    assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 0.0, 1.0, 0.0]), &dev), Outcome::Mismatch(..)));
+    assert!(matches!(judge(&case, &inputs, &want, &got([1.0, 1.0, 0.0, 0.0]), &dev), Outcome::Mismatch(..)));
+    dev.flushes_subnormals = false;
+    assert!(matches!(judge(&case, &inputs, &want, &got([0.0, 1.0, 1.0, 0.0]), &dev), Outcome::Mismatch(..)));
+}
+
 /// NVIDIA's Vulkan driver without DenormPreserve also flushes in a comparison while widening
 /// bf16 by a shift: `select(x < f32(b), x, f32(b))` of a bf16 subnormal `b > 0` and `x = 0`
 /// stored `f32(b)` unflushed on the H100 (seed 60 program 2956; IEEE gives `x`, flushing

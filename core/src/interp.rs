@@ -84,6 +84,13 @@ pub struct InterpOptions {
     /// `Target::f16_rte` declares DenormPreserve for 16 bits, so the driver must keep them
     /// while it may still flush f32 subnormals.
     pub f16_subnormals_kept: bool,
+    /// With `flush_subnormals`: only the instruction that defines this value flushes (its
+    /// operands and its result, as the flags above say), every other keeps subnormals. A
+    /// device without DenormPreserve chooses per instruction: NVIDIA's Vulkan driver flushed
+    /// the addend of `fma(a, 0, x + x) == x + x` for a subnormal `x` and kept it in the
+    /// addition and the comparison, storing false, which no model that flushes every
+    /// instruction of a kind gives. The fuzzer runs one such model per float instruction.
+    pub flush_only_at: Option<Value>,
     /// Model a device whose `dot` of f16 or bf16 operands runs on matrix instructions: a zero
     /// element of the result is +0 (NVIDIA's tensor cores do not keep the sign of a zero sum,
     /// so a -0 accumulator plus -0 products comes back +0).
@@ -138,6 +145,7 @@ pub fn run_with(program: &Program, grid: [u32; 3], args: &[Arg<'_>], options: In
             ftz_bf16_widening: options.flush_subnormals && !options.arithmetic_flush_only && !options.bf16_widening_keeps,
             matrix_zero_positive: options.matrix_zero_positive,
             nonfinite_as: options.nonfinite_as,
+            flush_only_at: options.flush_only_at.filter(|_| options.flush_subnormals),
             muls: &muls,
         };
         inst.block(&program.body, &[]).map(|_| ())
@@ -300,6 +308,8 @@ struct Instance<'a> {
     matrix_zero_positive: bool,
     /// [`InterpOptions::nonfinite_as`].
     nonfinite_as: Option<f32>,
+    /// [`InterpOptions::flush_only_at`] (with `flush_subnormals`).
+    flush_only_at: Option<Value>,
     /// [`InterpOptions::contract`]: the operands of each float multiplication, by its result.
     muls: &'a HashMap<Value, (Value, Value)>,
 }
@@ -341,6 +351,9 @@ impl<'a> Instance<'a> {
         for inst in &block.insts {
             if let Op::Yield { values } = &inst.op {
                 return Ok(values.iter().map(|&v| self.get(v).clone()).collect());
+            }
+            if let Some(at) = self.flush_only_at {
+                self.ftz = inst.results.first() == Some(&at);
             }
             self.inst(inst)?;
         }

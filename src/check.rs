@@ -222,7 +222,7 @@ impl Case {
         options: &RunOptions,
         time: impl FnOnce(&Plan, &[HostBuffer]) -> Result<Option<Vec<f64>>, DeviceError>,
     ) -> Result<(CheckReport, Option<Vec<f64>>), CheckError> {
-        let plan = kernel.plan(&self.problem, config)?;
+        let plan = kernel.plan_on(&self.problem, config, &device.plan_target())?;
         let want = plan.inputs().count();
         if self.inputs.len() != want {
             return Err(CheckError::Inputs { kernel: kernel.name().into(), got: self.inputs.len(), want });

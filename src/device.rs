@@ -339,6 +339,12 @@ impl Device {
         }
     }
 
+    /// The target kernels plan for on this device ([`crate::kernels::Kernel::plan_on`]): its
+    /// own, or the conservative baseline GPU's for the interpreter.
+    pub fn plan_target(&self) -> Target {
+        self.target().cloned().unwrap_or_else(Target::vulkan_baseline)
+    }
+
     /// Runs every launch of `plan` in order over `buffers` (one per plan buffer), with the
     /// configuration's `num_warps`, and returns the wall time of the launches. On a GPU the
     /// buffers are uploaded first and every one is read back after the last launch.

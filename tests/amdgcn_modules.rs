@@ -21,6 +21,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 use tilekit::gpu::lower::LowerOptions;
+use tilekit::gpu::Target;
 use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
 use tilekit_amdgcn::KernelParam;
@@ -92,7 +93,8 @@ fn every_library_kernel_builds_a_checked_code_object_for_gfx90a_gfx942_gfx1100()
         for &dtype in k.dtypes() {
             for problem in k.test_problems(dtype) {
                 for config in k.configs() {
-                    let Ok(plan) = k.plan(&problem, &config) else { continue };
+                    // Planned for the strictest of the three (gfx1100: wave32, 256 VGPRs).
+                    let Ok(plan) = k.plan_on(&problem, &config, &Target::amd_gfx1100()) else { continue };
                     let is_default = Some(&config) == default.as_ref();
                     for launch in plan.launches {
                         let what = format!("{} {problem} [{config}]", k.name());

@@ -568,7 +568,7 @@ fn check_library(device: &Device, keep: impl Fn(bool, usize) -> bool) -> Vec<Str
                 if !keep(dtype == kernel.default_problem().dtype, pi) {
                     continue;
                 }
-                let config = kernels::default_config_for(kernel.as_ref(), problem);
+                let config = kernels::default_config_for(kernel.as_ref(), problem, &device.plan_target());
                 runs += 1;
                 let seed = 0xC4EC ^ pi as u64;
                 match tilekit::check::check_with(kernel.as_ref(), problem, &config, device, seed, &checked()) {
@@ -610,7 +610,7 @@ fn checked_programs() -> Vec<(String, Program, tilekit::gpu::lower::LowerOptions
     for kernel in kernels::all() {
         for &dtype in kernel.dtypes() {
             for problem in kernel.test_problems(dtype) {
-                let config = kernels::default_config_for(kernel.as_ref(), &problem);
+                let config = kernels::default_config_for(kernel.as_ref(), &problem, &tilekit::gpu::Target::vulkan_baseline());
                 let Ok(plan) = kernel.plan(&problem, &config) else {
                     continue;
                 };

@@ -42,8 +42,8 @@ fn devices() -> Vec<Device> {
 fn check_library_kernel(kernel: &dyn kernels::Kernel, device: &Device) {
     let dtype = kernel.dtypes()[0];
     let problem = kernel.test_problems(dtype).into_iter().next().expect("a test problem");
-    let config = default_config_for(kernel, &problem);
-    let plan = kernel.plan(&problem, &config).unwrap_or_else(|e| panic!("{}: {e}", kernel.name()));
+    let config = default_config_for(kernel, &problem, &device.plan_target());
+    let plan = kernel.plan_on(&problem, &config, &device.plan_target()).unwrap_or_else(|e| panic!("{}: {e}", kernel.name()));
     let mut rng = StdRng::seed_from_u64(7);
     let inputs = kernel.inputs(&problem, &mut rng);
     let reference = kernel.reference(&problem, &inputs.iter().map(HostBuffer::to_f64).collect::<Vec<_>>());

@@ -47,7 +47,7 @@ fn the_estimate_tracks_ptxas_in_the_committed_h200_results() {
             if !seen.insert(what.clone()) {
                 continue;
             }
-            let Ok(plan) = k.plan(&problem, &config) else { continue };
+            let Ok(plan) = k.plan_on(&problem, &config, &target) else { continue };
             let base = LowerOptions::for_config(&config);
             let estimate =
                 plan.launches.iter().map(|l| registers(&l.program, &target, &tilekit::device::launch_options(&base, l)).unwrap()).max().unwrap_or(0);

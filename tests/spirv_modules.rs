@@ -25,7 +25,7 @@ fn every_library_kernel_passes_spirv_val() {
             for &dtype in k.dtypes() {
                 let problem = k.test_problems(dtype).into_iter().last().expect("test problems");
                 for config in k.configs().iter().take(2) {
-                    let Ok(plan) = k.plan(&problem, config) else { continue };
+                    let Ok(plan) = k.plan_on(&problem, config, &target) else { continue };
                     let base = LowerOptions::for_config(config);
                     // Unspecialized, and specialized on the launch's arguments as a device does,
                     // with its grid as it is and folded.
@@ -263,8 +263,8 @@ fn bf16_results_pack_from_their_high_halves() {
     let k = kernels::find("gelu").expect("the gelu kernel");
     let problem = Problem::new(&[1000], DType::BF16);
     for target in [Target::h200_vulkan(), Target::lavapipe(), Target::vulkan_baseline()] {
-        let config = kernels::default_config_for(k.as_ref(), &problem);
-        let plan = k.plan(&problem, &config).expect("a plan");
+        let config = kernels::default_config_for(k.as_ref(), &problem, &target);
+        let plan = k.plan_on(&problem, &config, &target).expect("a plan");
         let launch = &plan.launches[0];
         let options = launch_options(&LowerOptions::for_config(&config), launch);
         let c = compile(&launch.program, &target, &options).unwrap_or_else(|e| panic!("{}: {e}", target.name));

@@ -198,7 +198,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let mut scored = Vec::new();
             for (config, median, res, problem) in &runs {
                 let config: tilekit::Config = config.parse().unwrap();
-                let Ok(plan) = k.plan(problem, &config) else { continue };
+                let Ok(plan) = k.plan_on(problem, &config, &target) else { continue };
                 // Registers where the platform reported none (wgpu, Vulkan), as the tuner fills them.
                 let res = model::with_estimated_registers(&target, &plan, &config, std::slice::from_ref(res));
                 let est = model::estimate(&machine, &plan, &config, k.cost(problem), &res);
@@ -247,9 +247,12 @@ fn the_cost_model_ranks_recorded_h200_results() {
     // Floors at what the model reaches today, so that a change that makes it worse fails here.
     // The goal (within 5 % everywhere, a fifth of the candidates timed) is not reached.
     assert!(groups >= 100, "the committed results hold {groups} comparable groups");
-    assert!(within5 * 100 >= groups * 88, "{within5} of {groups} within 5 %");
-    assert!(top_fifth * 100 >= groups * 51, "{top_fifth} of {groups} with the best in the top fifth");
-    assert!(best_timed * 100 >= groups * 68, "{best_timed} of {groups} with the best among the timed");
+    // Vulkan and wgpu groups count only what plans there: their `occupancy` twins (the same
+    // program, timed twice) are unfit since `occupancy` reaches only ptxas, so those groups
+    // have fewer candidates and their top fifth is smaller.
+    assert!(within5 * 100 >= groups * 87, "{within5} of {groups} within 5 %");
+    assert!(top_fifth * 100 >= groups * 47, "{top_fifth} of {groups} with the best in the top fifth");
+    assert!(best_timed * 100 >= groups * 63, "{best_timed} of {groups} with the best among the timed");
     assert!(timed_total * 100 <= all_total * 36, "timed {timed_total} of {all_total}");
 }
 

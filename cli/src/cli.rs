@@ -18,6 +18,7 @@ use crate::check::{self, CheckError, CheckReport};
 use crate::device::{Device, DeviceError, RunOptions};
 use crate::kernels::{self, Kernel, KernelError, LaunchArg, Plan, Problem};
 use crate::{Config, DType};
+use tilekit_core::gpu::Target;
 
 /// Exit code of a run whose results did not all pass.
 pub const EXIT_FAIL: i32 = 1;
@@ -456,11 +457,17 @@ pub fn resolve_config(kernel: &dyn Kernel, overrides: &[String]) -> Result<Confi
 /// The plan under `config`; when the user named no configuration and the default does not fit
 /// the problem (`KernelError::Unfit`), under the first of the kernel's list that does, as a tuner
 /// would choose. The configuration used comes back with the plan.
-fn fitting_plan(kernel: &dyn Kernel, problem: &Problem, config: &Config, overridden: bool) -> (Config, Result<Plan, kernels::KernelError>) {
-    match kernel.plan(problem, config) {
+fn fitting_plan(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    config: &Config,
+    overridden: bool,
+    target: &Target,
+) -> (Config, Result<Plan, kernels::KernelError>) {
+    match kernel.plan_on(problem, config, target) {
         Err(kernels::KernelError::Unfit(_)) if !overridden => {
-            let c = kernels::default_config_for(kernel, problem);
-            let p = kernel.plan(problem, &c);
+            let c = kernels::default_config_for(kernel, problem, target);
+            let p = kernel.plan_on(problem, &c, target);
             (c, p)
         }
         r => (config.clone(), r),
@@ -754,6 +761,10 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if args.target.is_some() && !args.gpu && !args.spirv && naga.is_none() {
         return Err(CliError::Usage("--target needs --gpu, --spirv, --wgsl, --msl or --hlsl".into()));
     }
+    let target = match args.target.as_deref() {
+        None => Target::vulkan_baseline(),
+        Some(name) => crate::device::target_preset(name)?,
+    };
     let (name, problem, config, plan) = match (&args.case, &args.kernel) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
@@ -765,17 +776,13 @@ fn print_ir(args: &IrArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let kernel = find_kernel(name)?;
             let problem = resolve_problem(kernel.as_ref(), &args.problem, None)?;
             let config = resolve_config(kernel.as_ref(), &args.problem.configs)?;
-            let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty()) {
+            let (config, plan) = match fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty(), &target) {
                 (c, Ok(p)) => (c, p),
                 (c, Err(source)) => return Err(plan_error(kernel.as_ref(), &problem, &c, source)),
             };
             (name.clone(), problem.to_string(), config, plan)
         }
         (None, None) => return Err(CliError::Usage("give a kernel or --case FILE.tile".into())),
-    };
-    let target = match args.target.as_deref() {
-        None => tilekit_core::gpu::Target::vulkan_baseline(),
-        Some(name) => crate::device::target_preset(name)?,
     };
     let mut text = String::new();
     let count = plan.launches.len();
@@ -895,7 +902,8 @@ struct Job {
     tuned: Option<std::path::PathBuf>,
 }
 
-fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
+/// The runs `args` asks for, each planned for `target` (the device's).
+fn jobs(args: &RunArgs, target: &Target) -> Result<Vec<Job>, CliError> {
     if args.all {
         for (flag, set) in
             [("--shape", args.problem.shape.is_some()), ("--opt", !args.problem.opts.is_empty()), ("--config", !args.problem.configs.is_empty())]
@@ -934,7 +942,7 @@ fn jobs(args: &RunArgs) -> Result<Vec<Job>, CliError> {
                 ProblemSet::Tests => kernel.test_problems(d),
             };
             for problem in problems {
-                let (config, planned) = fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty());
+                let (config, planned) = fitting_plan(kernel.as_ref(), &problem, &config, !args.problem.configs.is_empty(), target);
                 let outputs = match planned {
                     Ok(p) => Ok(output_names(&p)),
                     // One named kernel that cannot plan its problem is bad input, reported before
@@ -964,7 +972,7 @@ const RUN_HEADERS: [&str; 8] = ["KERNEL", "PROBLEM", "CONFIG", "OUTPUT", "REL ER
 fn run(args: &RunArgs, out: &mut dyn Write) -> Result<i32, CliError> {
     let device = Device::find(&args.device)?;
     let options = RunOptions { check: args.check };
-    let mut jobs = jobs(args)?;
+    let mut jobs = jobs(args, &device.plan_target())?;
     // A configuration tuned for the problem on this device replaces the default (never one
     // given with --config).
     let cache = if args.problem.configs.is_empty() && !args.untuned { tilekit::tune::TuneCache::user() } else { None };
@@ -1214,7 +1222,7 @@ mod tests {
         assert!(tries(&["run", "vector_add", "--all"]).is_err());
         assert!(tries(&["run", "--all", "--all-dtypes", "--dtype", "f32"]).is_err());
         let Command::Run(a) = parse(&["run", "--all", "--shape", "7"]).command else { panic!("run") };
-        let e = jobs(&a).err().expect("--shape with --all is refused").to_string();
+        let e = jobs(&a, &Target::vulkan_baseline()).err().expect("--shape with --all is refused").to_string();
         assert!(e.contains("--shape"), "{e}");
         let Command::Run(a) = parse(&["run", "vector_add", "--config", "BLOCK=64", "--config", "num_warps=2"]).command else { panic!("run") };
         assert_eq!(a.problem.configs.len(), 2);
@@ -1224,7 +1232,7 @@ mod tests {
     #[test]
     fn all_dtypes_plans_one_job_per_dtype() {
         let Command::Run(a) = parse(&["run", "vector_add", "--all-dtypes", "--shape", "33"]).command else { panic!("run") };
-        let jobs = jobs(&a).unwrap();
+        let jobs = jobs(&a, &Target::vulkan_baseline()).unwrap();
         let k = find_kernel("vector_add").unwrap();
         assert_eq!(jobs.len(), k.dtypes().len());
         for (j, d) in jobs.iter().zip(k.dtypes()) {
@@ -1237,7 +1245,7 @@ mod tests {
     #[test]
     fn run_all_plans_each_kernel_once_on_its_default_problem() {
         let Command::Run(a) = parse(&["run", "--all"]).command else { panic!("run") };
-        let jobs = jobs(&a).unwrap();
+        let jobs = jobs(&a, &Target::vulkan_baseline()).unwrap();
         let all = kernels::all();
         assert_eq!(jobs.len(), all.len());
         for (j, k) in jobs.iter().zip(&all) {
@@ -1251,7 +1259,7 @@ mod tests {
     }
 
     fn jobs_count(a: &RunArgs) -> usize {
-        jobs(a).map(|j| j.len()).unwrap_or(0)
+        jobs(a, &Target::vulkan_baseline()).map(|j| j.len()).unwrap_or(0)
     }
 
     #[test]

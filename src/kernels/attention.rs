@@ -120,17 +120,18 @@ impl<'b> Ctx<'b> {
     }
 }
 
-/// The most 32-bit words of tiles (see [`register_words`]) a thread may hold: what remains of
-/// the 255 registers an NVIDIA thread may have holds addresses, the row statistics and the
-/// operand fragments in flight. Configurations past it spilled in ptxas (sm_80 and sm_90).
-const MAX_REGISTER_WORDS: usize = 160;
+/// The share of a thread's registers ([`Target::register_share`]) the tiles of
+/// [`register_words`] may take: the rest holds addresses, the row statistics and the operand
+/// fragments in flight. Past five eighths (160 of NVIDIA's 255) configurations spilled in
+/// ptxas (sm_80 and sm_90).
+const TILE_SHARE: (u32, u32) = (5, 8);
 
-/// 32-bit words per thread (warps of 32 threads) that a program's tiles take in registers:
+/// 32-bit words per thread (warps of `lanes` threads) that a program's tiles take in registers:
 /// the f32 output `[BLOCK_M, D]` and scores `[BLOCK_M, BLOCK_N]`, plus Q and the
 /// probabilities in the input dtype (f16 packs two per register; bf16 is held in f32
 /// registers, as f32 is).
-fn register_words(dtype: DType, bm: usize, bn: usize, d: usize, num_warps: usize) -> usize {
-    let threads = 32 * num_warps.max(1);
+fn register_words(dtype: DType, bm: usize, bn: usize, d: usize, num_warps: usize, lanes: u32) -> usize {
+    let threads = lanes.max(1) as usize * num_warps.max(1);
     let operand = |n: usize| if dtype == DType::F16 { n.div_ceil(2) } else { n };
     (bm * d + bm * bn + operand(bm * d) + operand(bm * bn)).div_ceil(threads)
 }
@@ -224,7 +225,7 @@ impl Kernel for Attention {
             c(128, 64, 8, 4),
         ]
     }
-    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (b, h, s, d) = dims(problem)?;
         let scale = sm_scale(problem, d)?;
@@ -238,14 +239,17 @@ impl Kernel for Attention {
                 config.count(key)?;
             }
         }
-        let words = register_words(problem.dtype, bm, bn, d, config.num_warps());
-        if words > MAX_REGISTER_WORDS {
+        let words = register_words(problem.dtype, bm, bn, d, config.num_warps(), target.subgroup_size);
+        if let Some(most) = target.register_share(TILE_SHARE.0, TILE_SHARE.1).filter(|&most| words > most) {
             return Err(KernelError::Unfit(format!(
-                "BLOCK_M = {bm}, BLOCK_N = {bn} at D = {d} in {} on {} warps keep {words} 32-bit words per thread of a warp of 32 \
-                 in registers (output, scores, Q and probabilities), more than the {MAX_REGISTER_WORDS} that leave room for \
-                 addresses within the 255 an NVIDIA thread may have: it would spill",
+                "BLOCK_M = {bm}, BLOCK_N = {bn} at D = {d} in {} on {} warps keep {words} 32-bit words per thread of a warp of {} \
+                 in registers (output, scores, Q and probabilities), more than the {most} that leave room for addresses within \
+                 the {} a thread has on {}: it would spill",
                 problem.dtype,
-                config.num_warps()
+                config.num_warps(),
+                target.subgroup_size,
+                target.registers_per_thread,
+                target.name
             )));
         }
         // Masked-off rows still compute offsets: bound them over S padded to either block.

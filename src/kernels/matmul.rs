@@ -299,7 +299,7 @@ impl Kernel for Matmul {
             c(256, 128, 64, 8, 8, 4),
         ]
     }
-    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (m, n, kd) = dims(problem)?;
         let bias = problem.flag("bias");
@@ -312,20 +312,22 @@ impl Kernel for Matmul {
         offset_bound("padded K * N", pk.saturating_mul(pn))?;
         offset_bound("padded M * N", pm.saturating_mul(pn))?;
         // A thread that holds its accumulators and its share of both operand tiles in registers
-        // (the FMA `dot`, or matrix instructions fed from registers) spilled past 128 of them
-        // (128 x 128 x 32 and 128 x 64 x 64 on 4 warps). Those tiles need the pipelined path,
-        // where asynchronous copies keep the operands in shared memory: 16-bit operands, at
-        // least two stages, and the operands' row lengths (K, and N or with `trans_b` K again)
-        // multiples of 16 so that every 16-byte copy is whole.
-        let threads = 32 * config.num_warps().max(1);
+        // (the FMA `dot`, or matrix instructions fed from registers) spilled past half of its
+        // registers on NVIDIA (128 x 128 x 32 and 128 x 64 x 64 on 4 warps of 32: 128 of 255).
+        // Those tiles need the pipelined path, where asynchronous copies keep the operands in
+        // shared memory: 16-bit operands, at least two stages, and the operands' row lengths
+        // (K, and N or with `trans_b` K again) multiples of 16 so that every 16-byte copy is whole.
+        let threads = target.subgroup_size.max(1) as usize * config.num_warps().max(1);
         let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
         let stages = config.count("num_stages").unwrap_or(1);
         let whole_rows = kd % 16 == 0 && (trans_b || n % 16 == 0);
-        if per_thread > 128 && !(problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows) {
+        let pipelined = problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows;
+        if let Some(most) = target.register_share(1, 2).filter(|&most| per_thread > most && !pipelined) {
             let rows = if trans_b { "K a multiple" } else { "K and N multiples" };
             return Err(KernelError::Unfit(format!(
-                "{per_thread} accumulator and operand elements per thread (above 128) spill unless pipelined, \
-                 which needs 16-bit operands, num_stages >= 2 and {rows} of 16"
+                "{per_thread} accumulator and operand elements per thread (above {most}, half the {} registers a thread has on {}) \
+                 spill unless pipelined, which needs 16-bit operands, num_stages >= 2 and {rows} of 16",
+                target.registers_per_thread, target.name
             )));
         }
         let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));

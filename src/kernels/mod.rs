@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use rand::rngs::StdRng;
+use tilekit_core::gpu::Target;
 use tilekit_core::{Config, ConfigError, DType, HostBuffer, Program, Scalar};
 
 pub mod argmax;
@@ -245,15 +246,34 @@ pub enum KernelError {
     BadOption { key: String, value: String, why: String },
 }
 
-/// The configuration an untuned run of `problem` takes: the kernel's default, or, where the
-/// default does not fit the problem (`KernelError::Unfit`), the first of its list that plans it.
-pub fn default_config_for(kernel: &dyn Kernel, problem: &Problem) -> Config {
+/// The configuration an untuned run of `problem` on `target` takes: the kernel's default, or,
+/// where the default does not fit the problem there (`KernelError::Unfit`), the first of its
+/// list that plans it.
+pub fn default_config_for(kernel: &dyn Kernel, problem: &Problem, target: &Target) -> Config {
     let configs = kernel.configs();
     let default = configs.first().cloned().unwrap_or_default();
-    match kernel.plan(problem, &default) {
-        Err(KernelError::Unfit(_)) => configs.into_iter().find(|c| kernel.plan(problem, c).is_ok()).unwrap_or(default),
+    match kernel.plan_on(problem, &default, target) {
+        Err(KernelError::Unfit(_)) => configs.into_iter().find(|c| kernel.plan_on(problem, c, target).is_ok()).unwrap_or(default),
         _ => default,
     }
+}
+
+/// Checks a configuration's `occupancy` (programs per multiprocessor the code generator leaves
+/// registers for) on `target`: a count, and only where the backend passes it on. Only ptxas
+/// takes such a request (`.minnctapersm`); SPIR-V and AMDGCN would build the same program as
+/// without it, so there the configuration is unfit rather than timed twice.
+pub fn check_occupancy(config: &Config, target: &Target) -> Result<(), KernelError> {
+    if config.get("occupancy").is_err() {
+        return Ok(());
+    }
+    config.count("occupancy")?;
+    if target.isa != tilekit_core::gpu::Isa::Ptx {
+        return Err(KernelError::Unfit(format!(
+            "`occupancy` reaches only ptxas (.minnctapersm); {} would build the same program as without it",
+            target.name
+        )));
+    }
+    Ok(())
 }
 
 /// What an output must match its reference within: it passes when its norm-wise relative
@@ -298,8 +318,16 @@ pub trait Kernel: Send + Sync {
     fn test_problems(&self, dtype: DType) -> Vec<Problem>;
     /// The configuration space; the first is the default. Tests run at least two of them.
     fn configs(&self) -> Vec<Config>;
-    /// Buffers and launches for `problem` under `config`.
-    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError>;
+    /// Buffers and launches for `problem` under `config` on `target`: a configuration that
+    /// would hold more in registers than the target's file leaves room for, counted with its
+    /// warp width, is [`KernelError::Unfit`] there (and may fit another target). The backend's
+    /// static report (ptxas's spills) decides what this cannot see.
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError>;
+    /// [`Kernel::plan_on`] for the conservative baseline GPU ([`Target::vulkan_baseline`]: warps
+    /// of 32, 255 registers a thread), what the interpreter and a device-less caller plan for.
+    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+        self.plan_on(problem, config, &Target::vulkan_baseline())
+    }
     /// Random input contents (never all zeros), one per [`Role::Input`] buffer in plan order.
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer>;
     /// The f64 reference, one vector per [`Role::Output`] buffer in plan order, computed from the

@@ -85,16 +85,22 @@ impl Kernel for RmsNormQuant {
     fn configs(&self) -> Vec<Config> {
         [8, 4, 16, 2].iter().map(|&w| Config::new().with("num_warps", w)).collect()
     }
-    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, 0)?;
         if cols > MAX_COLS {
             return Err(KernelError::Shape { shape: problem.shape.clone(), expected: format!("ROWS x COLS, COLS at most {MAX_COLS}") });
         }
         let block = cols.next_power_of_two();
-        let threads = config.num_warps() * 32;
-        if block / threads.max(1) > 64 {
-            return Err(KernelError::Unfit(format!("{block} columns on {threads} threads hold too many registers")));
+        // The row stays in registers from the sum of squares to the quantisation, as softmax's.
+        let threads = config.num_warps() * target.subgroup_size.max(1) as usize;
+        let per_thread = block / threads.max(1);
+        if let Some(most) = target.register_share(super::softmax::ROW_SHARE.0, super::softmax::ROW_SHARE.1).filter(|&most| per_thread > most) {
+            return Err(KernelError::Unfit(format!(
+                "{block} columns on {threads} threads hold {per_thread} elements per thread in registers, more than the {most} \
+                 (a quarter of the {} registers a thread has on {}) that leave room for their masks and addresses",
+                target.registers_per_thread, target.name
+            )));
         }
         let dtype = problem.dtype;
         let buf = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };

@@ -14,10 +14,11 @@ pub struct Softmax;
 /// to `softmax_online`, which streams the row in blocks.
 pub const MAX_COLS: usize = 1 << 16;
 
-/// Most row elements one thread may hold: the row lives in registers, and at 128 per thread
-/// (8192 columns on 2 warps) ptxas takes all 255 registers and spills. Counted with 32 threads
-/// per warp, NVIDIA's and the most elements per thread any target gives.
-pub const MAX_PER_THREAD: usize = 64;
+/// The share of a thread's registers ([`Target::register_share`]) its part of the row may take:
+/// each element also needs its mask and address where the row is not a whole number of vectors,
+/// and at half the file (128 elements of 255 registers, 8192 columns on 2 warps of 32) ptxas
+/// spilled on every NVIDIA target.
+pub const ROW_SHARE: (u32, u32) = (1, 4);
 
 /// The tile program for rows of up to `block` columns (`block` a power of two).
 pub fn build(dtype: DType, block: usize) -> Result<Program, KernelError> {
@@ -69,12 +70,9 @@ impl Kernel for Softmax {
         configs.extend([16, 32].iter().map(|&w| Config::new().with("num_warps", w).with("occupancy", 2)));
         configs
     }
-    fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         config.count("num_warps")?;
-        if config.get("occupancy").is_ok() {
-            config.count("occupancy")?;
-        }
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, 0)?;
         if cols > MAX_COLS {
             return Err(KernelError::Shape {
@@ -83,11 +81,17 @@ impl Kernel for Softmax {
             });
         }
         let block = cols.next_power_of_two();
-        let per_thread = block / (32 * config.num_warps()).min(block);
-        if per_thread > MAX_PER_THREAD {
+        check_occupancy(config, target)?;
+        let threads = target.subgroup_size.max(1) as usize * config.num_warps();
+        let per_thread = block / threads.min(block);
+        if let Some(most) = target.register_share(ROW_SHARE.0, ROW_SHARE.1).filter(|&most| per_thread > most) {
             return Err(KernelError::Unfit(format!(
-                "{cols} columns on {} warps hold {per_thread} elements per thread in registers (at most {MAX_PER_THREAD}): take more warps",
-                config.num_warps()
+                "{cols} columns on {} warps of {} threads hold {per_thread} elements per thread in registers, more than the {most} \
+                 (a quarter of the {} registers a thread has on {}) that leave room for their masks and addresses: take more warps",
+                config.num_warps(),
+                target.subgroup_size,
+                target.registers_per_thread,
+                target.name
             )));
         }
         let dtype = problem.dtype;

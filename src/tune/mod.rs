@@ -228,22 +228,28 @@ pub fn tuned_config(kernel: &dyn Kernel, problem: &Problem, device: &Device, cac
     let found = match cache {
         // The key plans every configuration of the kernel: not worth it before anything was
         // ever tuned.
-        Some(cache) if cache.dir().is_dir() => cached(kernel, problem, cache, &key(kernel, problem, device)),
+        Some(cache) if cache.dir().is_dir() => cached(kernel, problem, device, cache, &key(kernel, problem, device)),
         _ => Err(None),
     };
     match found {
         Ok((config, _, path)) => (config, Source::Cached(path)),
-        Err(why) => (default_config_for(kernel, problem), Source::Default(why)),
+        Err(why) => (default_config_for(kernel, problem, &device.plan_target()), Source::Default(why)),
     }
 }
 
 /// The configuration `cache` holds for `key`, with its entry and file, when it plans `problem`;
 /// else why not (`None`: nothing usable is cached).
-fn cached(kernel: &dyn Kernel, problem: &Problem, cache: &TuneCache, key: &TuneKey) -> Result<(Config, CacheEntry, PathBuf), Option<String>> {
+fn cached(
+    kernel: &dyn Kernel,
+    problem: &Problem,
+    device: &Device,
+    cache: &TuneCache,
+    key: &TuneKey,
+) -> Result<(Config, CacheEntry, PathBuf), Option<String>> {
     let entry = cache.get(key).ok_or(None)?;
     // `lookup` has checked that the configuration parses.
     let config = entry.config.parse::<Config>().map_err(|_| None)?;
-    match kernel.plan(problem, &config) {
+    match kernel.plan_on(problem, &config, &device.plan_target()) {
         Ok(_) => Ok((config, entry, cache.path(key))),
         Err(e) => Err(Some(format!("the tuned configuration {config} does not plan {problem}: {e}"))),
     }
@@ -372,7 +378,7 @@ pub fn tune(
     kernel.check_problem(problem)?;
     let key = key(kernel, problem, device);
     if let (false, Some(cache)) = (options.retune, cache) {
-        if let Ok((config, entry, path)) = cached(kernel, problem, cache, &key) {
+        if let Ok((config, entry, path)) = cached(kernel, problem, device, cache, &key) {
             return Ok(Tuned { key, config, median_s: entry.median_s, candidates: Vec::new(), from_cache: true, stored: Some(path) });
         }
     }
@@ -382,7 +388,8 @@ pub fn tune(
     progress(TuneEvent::Begin { key: &key, candidates: configs.len() });
     let case = Case::new(kernel, problem, options.seed);
     let flush_bytes = if matches!(device, Device::Interpreter | Device::Emulator(_)) { 0 } else { options.flush_bytes };
-    let plans: Vec<Result<crate::kernels::Plan, KernelError>> = configs.iter().map(|c| kernel.plan(problem, c)).collect();
+    let target = device.plan_target();
+    let plans: Vec<Result<crate::kernels::Plan, KernelError>> = configs.iter().map(|c| kernel.plan_on(problem, c, &target)).collect();
     // What the backend says before anything runs: a candidate that does not compile for the
     // device is pruned, and one that spills registers is while any other does not.
     let reports: Vec<Result<Vec<KernelResources>, DeviceError>> =

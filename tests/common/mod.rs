@@ -100,7 +100,7 @@ pub fn check_every_config(name: &str, problems: &[kernels::Problem], device: &De
     for (pi, problem) in problems.iter().enumerate() {
         let mut ran = 0;
         for config in kernel.configs() {
-            match kernel.plan(problem, &config) {
+            match kernel.plan_on(problem, &config, &device.plan_target()) {
                 Err(kernels::KernelError::Unfit(_)) => continue,
                 Err(e) => {
                     failures.push(format!("{problem} [{config}]: {e}"));
@@ -167,7 +167,7 @@ pub fn check_attention_matrix(device: &Device) {
             for &(bm, bn, w, stages) in &configs {
                 let config = Config::new().with("BLOCK_M", bm).with("BLOCK_N", bn).with("num_warps", w).with("num_stages", stages);
                 // Tiles that would spill at this D and dtype are refused by the plan.
-                if let Err(kernels::KernelError::Unfit(_)) = kernel.plan(&problem, &config) {
+                if let Err(kernels::KernelError::Unfit(_)) = kernel.plan_on(&problem, &config, &device.plan_target()) {
                     continue;
                 }
                 match check(kernel.as_ref(), &problem, &config, device, 0xA77E ^ i as u64) {

@@ -216,6 +216,7 @@ impl VulkanDeviceInfo {
             max_vector_bytes: 16,
             max_push_constant_bytes: self.max_push_constant_bytes,
             max_grid: self.max_workgroup_count,
+            registers_per_thread: Target::vulkan_registers_per_thread(self.device_type == "cpu", self.vendor_id),
             matrix: self.cooperative_matrices.clone(),
         }
     }

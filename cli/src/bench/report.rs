@@ -645,6 +645,22 @@ fn roofline_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String,
     Ok(())
 }
 
+/// The target a recorded platform's configurations were planned for, as far as planning reads
+/// it (warp width, registers a thread, the backend an `occupancy` reaches): sm_90a's through
+/// CUDA, lavapipe's on a CPU, else the baseline GPU's with its vendor's registers.
+fn platform_target(platform: Option<&Platform>) -> tilekit_core::gpu::Target {
+    use tilekit_core::gpu::Target;
+    let Some(p) = platform else { return Target::vulkan_baseline() };
+    match p.backend {
+        Backend::Cuda => Target::cuda_sm90a(),
+        Backend::Vulkan | Backend::Wgpu | Backend::WgpuNaga if p.device_type == "cpu" => Target::lavapipe(),
+        Backend::Vulkan | Backend::Wgpu | Backend::WgpuNaga => {
+            Target { registers_per_thread: Target::vulkan_registers_per_thread(false, p.vendor_id.unwrap_or(0)), ..Target::vulkan_baseline() }
+        }
+        _ => Target::vulkan_baseline(),
+    }
+}
+
 /// The indices of `timed` (one problem's timed tilekit entries on one platform) a tuner that
 /// follows the cost model would have timed; empty when the model cannot place any of them.
 fn model_picks(timed: &[&Entry], platform: Option<&Platform>) -> Vec<usize> {
@@ -663,11 +679,12 @@ fn model_picks(timed: &[&Entry], platform: Option<&Platform>) -> Vec<usize> {
         None => Machine::generic(64, 32, 1e12),
     };
     let cost = kernel.cost(&problem);
+    let target = platform_target(platform);
     let estimates: Vec<Result<model::Estimate, String>> = timed
         .iter()
         .map(|e| {
             let config: crate::Config = e.config.parse().map_err(|err: tilekit_core::ConfigError| err.to_string())?;
-            let plan = kernel.plan(&problem, &config).map_err(|err| err.to_string())?;
+            let plan = kernel.plan_on(&problem, &config, &target).map_err(|err| err.to_string())?;
             // Where the backend reported no registers, the lowering's estimate the entry records.
             let estimated = e.lowering.iter().filter_map(|l| l.registers).max().map(model::allocated_from_estimate);
             let resources: Vec<crate::device::KernelResources> = match &e.static_resources {

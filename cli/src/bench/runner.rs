@@ -21,6 +21,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sha2::{Digest, Sha256};
 use tilekit_core::gpu::lower::LowerOptions;
+use tilekit_core::gpu::Target;
 use tilekit_spirv::VulkanDeviceInfo;
 
 use super::copy::Copy;
@@ -373,7 +374,7 @@ fn measure(
             return e;
         }
     };
-    let plan = match kernel.plan(problem, config) {
+    let plan = match kernel.plan_on(problem, config, &device.plan_target()) {
         Ok(p) => p,
         // Not every configuration of a kernel's list suits every problem: skipped, as Triton's
         // autotuner prunes them.
@@ -699,7 +700,7 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         let Some(kernel) = crate::kernels::find(case.kernel) else { continue };
         let problem = &case.problem;
         let cost = kernel.cost(problem);
-        let configs = match configs_to_time(kernel.as_ref(), problem, o) {
+        let configs = match configs_to_time(kernel.as_ref(), problem, o, &Target::vulkan_baseline()) {
             Ok(c) => c,
             Err(m) => {
                 // `tilekit bench` checks every --config first; a caller of `run` that did not
@@ -717,6 +718,8 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
         let prepared = rx.recv().ok().flatten();
         for (di, device) in o.devices.iter().enumerate() {
             progress.step(&format!("{} {} {}", device.name(), case.kernel, problem));
+            // The untuned configuration is the default that fits this device's target.
+            let configs = configs_to_time(kernel.as_ref(), problem, o, &device.plan_target()).unwrap_or_else(|_| configs.clone());
             let cpu = on_cpu(&results.platforms[di]);
             let mut entries = Vec::new();
             if cpu && (cost.bytes > o.suite.cpu_max_bytes || cost.flops > o.suite.cpu_max_flops) {
@@ -811,13 +814,13 @@ pub fn run(o: &BenchOptions, progress: &mut dyn Progress, save: &mut dyn FnMut(&
 
 /// The configurations to time for `kernel`: `--config`'s, each merged over the kernel's default,
 /// or the kernel's list (the suite may cap it); without tuning, the one an untuned run takes
-/// (`kernels::default_config_for`).
-fn configs_to_time(kernel: &dyn Kernel, problem: &Problem, o: &BenchOptions) -> Result<Vec<Config>, String> {
+/// (`kernels::default_config_for`) on `target`.
+fn configs_to_time(kernel: &dyn Kernel, problem: &Problem, o: &BenchOptions, target: &Target) -> Result<Vec<Config>, String> {
     if !o.configs.is_empty() {
         return o.configs.iter().map(|c| crate::cli::resolve_config(kernel, std::slice::from_ref(c)).map_err(|e| e.to_string())).collect();
     }
     if !o.tune {
-        return Ok(vec![crate::kernels::default_config_for(kernel, problem)]);
+        return Ok(vec![crate::kernels::default_config_for(kernel, problem, target)]);
     }
     Ok(kernel.configs().into_iter().take(o.suite.max_configs.unwrap_or(usize::MAX).max(1)).collect())
 }
@@ -871,7 +874,7 @@ fn compile_only(o: &BenchOptions, cases: &[&Case], host: &str, machine: &str, ru
             let cost = kernel.cost(problem);
             let mut entries = Vec::new();
             let default_config = kernel.configs().into_iter().next().unwrap_or_default();
-            for config in configs_to_time(kernel.as_ref(), problem, o).unwrap_or_default() {
+            for config in configs_to_time(kernel.as_ref(), problem, o, &arch.target()).unwrap_or_default() {
                 let mut e = blank(run_id, &id, case.kernel, "tilekit", problem, config.to_string(), config == default_config, cost.bytes, cost.flops);
                 // A configuration with more threads than a program may have on this architecture
                 // (32 warps of 64 lanes) is not one to tune over here: skipped, not an error.
@@ -917,8 +920,8 @@ fn compile_amdgcn(
     config: &Config,
     arch: tilekit_amdgcn::Arch,
 ) -> Result<(String, f64, super::schema::StaticResources, Vec<super::schema::Lowering>), String> {
-    let plan = kernel.plan(problem, config).map_err(|e| e.to_string())?;
     let target = arch.target();
+    let plan = kernel.plan_on(problem, config, &target).map_err(|e| e.to_string())?;
     let t0 = std::time::Instant::now();
     let mut reports = Vec::new();
     for launch in &plan.launches {

@@ -164,7 +164,7 @@ mod tests {
                 let k = kernels::find(c.kernel).unwrap_or_else(|| panic!("suite {name}: no kernel {}", c.kernel));
                 // The default configuration, or the first that fits where it does not (softmax's
                 // long rows), plans every problem.
-                let config = kernels::default_config_for(k.as_ref(), &c.problem);
+                let config = kernels::default_config_for(k.as_ref(), &c.problem, &tilekit_core::gpu::Target::vulkan_baseline());
                 k.plan(&c.problem, &config).unwrap_or_else(|e| panic!("suite {name}: {} {}: {e}", c.kernel, c.problem));
             }
         }

@@ -143,6 +143,11 @@ pub struct Target {
     pub max_push_constant_bytes: u32,
     /// Largest grid extent per axis.
     pub max_grid: [u32; 3],
+    /// 32-bit registers one thread may use (NVIDIA's 255, AMD's VGPRs); 0 where the device has
+    /// no register file that bounds what a thread holds (a CPU, where LLVM keeps a thread's
+    /// values on the stack). Kernels size what a thread holds in registers against it
+    /// ([`Target::register_share`]); the assembler's report decides the rest.
+    pub registers_per_thread: u32,
     /// Matrix instructions `dot` may use; empty means FMA only.
     pub matrix: Vec<MatrixInstr>,
 }
@@ -170,6 +175,8 @@ impl Target {
             max_vector_bytes: 16,
             max_push_constant_bytes: 128,
             max_grid: [65535, 65535, 65535],
+            // The smallest register file of the GPUs the presets cover (NVIDIA's).
+            registers_per_thread: 255,
             matrix: Vec::new(),
         }
     }
@@ -179,6 +186,7 @@ impl Target {
         Target {
             name: "vulkan:llvmpipe".into(),
             subgroup_size: 8,
+            registers_per_thread: 0,
             i64: true,
             atomic_float_add: true,
             ieee_preserve: true,
@@ -233,6 +241,7 @@ impl Target {
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
+            registers_per_thread: 255,
             matrix: vec![MatrixInstr::mma_m16n8k16(DType::F16), MatrixInstr::mma_m16n8k16(DType::BF16)],
         }
     }
@@ -280,6 +289,8 @@ impl Target {
             max_vector_bytes: 16,
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
+            // 256 VGPRs and 256 AGPRs a lane (the accumulators of MFMA live in the second half).
+            registers_per_thread: 512,
             matrix: vec![MatrixInstr::mfma_16x16x16(DType::F16), MatrixInstr::mfma_16x16x16(DType::BF16)],
         }
     }
@@ -294,7 +305,7 @@ impl Target {
     /// MFMA.
     pub fn amd_gfx1100() -> Target {
         let matrix = vec![MatrixInstr::wmma_16x16x16(DType::F16), MatrixInstr::wmma_16x16x16(DType::BF16)];
-        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, matrix, ..Target::amd_gfx90a() }
+        Target { name: "amdgcn:gfx1100".into(), subgroup_size: 32, registers_per_thread: 256, matrix, ..Target::amd_gfx90a() }
     }
 
     /// Offline presets by name, for `tilekit ir --gpu --target NAME`.
@@ -320,6 +331,25 @@ impl Target {
     pub const CUDA_PRESETS: [&'static str; 4] = ["sm_80", "sm_90", "sm_90a", "h200-cuda"];
     /// The AMDGCN presets (compiled by the `amdgcn` feature; compile-only).
     pub const AMD_PRESETS: [&'static str; 3] = ["gfx90a", "gfx942", "gfx1100"];
+
+    /// The registers one invocation may use on a Vulkan device, which Vulkan does not report: by
+    /// vendor (AMD's 256 VGPRs; NVIDIA's 255 as the baseline's, and the baseline's for the rest),
+    /// none on a CPU (lavapipe keeps values on the stack).
+    pub fn vulkan_registers_per_thread(cpu: bool, vendor_id: u32) -> u32 {
+        match (cpu, vendor_id) {
+            (true, _) => 0,
+            (_, 0x1002) => 256,
+            _ => Target::vulkan_baseline().registers_per_thread,
+        }
+    }
+
+    /// `num / den` of the registers a thread may use, rounded up: how much of something that
+    /// must stay in registers (a row, an accumulator tile) a kernel lets one thread hold, the
+    /// rest of the file left to addresses, masks and temporaries. `None` where nothing bounds
+    /// it ([`Target::registers_per_thread`] 0).
+    pub fn register_share(&self, num: u32, den: u32) -> Option<usize> {
+        (self.registers_per_thread > 0).then(|| (self.registers_per_thread as usize * num as usize).div_ceil(den.max(1) as usize))
+    }
 
     /// Whether values of `dtype` can live in buffers and registers on this target.
     pub fn supports(&self, dtype: DType) -> bool {

@@ -50,7 +50,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A library kernel, on its smallest test problem, checked against its f64 reference.
     let softmax = kernels::find("softmax").ok_or("the library has no softmax")?;
     let problem = softmax.test_problems(DType::F32).into_iter().next().ok_or("softmax has no test problem")?;
-    let config = kernels::default_config_for(&*softmax, &problem);
+    let config = kernels::default_config_for(&*softmax, &problem, &device.plan_target());
     let check = tilekit::check::check(&*softmax, &problem, &config, &device, 0)?;
     let worst = check.outputs.iter().map(|o| o.rel_err).fold(0.0, f64::max);
     println!("{device}: softmax {problem}: relative error {worst:.2e}, {}", if check.pass() { "pass" } else { "FAIL" });

@@ -274,7 +274,7 @@ impl LibraryKernel for TanhKernel {
     fn configs(&self) -> Vec<Config> {
         vec![Config::new()]
     }
-    fn plan_on(&self, problem: &Problem, _config: &Config, _target: &tilekit::gpu::Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, _config: &Config, _target: &tilekit::gpu::Target) -> Result<Plan, KernelError> {
         let n = problem.dim(0, "N")?;
         let k = Builder::new("tanh");
         let x = k.input("x", DType::F32);

@@ -106,4 +106,17 @@ fn plans_follow_the_targets_registers_and_warps() {
     let ln_occ = Config::new().with("BLOCK", 8192).with("num_warps", 8).with("PRELOAD", 0).with("occupancy", 3);
     assert_eq!(unfit("layernorm", &ln, &ln_occ, &sm90), None);
     assert!(unfit("layernorm", &ln, &ln_occ, &lavapipe).is_some());
+    // Every kernel, not only those whose lists carry it: the lowering reads `occupancy` from any
+    // configuration, so SPIR-V and AMDGCN would time a twin of the program without it.
+    for k in kernels::all() {
+        let problem = k.test_problems(k.dtypes()[0]).remove(0);
+        let config = k.configs().remove(0).with("occupancy", 2);
+        for t in [&baseline, &lavapipe, &gfx1100] {
+            let why = unfit(k.name(), &problem, &config, t).unwrap_or_else(|| panic!("{} with occupancy plans on {}", k.name(), t.name));
+            assert!(why.contains("ptxas"), "{}: {why}", k.name());
+        }
+        if let Err(KernelError::Unfit(why)) = k.plan_on(&problem, &config, &sm90) {
+            assert!(!why.contains("ptxas"), "{}: {why}", k.name());
+        }
+    }
 }

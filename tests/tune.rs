@@ -194,7 +194,13 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let copy = p["ceilings"]["copy_gbps"].as_f64().unwrap_or(4000.0) * 1e9;
             let matrix = p["ceilings"]["matrix_tflops"].as_f64().map(|t| t * 1e12);
             let machine = Machine::for_platform(&platform, false, Some(copy / 1e9), matrix.map(|m| m / 1e12));
-            let target = if platform.starts_with("cuda") { tilekit::gpu::Target::h200_cuda() } else { tilekit::gpu::Target::h200_vulkan() };
+            let target = tilekit::gpu::Target::for_platform(
+                p["backend"].as_str().unwrap(),
+                p["hardware"].as_str().unwrap(),
+                p["device_type"] == "cpu",
+                p["vendor_id"].as_u64().map(|v| v as u32),
+            )
+            .unwrap_or_else(|| panic!("a target for {platform}"));
             let mut scored = Vec::new();
             for (config, median, res, problem) in &runs {
                 let config: tilekit::Config = config.parse().unwrap();

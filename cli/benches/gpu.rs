@@ -242,7 +242,7 @@ impl Kernel for Copy {
     fn configs(&self) -> Vec<tilekit::Config> {
         [1024, 2048, 4096].iter().map(|&b| tilekit::Config::new().with("BLOCK", b).with("num_warps", 4)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &tilekit::Config, _target: &tilekit::gpu::Target) -> Result<kernels::Plan, kernels::KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &tilekit::Config, _target: &tilekit::gpu::Target) -> Result<kernels::Plan, kernels::KernelError> {
         use kernels::*;
         let n = problem.dim(0, "N")?;
         let block = config.block("BLOCK")?;

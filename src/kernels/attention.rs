@@ -225,7 +225,7 @@ impl Kernel for Attention {
             c(128, 64, 8, 4),
         ]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (b, h, s, d) = dims(problem)?;
         let scale = sm_scale(problem, d)?;

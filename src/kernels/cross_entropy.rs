@@ -75,7 +75,7 @@ impl Kernel for CrossEntropy {
     fn configs(&self) -> Vec<Config> {
         streamed_row_configs()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let (rows, v) = rows_cols(problem, "ROWS x V", false, block)?;

@@ -56,7 +56,7 @@ impl Kernel for Cumsum {
     fn configs(&self) -> Vec<Config> {
         [(1024, 4), (64, 1), (256, 2), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let (rows, cols) = rows_cols(problem, "ROWS x N or N", true, block)?;

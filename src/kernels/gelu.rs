@@ -66,7 +66,7 @@ impl Kernel for Gelu {
         let c = |b: i64, w: i64| Config::new().with("BLOCK", b).with("num_warps", w);
         vec![c(1024, 4), c(256, 1), c(2048, 4), c(4096, 8), c(8192, 8), c(512, 2)]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let n = len(problem)?;
         let block = config.block("BLOCK")?;

@@ -64,7 +64,7 @@ impl Kernel for Histogram {
     fn configs(&self) -> Vec<Config> {
         [(1024, 4), (128, 1), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let (n, bins) = n_bins(problem, block)?;

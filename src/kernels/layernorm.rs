@@ -168,7 +168,7 @@ impl Kernel for LayerNorm {
         }
         configs
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, block)?;
@@ -181,7 +181,6 @@ impl Kernel for LayerNorm {
         let row_plan = RowPlan { whole_row: cols <= block, exact: cols == block, preload };
         // The registers an occupancy request leaves hold a row of exactly BLOCK 16-bit columns,
         // nothing larger: masks, f32 rows or layout conversions (odd COLS) make ptxas spill.
-        check_occupancy(config, target)?;
         if config.get("occupancy").is_ok() && !(row_plan.exact && problem.dtype.size_bytes() == 2) {
             return Err(KernelError::Unfit(format!(
                 "with `occupancy`, a configuration holds rows of exactly BLOCK = {block} f16 or bf16 columns, not {cols} {}",

@@ -299,7 +299,7 @@ impl Kernel for Matmul {
             c(256, 128, 64, 8, 8, 4),
         ]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (m, n, kd) = dims(problem)?;
         let bias = problem.flag("bias");

@@ -318,11 +318,20 @@ pub trait Kernel: Send + Sync {
     fn test_problems(&self, dtype: DType) -> Vec<Problem>;
     /// The configuration space; the first is the default. Tests run at least two of them.
     fn configs(&self) -> Vec<Config>;
-    /// Buffers and launches for `problem` under `config` on `target`: a configuration that
+    /// The kernel's own planning of `problem` under `config` on `target`, which
+    /// [`Kernel::plan_on`] calls after the checks every kernel shares: a configuration that
     /// would hold more in registers than the target's file leaves room for, counted with its
     /// warp width, is [`KernelError::Unfit`] there (and may fit another target). The backend's
-    /// static report (ptxas's spills) decides what this cannot see.
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError>;
+    /// static report (ptxas's spills) decides what this cannot see. Call `plan_on`, not this.
+    fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError>;
+    /// Buffers and launches for `problem` under `config` on `target`. The lowering reads
+    /// `num_warps` and `occupancy` from every configuration, whatever the kernel's list holds,
+    /// so what they ask is checked here for every kernel ([`check_occupancy`]: an `occupancy`
+    /// only where the backend passes it on) before [`Kernel::build_plan`].
+    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+        check_occupancy(config, target)?;
+        self.build_plan(problem, config, target)
+    }
     /// [`Kernel::plan_on`] for the conservative baseline GPU ([`Target::vulkan_baseline`]: warps
     /// of 32, 255 registers a thread), what the interpreter and a device-less caller plan for.
     fn plan(&self, problem: &Problem, config: &Config) -> Result<Plan, KernelError> {

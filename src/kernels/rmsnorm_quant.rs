@@ -85,7 +85,7 @@ impl Kernel for RmsNormQuant {
     fn configs(&self) -> Vec<Config> {
         [8, 4, 16, 2].iter().map(|&w| Config::new().with("num_warps", w)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, 0)?;
         if cols > MAX_COLS {

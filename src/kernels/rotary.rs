@@ -94,7 +94,7 @@ impl Kernel for Rotary {
         let c = |h: i64, w: i64| Config::new().with("BLOCK_H", h).with("num_warps", w);
         vec![c(4, 4), c(1, 1), c(8, 4), c(16, 8), c(2, 2)]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (s, h, d) = dims(problem)?;
         let bh = config.block("BLOCK_H")?;

@@ -70,7 +70,7 @@ impl Kernel for Softmax {
         configs.extend([16, 32].iter().map(|&w| Config::new().with("num_warps", w).with("occupancy", 2)));
         configs
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         config.count("num_warps")?;
         let (rows, cols) = rows_cols(problem, "ROWS x COLS", false, 0)?;
@@ -81,7 +81,6 @@ impl Kernel for Softmax {
             });
         }
         let block = cols.next_power_of_two();
-        check_occupancy(config, target)?;
         let threads = target.subgroup_size.max(1) as usize * config.num_warps();
         let per_thread = block / threads.min(block);
         if let Some(most) = target.register_share(ROW_SHARE.0, ROW_SHARE.1).filter(|&most| per_thread > most) {

@@ -150,7 +150,7 @@ impl Kernel for Spmv {
         let c = |b: i64, w: i64| Config::new().with("BLOCK", b).with("num_warps", w);
         vec![c(32, 1), c(8, 1), c(64, 2), c(128, 4), c(256, 8)]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (rows, cols, avg) = dims(problem)?;
         let block = config.block("BLOCK")?;

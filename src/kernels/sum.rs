@@ -91,7 +91,7 @@ impl Kernel for Sum {
             .map(|&(b, it, w)| Config::new().with("BLOCK", b).with("ITERS", it).with("num_warps", w))
             .collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let block = config.block("BLOCK")?;
         let iters = config.count("ITERS")?;

@@ -60,7 +60,7 @@ impl Kernel for Swiglu {
         let c = |r: i64, cc: i64, w: i64| Config::new().with("BLOCK_R", r).with("BLOCK_C", cc).with("num_warps", w);
         vec![c(4, 256, 4), c(1, 64, 1), c(1, 1024, 4), c(8, 512, 8), c(16, 128, 4), c(2, 2048, 8)]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (rows, cols) = dims(problem)?;
         let br = config.block("BLOCK_R")?;

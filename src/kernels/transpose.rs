@@ -60,7 +60,7 @@ impl Kernel for Transpose {
         let c = |r: i64, cc: i64, w: i64| Config::new().with("BLOCK_R", r).with("BLOCK_C", cc).with("num_warps", w);
         vec![c(64, 64, 4), c(32, 32, 1), c(32, 32, 4), c(64, 64, 8), c(128, 32, 4), c(32, 128, 4), c(128, 128, 8)]
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let (rows, cols) = dims(problem)?;
         let (br, bc) = (config.block("BLOCK_R")?, config.block("BLOCK_C")?);

@@ -44,7 +44,7 @@ impl Kernel for VectorAdd {
     fn configs(&self) -> Vec<Config> {
         [1024, 256, 4096].iter().map(|&b| Config::new().with("BLOCK", b).with("num_warps", 4)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let n = problem.dim(0, "N")?;
         let n_i32 = i32::try_from(n).map_err(|_| KernelError::BadConfig(format!("N = {n} exceeds i32 offsets")))?;

@@ -33,7 +33,7 @@ impl Kernel for Copy {
     fn configs(&self) -> Vec<Config> {
         [(1024, 4), (2048, 4), (4096, 8)].iter().map(|&(b, w)| Config::new().with("BLOCK", b).with("num_warps", w)).collect()
     }
-    fn plan_on(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
+    fn build_plan(&self, problem: &Problem, config: &Config, _target: &Target) -> Result<Plan, KernelError> {
         self.check_problem(problem)?;
         let n = problem.dim(0, "N")?;
         let block = config.block("BLOCK")?;

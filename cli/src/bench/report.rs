@@ -645,20 +645,13 @@ fn roofline_section(v: &View, blocks: &mut Vec<Block>, charts: &mut Vec<(String,
     Ok(())
 }
 
-/// The target a recorded platform's configurations were planned for, as far as planning reads
-/// it (warp width, registers a thread, the backend an `occupancy` reaches): sm_90a's through
-/// CUDA, lavapipe's on a CPU, else the baseline GPU's with its vendor's registers.
+/// The target a recorded platform's configurations were planned for
+/// ([`tilekit_core::gpu::Target::for_platform`]); the baseline GPU's where nothing tells.
 fn platform_target(platform: Option<&Platform>) -> tilekit_core::gpu::Target {
     use tilekit_core::gpu::Target;
-    let Some(p) = platform else { return Target::vulkan_baseline() };
-    match p.backend {
-        Backend::Cuda => Target::cuda_sm90a(),
-        Backend::Vulkan | Backend::Wgpu | Backend::WgpuNaga if p.device_type == "cpu" => Target::lavapipe(),
-        Backend::Vulkan | Backend::Wgpu | Backend::WgpuNaga => {
-            Target { registers_per_thread: Target::vulkan_registers_per_thread(false, p.vendor_id.unwrap_or(0)), ..Target::vulkan_baseline() }
-        }
-        _ => Target::vulkan_baseline(),
-    }
+    platform
+        .and_then(|p| Target::for_platform(p.backend.name(), &p.hardware, p.device_type == "cpu", p.vendor_id))
+        .unwrap_or_else(Target::vulkan_baseline)
 }
 
 /// The indices of `timed` (one problem's timed tilekit entries on one platform) a tuner that

@@ -384,7 +384,7 @@ pub fn judge(case: &Case, inputs: &[HostBuffer], want: &[HostBuffer], got: &[Hos
         let before = unexplained.len();
         unexplained.retain(|&e| !compare::explained_by_dependence(case, want, &singles, &[e]));
         if unexplained.len() < before {
-            used |= 1 << 6;
+            used |= freedom_bit("subnormal-flush-mixed");
         }
     }
     match unexplained.first() {
@@ -425,12 +425,20 @@ fn has_dot(p: &tilekit_core::ir::Program) -> bool {
     found
 }
 
+/// The device freedoms [`judge`] tries, in the order of its rules: bit `i` of a `used` set is
+/// `FREEDOMS[i]`.
+const FREEDOMS: [&str; 8] =
+    ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction", "subnormal-flush-mixed", "matrix-zero-sign"];
+
+/// The bit of the freedom named `name` in a `used` set.
+fn freedom_bit(name: &str) -> usize {
+    1 << FREEDOMS.iter().position(|&n| n == name).expect("a freedom of FREEDOMS")
+}
+
 /// The name of an explanation that needed the freedoms in `used` (one bit per rule of
 /// [`judge`], in its order): the freedoms' names joined by `+`.
 fn explained_kind(used: usize) -> String {
-    const NAMES: [&str; 8] =
-        ["subnormal-flush", "atomic-add-ftz", "approx-domain", "zero-sign", "non-finite", "contraction", "subnormal-flush-mixed", "matrix-zero-sign"];
-    let names: Vec<&str> = NAMES.iter().enumerate().filter(|(i, _)| used >> i & 1 == 1).map(|(_, n)| *n).collect();
+    let names: Vec<&str> = FREEDOMS.iter().enumerate().filter(|(i, _)| used >> i & 1 == 1).map(|(_, n)| *n).collect();
     if names.is_empty() {
         "none".into()
     } else {

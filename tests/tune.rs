@@ -258,8 +258,26 @@ fn the_cost_model_ranks_recorded_h200_results() {
     // have fewer candidates and their top fifth is smaller.
     assert!(within5 * 100 >= groups * 87, "{within5} of {groups} within 5 %");
     assert!(top_fifth * 100 >= groups * 47, "{top_fifth} of {groups} with the best in the top fifth");
-    assert!(best_timed * 100 >= groups * 63, "{best_timed} of {groups} with the best among the timed");
+    assert!(best_timed * 100 >= groups * 65, "{best_timed} of {groups} with the best among the timed");
     assert!(timed_total * 100 <= all_total * 36, "timed {timed_total} of {all_total}");
+}
+
+/// A program of 1024 threads whose lowering estimates more registers than a multiprocessor's
+/// file gives each (softmax's 12800 columns on 32 warps through Vulkan, which reports none) is
+/// fitted by the driver, spilling, as the H200 ran it: the model places it, one resident.
+#[test]
+fn an_estimate_beyond_the_register_file_still_places_a_program() {
+    use tilekit::tune::model::{self, Machine};
+    let softmax = kernels::find("softmax").unwrap();
+    let problem = Problem::new(&[4096, 12800], DType::F32);
+    let config = tilekit::Config::new().with("num_warps", 32);
+    let target = tilekit::gpu::Target::h200_vulkan();
+    let plan = softmax.plan_on(&problem, &config, &target).unwrap();
+    let res = model::with_estimated_registers(&target, &plan, &config, &[]);
+    let wanted = res[0].registers.unwrap();
+    assert!(wanted * 1024 > 65536, "the estimate ({wanted} registers) fits the file: the case no longer tests the clamp");
+    let e = model::estimate(&Machine::h200(4.2e12, None), &plan, &config, softmax.cost(&problem), &res).unwrap();
+    assert_eq!((e.resident, e.limit), (1, "registers"), "{e:?}");
 }
 
 /// With the model, only the candidates it ranks first are timed; the rest carry its estimate.

@@ -134,8 +134,9 @@ fn two_processes_tune_one_key() {
     let _ = std::fs::remove_dir_all(cache.dir());
 }
 
-/// One recorded timing: configuration, median seconds, static resources, problem.
-type Recorded = (String, f64, tilekit::device::KernelResources, Problem);
+/// One recorded timing: configuration, seconds (median, 10th and 90th percentile of its runs),
+/// static resources, problem.
+type Recorded = (String, [f64; 3], tilekit::device::KernelResources, Problem);
 
 /// The cost model against the committed H200 results: for every (results file, platform,
 /// kernel, problem) timed under several configurations, the model's ranking of those
@@ -152,7 +153,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
         }
     }
     files.sort();
-    let (mut groups, mut top_fifth, mut best_timed, mut within5) = (0, 0, 0, 0);
+    let (mut groups, mut top_fifth, mut best_timed, mut within5, mut tied_top_fifth) = (0, 0, 0, 0, 0);
     let mut timed_total = 0;
     let mut all_total = 0;
     for f in files {
@@ -164,6 +165,8 @@ fn the_cost_model_ranks_recorded_h200_results() {
                 continue;
             }
             let Some(median) = e["summary"]["median_s"].as_f64() else { continue };
+            let spread = |k: &str| e["summary"][k].as_f64().unwrap_or(median);
+            let seconds = [median, spread("p10_s"), spread("p90_s")];
             let shape: Vec<usize> = e["problem"]["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
             let dtype = DType::from_name(e["problem"]["dtype"].as_str().unwrap()).unwrap();
             let mut problem = Problem::new(&shape, dtype);
@@ -182,7 +185,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
                 e["kernel"].as_str().unwrap().to_string(),
                 e["problem_text"].as_str().unwrap().to_string(),
             );
-            by.entry(key).or_default().push((e["config"].as_str().unwrap().to_string(), median, res, problem));
+            by.entry(key).or_default().push((e["config"].as_str().unwrap().to_string(), seconds, res, problem));
         }
         let platforms = v["platforms"].as_array().unwrap();
         for ((platform, kernel, problem_text), runs) in by {
@@ -202,13 +205,13 @@ fn the_cost_model_ranks_recorded_h200_results() {
             )
             .unwrap_or_else(|| panic!("a target for {platform}"));
             let mut scored = Vec::new();
-            for (config, median, res, problem) in &runs {
+            for (config, seconds, res, problem) in &runs {
                 let config: tilekit::Config = config.parse().unwrap();
                 let Ok(plan) = k.plan_on(problem, &config, &target) else { continue };
                 // Registers where the platform reported none (wgpu, Vulkan), as the tuner fills them.
                 let res = model::with_estimated_registers(&target, &plan, &config, std::slice::from_ref(res));
                 let est = model::estimate(&machine, &plan, &config, k.cost(problem), &res);
-                scored.push((config, *median, est));
+                scored.push((config, seconds[0], est, *seconds));
             }
             if scored.len() < 2 {
                 continue;
@@ -226,13 +229,17 @@ fn the_cost_model_ranks_recorded_h200_results() {
             let chosen = timed.iter().map(|&i| scored[i].1).fold(f64::INFINITY, f64::min);
             groups += 1;
             top_fifth += usize::from(pos < fifth);
+            // Configurations the measurement cannot tell from the best: their runs' 10th
+            // percentile at or below the best's 90th.
+            let best_p90 = scored.iter().find(|s| s.1 == best).map_or(best, |s| s.3[2]);
+            tied_top_fifth += usize::from(order[..fifth].iter().any(|&i| scored[i].3[1] <= best_p90));
             best_timed += usize::from(timed.iter().any(|&i| scored[i].1 == best));
             within5 += usize::from(chosen <= best * 1.05);
             timed_total += fifth_timed;
             all_total += n;
             if std::env::var("TILEKIT_MODEL_DETAIL").is_ok() {
                 for &i in &order {
-                    let (c, m, e) = &scored[i];
+                    let (c, m, e, _) = &scored[i];
                     eprintln!(
                         "    {c} measured {:.1}us model {:?}",
                         m * 1e6,
@@ -248,7 +255,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
         }
     }
     eprintln!(
-        "model: {groups} groups, best in the model's top fifth {top_fifth}, best among the timed {best_timed}, tuner's choice within 5% {within5}, timed {timed_total} of {all_total}"
+        "model: {groups} groups, best in the model's top fifth {top_fifth} (or one its runs cannot tell from the best {tied_top_fifth}), best among the timed {best_timed}, tuner's choice within 5% {within5}, timed {timed_total} of {all_total}"
     );
     // Floors at what the model reaches today, so that a change that makes it worse fails here.
     // The goal (within 5 % everywhere, a fifth of the candidates timed) is not reached.
@@ -258,6 +265,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
     // have fewer candidates and their top fifth is smaller.
     assert!(within5 * 100 >= groups * 87, "{within5} of {groups} within 5 %");
     assert!(top_fifth * 100 >= groups * 47, "{top_fifth} of {groups} with the best in the top fifth");
+    assert!(tied_top_fifth * 100 >= groups * 66, "{tied_top_fifth} of {groups} with the best or its tie in the top fifth");
     assert!(best_timed * 100 >= groups * 65, "{best_timed} of {groups} with the best among the timed");
     assert!(timed_total * 100 <= all_total * 36, "timed {timed_total} of {all_total}");
 }

@@ -350,11 +350,13 @@ fn naga_kernels_run_on_a_callers_device_without_passthrough() {
     assert_eq!(x.to_vec::<f32>().unwrap(), sum);
     // The naga module reads and writes whole 16-byte vectors (one access per four elements,
     // as the SPIR-V path does; n = 256, a multiple of the vector, and 8 elements a thread are
-    // what let the lowering use vectors at all). A caller's buffer that ends inside a vector
-    // cannot be such an array: its binding is compiled by elements for that launch, and the
-    // result is the same.
+    // what let the lowering use vectors at all: 32 threads, as many warps as make them on
+    // this device, one on a GPU with warps of 32, four on lavapipe's 8). A caller's buffer that
+    // ends inside a vector cannot be such an array: its binding is compiled by elements for
+    // that launch, and the result is the same.
     let odd = make((0..=n).map(|i| 0.5 + i as f32).collect());
-    let wide = Config::new().with("BLOCK", 256);
+    let warps = (32 / device.target().expect("a GPU's target").subgroup_size).max(1);
+    let wide = Config::new().with("BLOCK", 256).with("num_warps", i64::from(warps));
     let args = Args::new().arg("x", &odd).arg("y", &y).arg("out", &out).scalar("a", 1.0).scalar("b", 1.0).scalar("n", 256);
     k.launch(&device, [1, 1, 1], &args, &wide).unwrap();
     let want: Vec<f32> = (0..n).map(|i| if i < 256 { 0.5 + i as f32 + ys[i] } else { want[i] }).collect();

@@ -1055,6 +1055,22 @@ fn host_barrier(d: &ash::Device, cmd: vk::CommandBuffer) {
 impl VulkanRuntime {
     /// Every Vulkan physical device that has a compute queue.
     pub fn devices() -> Result<Vec<VulkanDeviceInfo>, VulkanError> {
+        // Enumerated once per process, one caller at a time: the physical devices do not change
+        // while it runs, and each enumeration creates and destroys an instance, which every
+        // `Device::gpus()` did from any thread while others ran work on their devices: with
+        // NVIDIA's driver, test threads doing so crashed the process at random points.
+        static DEVICES: Mutex<Option<Vec<VulkanDeviceInfo>>> = Mutex::new(None);
+        let mut known = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(devices) = &*known {
+            return Ok(devices.clone());
+        }
+        let devices = VulkanRuntime::enumerate()?;
+        *known = Some(devices.clone());
+        Ok(devices)
+    }
+
+    /// [`VulkanRuntime::devices`] from a fresh instance.
+    fn enumerate() -> Result<Vec<VulkanDeviceInfo>, VulkanError> {
         let owner = create_instance(false)?;
         // SAFETY: enumeration on a live instance.
         let pdevs = unsafe { owner.instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;

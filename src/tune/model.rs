@@ -234,7 +234,7 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
         let held = program_traffic.widest_load.div_ceil(threads as usize) as u32;
         let registers = res.and_then(|r| r.registers).unwrap_or_else(|| (24 + held + held / 2).min(255));
         // A compiler fits every program of a size the launch may have into the register file
-        // (ptxas is told the threads, `.maxntid`; a Vulkan driver must run any workgroup within
+        // (ptxas is told the threads, `reqntid`; a Vulkan driver must run any workgroup within
         // its limits), spilling what does not fit: an estimate above that share is what the
         // thread wants, not what it gets.
         let fitting = (machine.registers_per_multiprocessor / threads.max(1)) / 8 * 8;

@@ -344,8 +344,8 @@ impl Target {
     }
 
     /// The target a recorded run planned for, as far as a results file's platform tells it:
-    /// its API (`cuda`, `vulkan`, `wgpu`, `wgpu-naga` or as serialised `wgpu_naga`), hardware name, whether the device is a
-    /// CPU and its PCI vendor. The H200 presets where the name is an H200's (their cooperative
+    /// its API (`cuda`, `vulkan`, `wgpu`, `wgpu-naga`, or `wgpu_naga` as results files spell
+    /// it), hardware name, whether the device is a CPU and its PCI vendor. The H200 presets where the name is an H200's (their cooperative
     /// matrices decide how a `dot` lowers, so what a thread holds); else sm_90a through CUDA,
     /// lavapipe on a CPU, and the baseline GPU with its vendor's registers through Vulkan.
     /// `None` for a platform nothing is planned for (the interpreter, AMDGCN's own presets).

@@ -240,18 +240,19 @@ impl Kernel for Attention {
             }
         }
         let words = register_words(problem.dtype, bm, bn, d, config.num_warps(), target.subgroup_size);
-        if let Some(most) = target.register_share(TILE_SHARE.0, TILE_SHARE.1).filter(|&most| words > most) {
-            return Err(KernelError::Unfit(format!(
+        check_held(
+            words,
+            TILE_SHARE,
+            target,
+            &format!(
                 "BLOCK_M = {bm}, BLOCK_N = {bn} at D = {d} in {} on {} warps keep {words} 32-bit words per thread of a warp of {} \
-                 in registers (output, scores, Q and probabilities), more than the {most} that leave room for addresses within \
-                 the {} a thread has on {}: it would spill",
+                 (output, scores, Q and probabilities)",
                 problem.dtype,
                 config.num_warps(),
-                target.subgroup_size,
-                target.registers_per_thread,
-                target.name
-            )));
-        }
+                target.subgroup_size
+            ),
+            "addresses; it would spill",
+        )?;
         // Masked-off rows still compute offsets: bound them over S padded to either block.
         let padded = (cdiv(s, bm) * bm).max(cdiv(s, bn) * bn);
         let span = b.saturating_mul(h).saturating_mul(padded).saturating_mul(d);

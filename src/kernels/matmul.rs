@@ -317,18 +317,19 @@ impl Kernel for Matmul {
         // Those tiles need the pipelined path, where asynchronous copies keep the operands in
         // shared memory: 16-bit operands, at least two stages, and the operands' row lengths
         // (K, and N or with `trans_b` K again) multiples of 16 so that every 16-byte copy is whole.
-        let threads = target.subgroup_size.max(1) as usize * config.num_warps().max(1);
+        let threads = program_threads(config, target);
         let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
         let stages = config.count("num_stages").unwrap_or(1);
         let whole_rows = kd % 16 == 0 && (trans_b || n % 16 == 0);
-        let pipelined = problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows;
-        if let Some(most) = target.register_share(1, 2).filter(|&most| per_thread > most && !pipelined) {
+        if !(problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows) {
             let rows = if trans_b { "K a multiple" } else { "K and N multiples" };
-            return Err(KernelError::Unfit(format!(
-                "{per_thread} accumulator and operand elements per thread (above {most}, half the {} registers a thread has on {}) \
-                 spill unless pipelined, which needs 16-bit operands, num_stages >= 2 and {rows} of 16",
-                target.registers_per_thread, target.name
-            )));
+            check_held(
+                per_thread,
+                (1, 2),
+                target,
+                &format!("{per_thread} accumulator and operand elements per thread"),
+                &format!("the rest; they spill unless pipelined, which needs 16-bit operands, num_stages >= 2 and {rows} of 16"),
+            )?;
         }
         let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));
         offset_bound("number of tiles", tiles)?;

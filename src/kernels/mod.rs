@@ -258,6 +258,26 @@ pub fn default_config_for(kernel: &dyn Kernel, problem: &Problem, target: &Targe
     }
 }
 
+/// Threads of one program of `config` on `target`: its warps of the target's width.
+pub fn program_threads(config: &Config, target: &Target) -> usize {
+    target.subgroup_size.max(1) as usize * config.num_warps().max(1)
+}
+
+/// Checks that `held` values a thread keeps in registers (what [`Kernel::build_plan`] counts for
+/// its configuration) stay within `share` (numerator, denominator) of the registers a thread has
+/// on `target` ([`Target::register_share`]; nothing bounds them where the target counts none).
+/// Past it the configuration is [`KernelError::Unfit`] there: `what` says what is held (it
+/// starts the message, `held` among its words), `why` what the rest of the file is for.
+pub fn check_held(held: usize, share: (u32, u32), target: &Target, what: &str, why: &str) -> Result<(), KernelError> {
+    match target.register_share(share.0, share.1).filter(|&most| held > most) {
+        None => Ok(()),
+        Some(most) => Err(KernelError::Unfit(format!(
+            "{what} in registers, more than the {most} ({}/{} of the {} a thread has on {}) that leave room for {why}",
+            share.0, share.1, target.registers_per_thread, target.name
+        ))),
+    }
+}
+
 /// Checks a configuration's `occupancy` (programs per multiprocessor the code generator leaves
 /// registers for) on `target`: a count, and only where the backend passes it on. Only ptxas
 /// takes such a request (`.minnctapersm`); SPIR-V and AMDGCN would build the same program as

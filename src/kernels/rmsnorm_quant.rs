@@ -93,15 +93,15 @@ impl Kernel for RmsNormQuant {
         }
         let block = cols.next_power_of_two();
         // The row stays in registers from the sum of squares to the quantisation, as softmax's.
-        let threads = config.num_warps() * target.subgroup_size.max(1) as usize;
+        let threads = program_threads(config, target);
         let per_thread = block / threads.max(1);
-        if let Some(most) = target.register_share(super::softmax::ROW_SHARE.0, super::softmax::ROW_SHARE.1).filter(|&most| per_thread > most) {
-            return Err(KernelError::Unfit(format!(
-                "{block} columns on {threads} threads hold {per_thread} elements per thread in registers, more than the {most} \
-                 (a quarter of the {} registers a thread has on {}) that leave room for their masks and addresses",
-                target.registers_per_thread, target.name
-            )));
-        }
+        check_held(
+            per_thread,
+            super::softmax::ROW_SHARE,
+            target,
+            &format!("{block} columns on {threads} threads hold {per_thread} elements per thread"),
+            "their masks and addresses",
+        )?;
         let dtype = problem.dtype;
         let buf = |name: &str, dtype, len, role| BufferSpec { name: name.into(), dtype, len, role };
         let out = Role::Output { zeroed: false };

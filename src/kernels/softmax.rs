@@ -81,18 +81,15 @@ impl Kernel for Softmax {
             });
         }
         let block = cols.next_power_of_two();
-        let threads = target.subgroup_size.max(1) as usize * config.num_warps();
+        let threads = program_threads(config, target);
         let per_thread = block / threads.min(block);
-        if let Some(most) = target.register_share(ROW_SHARE.0, ROW_SHARE.1).filter(|&most| per_thread > most) {
-            return Err(KernelError::Unfit(format!(
-                "{cols} columns on {} warps of {} threads hold {per_thread} elements per thread in registers, more than the {most} \
-                 (a quarter of the {} registers a thread has on {}) that leave room for their masks and addresses: take more warps",
-                config.num_warps(),
-                target.subgroup_size,
-                target.registers_per_thread,
-                target.name
-            )));
-        }
+        check_held(
+            per_thread,
+            ROW_SHARE,
+            target,
+            &format!("{cols} columns on {} warps of {} threads hold {per_thread} elements per thread", config.num_warps(), target.subgroup_size),
+            "their masks and addresses: take more warps",
+        )?;
         let dtype = problem.dtype;
         let len = rows * cols;
         Ok(Plan {

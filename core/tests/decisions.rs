@@ -42,3 +42,45 @@ fn dots_name_their_instruction_per_target() {
     k.store(y, i, k.load(x, i));
     assert!(decisions(&k.finish().unwrap(), &Target::cuda_sm80(), &options).unwrap().dots.is_empty());
 }
+
+/// A 64 x 64 f16 matmul over K = 32 * `steps` in a loop of K steps of 32; with `square`, the
+/// k offset of iteration `kt` is `kt * kt * 32` (not affine in the induction variable).
+fn looped_matmul(square: bool) -> Program {
+    let k = Builder::new("mm_loop");
+    let a = k.input("a", DType::F16);
+    let b = k.input("b", DType::F16);
+    let c = k.output("c", DType::F32);
+    let kdim = k.scalar("K", DType::I32);
+    let rows = k.arange(0, 64).expand_dims(1);
+    let cols = k.arange(0, 64).expand_dims(0);
+    let kk = k.arange(0, 32);
+    let acc0 = k.full(&[64, 64], 0.0, DType::F32);
+    let steps = kdim / 32;
+    let [acc] = k.for_range(0, steps, 1, [acc0], |kt, [acc]| {
+        let k0 = if square { kt * kt * 32 } else { kt * 32 };
+        let ka = kk + k0;
+        let ta = k.load_masked(a, rows * kdim + ka.expand_dims(0), ka.expand_dims(0).lt(kdim), 0);
+        let tb = k.load_masked(b, ka.expand_dims(1) * 64 + cols, ka.expand_dims(1).lt(kdim), 0);
+        [ta.dot(tb, acc)]
+    });
+    k.store(c, rows * 64 + cols, acc);
+    k.finish().unwrap()
+}
+
+#[test]
+fn pipelined_copies_step_their_addresses_where_offsets_are_affine() {
+    let mut options = LowerOptions::new(4);
+    options.num_stages = 3;
+    for target in [Target::cuda_sm80(), Target::cuda_sm90a()] {
+        let affine = decisions(&looped_matmul(false), &target, &options).unwrap();
+        assert!(affine.pipelined_loads > 0, "{}", target.name);
+        assert_eq!(affine.stepped_loads, affine.pipelined_loads, "{}", target.name);
+        // kt * kt * 32 changes by a different amount each iteration: every copy computes its
+        // address from its offset.
+        let square = decisions(&looped_matmul(true), &target, &options).unwrap();
+        assert_eq!((square.pipelined_loads, square.stepped_loads), (affine.pipelined_loads, 0), "{}", target.name);
+    }
+    // A target without asynchronous copies pipelines nothing.
+    let none = decisions(&looped_matmul(false), &Target::lavapipe(), &options).unwrap();
+    assert_eq!((none.pipelined_loads, none.stepped_loads), (0, 0));
+}

@@ -556,6 +556,19 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
     /// leading and stride byte offsets, each in 16-byte units in 14 bits, and the 128-byte
     /// swizzle (mode 1, bits 62-63).
     fn matrix_descriptor(&mut self, dtype: DType, m: SharedMatrix<LlvmValue>) -> Option<Operand> {
+        // A start a constant number of 16-byte units past another (a K step of the same tile)
+        // is that start's descriptor plus the units, as Triton's loops step theirs: the address
+        // field holds a shared-memory address in 16-byte units, below 2^14 for every address
+        // shared memory has, so the addition never carries out of it. The base's descriptor is
+        // the same expression for every step, computed once.
+        if let (Some(base), c) = self.split_sum(m.start.op) {
+            let bytes = c * dtype.size_bytes() as i64;
+            if c != 0 && bytes % 16 == 0 {
+                let base = self.val(base, DType::I32);
+                let d = self.matrix_descriptor(dtype, SharedMatrix { start: base, ..m })?;
+                return Some(self.bin("add", "i64", d, Operand::Int(bytes / 16)));
+            }
+        }
         let p = self.shared_ptr(dtype, m.start, "matrix descriptor")?;
         let sas = self.hooks.shared_addrspace();
         let addr = self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32"));
@@ -1655,6 +1668,58 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         self.stmt(format!("store {} {v}, ptr addrspace({sas}) {p}, align {}", mem_ty(dtype), dtype.size_bytes()));
     }
 
+    fn load_shared_vec(&mut self, dtype: DType, index: LlvmValue, n: u32) -> Vec<LlvmValue> {
+        if n <= 1 || dtype.size_bytes() < 2 {
+            return (0..n)
+                .map(|i| {
+                    let idx = self.add_i32(index.op, Operand::Int(i as i64));
+                    let idx = self.val(idx, DType::I32);
+                    self.load_shared(dtype, idx)
+                })
+                .collect();
+        }
+        let Some(p) = self.shared_ptr(dtype, index, "load_shared_vec") else {
+            return vec![self.val(Operand::Int(0), dtype); n as usize];
+        };
+        let sas = self.hooks.shared_addrspace();
+        let mt = mem_ty(dtype);
+        // `index` is a multiple of `n` and every dtype's array is 16-byte aligned.
+        let align = n as usize * dtype.size_bytes();
+        let vec = self.inst(format!("load <{n} x {mt}>, ptr addrspace({sas}) {p}, align {align}"));
+        (0..n)
+            .map(|i| {
+                let raw = self.inst(format!("extractelement <{n} x {mt}> {vec}, i32 {i}"));
+                self.val(raw, dtype)
+            })
+            .collect()
+    }
+
+    fn store_shared_vec(&mut self, dtype: DType, index: LlvmValue, values: &[LlvmValue]) {
+        let n = values.len();
+        if n <= 1 || dtype.size_bytes() < 2 {
+            for (i, &v) in values.iter().enumerate() {
+                let idx = self.add_i32(index.op, Operand::Int(i as i64));
+                let idx = self.val(idx, DType::I32);
+                self.store_shared(dtype, idx, v);
+            }
+            return;
+        }
+        for (i, v) in values.iter().enumerate() {
+            self.expect(*v, dtype, &format!("shared vector element {i}"));
+        }
+        let Some(p) = self.shared_ptr(dtype, index, "store_shared_vec") else {
+            return;
+        };
+        let sas = self.hooks.shared_addrspace();
+        let mt = mem_ty(dtype);
+        let mut vec_text = "poison".to_string();
+        for (i, v) in values.iter().enumerate() {
+            let vec = self.inst(format!("insertelement <{n} x {mt}> {vec_text}, {mt} {}, i32 {i}", v.op));
+            vec_text = vec.to_string();
+        }
+        self.stmt(format!("store <{n} x {mt}> {vec_text}, ptr addrspace({sas}) {p}, align {}", n * dtype.size_bytes()));
+    }
+
     fn barrier(&mut self) {
         self.barriers += 1;
         let h = self.hooks;
@@ -1754,9 +1819,52 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let dst = self.inst(format!("ptrtoint ptr addrspace({sas}) {dst} to i32"));
         // Masked off: the source is not read (its address may lie outside the buffer) and the
         // destination becomes zeros.
-        let size = self.inst(format!("select i1 {}, i32 16, i32 0", pred.op));
         let h = self.hooks;
-        h.async_copy(&mut self.builder(), dst, src, size);
+        h.async_copy(&mut self.builder(), dst, src, pred.op);
+    }
+
+    fn global_address(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType) -> LlvmValue {
+        let Some(src) = self.element_ptr(buffer, dtype, index, index_dtype, true, false, "global_address") else {
+            return self.val(Operand::Int(0), DType::I64);
+        };
+        let gas = self.hooks.global_addrspace();
+        let a = self.inst(format!("ptrtoint ptr addrspace({gas}) {src} to i64"));
+        self.val(a, DType::I64)
+    }
+
+    fn address_step(&mut self, dtype: DType, elements: LlvmValue) -> LlvmValue {
+        self.expect(elements, DType::I32, "address step");
+        let wide = self.inst(format!("sext i32 {} to i64", elements.op));
+        let bytes = self.bin("mul", "i64", wide, Operand::Int(dtype.size_bytes() as i64));
+        self.val(bytes, DType::I64)
+    }
+
+    fn shared_address(&mut self, dtype: DType, index: LlvmValue) -> LlvmValue {
+        let Some(p) = self.shared_ptr(dtype, index, "shared_address") else {
+            return self.val(Operand::Int(0), DType::I32);
+        };
+        let sas = self.hooks.shared_addrspace();
+        let a = self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32"));
+        self.val(a, DType::I32)
+    }
+
+    fn shared_step(&mut self, dtype: DType, elements: LlvmValue) -> LlvmValue {
+        self.expect(elements, DType::I32, "shared step");
+        let bytes = self.bin("mul", "i32", elements.op, Operand::Int(dtype.size_bytes() as i64));
+        self.val(bytes, DType::I32)
+    }
+
+    fn async_copy_from(&mut self, buffer: u32, dtype: DType, address: LlvmValue, shared_address: LlvmValue, n: u32, pred: LlvmValue) {
+        let _ = buffer;
+        self.expect(pred, DType::I1, "async_copy predicate");
+        self.expect(address, DType::I64, "async_copy address");
+        self.expect(shared_address, DType::I32, "async_copy shared address");
+        if n as usize * dtype.size_bytes() != 16 {
+            self.fail_contract(format!("async_copy of {n} x {dtype} (16 bytes expected)"));
+            return;
+        }
+        let h = self.hooks;
+        h.async_copy(&mut self.builder(), shared_address.op, address.op, pred.op);
     }
 
     fn async_commit(&mut self) {

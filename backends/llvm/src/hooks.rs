@@ -137,9 +137,9 @@ pub trait Hooks {
         false
     }
     /// `cp.async` of 16 bytes from the global address `src` (an i64) to the shared address
-    /// `dst` (an i32), reading only `src_size` bytes (an i32, 0 or 16) and zero-filling the rest.
-    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, src_size: Operand) {
-        let _ = (b, dst, src, src_size);
+    /// `dst` (an i32) where `copy` (an i1) holds; zeros where it does not, with `src` not read.
+    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, copy: Operand) {
+        let _ = (b, dst, src, copy);
     }
     /// Closes the group of asynchronous copies started since the last commit.
     fn async_commit(&self, b: &mut Builder<'_>) {

@@ -291,10 +291,14 @@ impl Hooks for NvptxHooks {
         }
     }
 
-    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, src_size: Operand) {
-        // .cg: the tile is read once per program, from L2; L1 would only hold it twice.
+    fn async_copy(&self, b: &mut Builder<'_>, dst: Operand, src: Operand, copy: Operand) {
+        // .cg: the tile is read once per program, from L2; L1 would only hold it twice. The
+        // ignore-src predicate rather than a source size of 0 or 16: the copy's own predicate
+        // then comes straight from the mask's comparisons, where a size is selected and
+        // compared again per copy.
+        let on = b.inst(format!("zext i1 {copy} to i32"));
         b.stmt(format!(
-            "call void asm sideeffect \"cp.async.cg.shared.global [$0], [$1], 16, $2;\", \"r,l,r,~{{memory}}\"(i32 {dst}, i64 {src}, i32 {src_size})"
+            "call void asm sideeffect \"{{ .reg .pred p; setp.eq.b32 p, $2, 0; cp.async.cg.shared.global [$0], [$1], 16, p; }}\", \"r,l,r,~{{memory}}\"(i32 {dst}, i64 {src}, i32 {on})"
         ));
     }
 

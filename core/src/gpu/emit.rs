@@ -114,6 +114,26 @@ pub trait Emitter {
     /// `shared[index]` with an i32 index.
     fn load_shared(&mut self, dtype: DType, index: Self::V) -> Self::V;
     fn store_shared(&mut self, dtype: DType, index: Self::V, value: Self::V);
+    /// `n` consecutive elements at `shared[index ..]`, `index` a multiple of `n` (at most 16
+    /// bytes).
+    fn load_shared_vec(&mut self, dtype: DType, index: Self::V, n: u32) -> Vec<Self::V> {
+        (0..n)
+            .map(|i| {
+                let off = self.constant(DType::I32, Scalar::Int(i as i64));
+                let idx = self.binary(BinaryOp::Add, DType::I32, index, off);
+                self.load_shared(dtype, idx)
+            })
+            .collect()
+    }
+    /// Stores consecutive elements at `shared[index ..]`, `index` a multiple of `values.len()`
+    /// (at most 16 bytes).
+    fn store_shared_vec(&mut self, dtype: DType, index: Self::V, values: &[Self::V]) {
+        for (i, &v) in values.iter().enumerate() {
+            let off = self.constant(DType::I32, Scalar::Int(i as i64));
+            let idx = self.binary(BinaryOp::Add, DType::I32, index, off);
+            self.store_shared(dtype, idx, v);
+        }
+    }
     /// Every thread of the program reaches this point and sees the shared-memory writes made
     /// before it.
     fn barrier(&mut self);
@@ -194,6 +214,42 @@ pub trait Emitter {
     /// ([`Emitter::async_copy`]); without them the lowering does not pipeline loops.
     fn async_copies(&self) -> bool {
         false
+    }
+
+    /// The address of `buffer[index]` as an i64 value that [`Emitter::async_copy_from`] reads
+    /// and [`Emitter::address_step`]s advance (by default the element index itself: a backend
+    /// without addresses of its own, as the emulator, copies from `buffer` at that index).
+    fn global_address(&mut self, buffer: u32, dtype: DType, index: Self::V, index_dtype: DType) -> Self::V {
+        let _ = (buffer, dtype);
+        self.cast(index_dtype, DType::I64, index)
+    }
+
+    /// `elements` (i32) elements of `dtype` as the i64 difference of two
+    /// [`Emitter::global_address`]es.
+    fn address_step(&mut self, dtype: DType, elements: Self::V) -> Self::V {
+        let _ = dtype;
+        self.cast(DType::I32, DType::I64, elements)
+    }
+
+    /// The address of `shared[index]` in `dtype`'s array as an i32 value that
+    /// [`Emitter::async_copy_from`] writes to and [`Emitter::shared_step`]s advance (by default
+    /// the index itself).
+    fn shared_address(&mut self, dtype: DType, index: Self::V) -> Self::V {
+        let _ = dtype;
+        index
+    }
+
+    /// `elements` (i32) elements of `dtype` as the difference of two
+    /// [`Emitter::shared_address`]es.
+    fn shared_step(&mut self, dtype: DType, elements: Self::V) -> Self::V {
+        let _ = dtype;
+        elements
+    }
+
+    /// [`Emitter::async_copy`] from an address of [`Emitter::global_address`]'s in `buffer` to
+    /// one of [`Emitter::shared_address`]'s.
+    fn async_copy_from(&mut self, buffer: u32, dtype: DType, address: Self::V, shared_address: Self::V, n: u32, pred: Self::V) {
+        self.async_copy(buffer, dtype, address, DType::I64, shared_address, n, pred)
     }
 
     /// Starts copying `n` consecutive elements of `dtype` (16 bytes) from `buffer[index..]` to

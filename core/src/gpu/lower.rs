@@ -20,7 +20,7 @@
 //! bf16 values are held in f32 registers rounded to bf16 after every operation, which is exactly
 //! the interpreter's semantics; backends see bf16 only at loads, stores and casts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::dtype::{DType, Scalar};
 use crate::gpu::axis::{analyse, AxisInfo};
@@ -251,6 +251,9 @@ pub struct RingInfo {
     /// Iterations its copies run ahead: `stages - 1`, one less where the loop's warpgroup
     /// matrix instructions stay in flight into the next iteration.
     pub ahead: u32,
+    /// Its copies read from addresses the loop carries and advances by a fixed step
+    /// (offsets affine in the induction variable), not from offsets computed per iteration.
+    pub stepped: bool,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -308,6 +311,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         prefetched: Vec::new(),
         rings: HashMap::new(),
         floors: HashMap::new(),
+        stepped: HashSet::new(),
         num_stages: options.num_stages.max(1),
         bf16_bits: HashMap::new(),
         preferred: HashMap::new(),
@@ -362,6 +366,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
             panels: l.swizzle.panel > 0,
             ahead: lw.num_stages - 1 - p.lag(),
             transposed: l.transposed,
+            stepped: lw.stepped.contains(&l.result),
         })
         .collect();
     rings.sort_by_key(|r| r.value);
@@ -523,6 +528,8 @@ struct Lowerer<'a, E: Emitter> {
     /// Shared-memory elements per dtype below which a pipelined loop's rings live: every other
     /// use starts above them while the loop runs.
     floors: HashMap<DType, u32>,
+    /// Pipelined loads whose copies step through memory by carried addresses.
+    stepped: HashSet<Value>,
     num_stages: u32,
     /// The bf16 bits each f32 register holding a bf16 value was widened from: a store or a
     /// cast back to bf16 reuses them instead of converting again (a `cast(bf16)` followed by a
@@ -1030,8 +1037,92 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         if same_threads(&fd, &td) {
             return self.remap(&td, &fd, regs, |r| r.to_vec());
         }
+        if let Some(out) = self.exchange_vec(dtype, shape, from, regs, to, false)? {
+            return Ok(out);
+        }
         let shape_owned = shape.to_vec();
         self.exchange(dtype, shape, from, regs, shape, to, move |me, c| me.linear(c, &shape_owned))
+    }
+
+    /// Whether layout conversions move shared memory in vectors ([`Lowerer::exchange_vec`]):
+    /// on the backends built on LLVM (PTX and AMDGCN), whose vector accesses are single
+    /// instructions, and in the emulator when it runs their targets. SPIR-V modules keep their
+    /// element-wise exchanges.
+    fn vector_exchanges(&self) -> bool {
+        self.target.isa != Isa::SpirV
+    }
+
+    /// Shared-memory elements (of the register dtype) [`Lowerer::exchange_vec`] takes for a
+    /// `shape` tile of `dtype` moved as `bits` or not: the tile with its rows padded by 16 bytes
+    /// where a row is a multiple of 128 bytes, so that the rows a warp's vectors touch start in
+    /// different banks.
+    fn exchange_vec_len(shape: &[usize], dtype: DType) -> (usize, usize) {
+        let bytes = dtype.size_bytes().max(1);
+        let row = shape.last().copied().unwrap_or(1);
+        let pad = if shape.len() >= 2 && (row * bytes) % 128 == 0 { 16 / bytes } else { 0 };
+        let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+        (rows * (row + pad), pad)
+    }
+
+    /// [`Lowerer::exchange`] of a conversion within one shape, in vectors: each thread writes
+    /// its runs of consecutive elements of `from` and reads its runs of `to` with one access per
+    /// run ([`vector_runs`]), through rows padded as [`Lowerer::exchange_vec_len`] says. With
+    /// `bits`, a bf16 tile crosses as its 16-bit values instead of f32 registers (exact: a bf16
+    /// value's register holds a bf16 number; for a store, which rounds to those bits anyway).
+    /// `None` where the backend has no vector accesses to shared memory, or neither layout has
+    /// runs of two: the element-wise exchange then does it.
+    fn exchange_vec(&mut self, dtype: DType, shape: &[usize], from: &Layout, regs: &[E::V], to: &Layout, bits: bool) -> R<Option<Vec<E::V>>> {
+        let bits = bits && dtype == DType::BF16;
+        let sd = if bits { DType::BF16 } else { reg_dtype(dtype) };
+        if !self.vector_exchanges() || shape.is_empty() || sd.size_bytes() < 2 {
+            return Ok(None);
+        }
+        let max = 16 / sd.size_bytes();
+        let (sdist, ddist) = (self.dist(from, shape), self.dist(to, shape));
+        let (sperm, ws) = vector_runs(&sdist, max);
+        let (dperm, wd) = vector_runs(&ddist, max);
+        let floor = self.floors.get(&sd).copied().unwrap_or(0) as usize;
+        if ws.max(wd) < 2 || floor % ws.max(wd) != 0 {
+            return Ok(None);
+        }
+        let (len, pad) = Self::exchange_vec_len(shape, sd);
+        self.conversions += 1;
+        self.reserve(sd, len);
+        self.e.barrier();
+        let sdist = permute_dist(sdist, &Some(sperm.clone()));
+        let sc = self.coords(&sdist);
+        for start in (0..sperm.len()).step_by(ws) {
+            let idx = self.padded_index(&sc.coords[start], shape, pad);
+            let vals: Vec<E::V> = sperm[start..start + ws].iter().map(|&r| if bits { self.narrow_bf16(regs[r]) } else { regs[r] }).collect();
+            let idx = self.floored(sd, idx);
+            self.e.store_shared_vec(sd, idx, &vals);
+        }
+        self.e.barrier();
+        let ddist = permute_dist(ddist, &Some(dperm.clone()));
+        let dc = self.coords(&ddist);
+        let mut out: Vec<Option<E::V>> = vec![None; dperm.len()];
+        for start in (0..dperm.len()).step_by(wd) {
+            let idx = self.padded_index(&dc.coords[start], shape, pad);
+            let idx = self.floored(sd, idx);
+            let vals = self.e.load_shared_vec(sd, idx, wd as u32);
+            for (j, v) in vals.into_iter().enumerate() {
+                out[dperm[start + j]] = Some(if bits { self.widen_bf16(v) } else { v });
+            }
+        }
+        Ok(Some(out.into_iter().map(|v| v.expect("every register of `to` is read")).collect()))
+    }
+
+    /// The row-major index of `coords` in a `shape` tile whose rows (along the last dimension)
+    /// are `pad` elements longer.
+    fn padded_index(&mut self, coords: &[E::V], shape: &[usize], pad: usize) -> E::V {
+        let Some((&c_last, outer)) = coords.split_last() else { return self.c_i32(0) };
+        if outer.is_empty() {
+            return c_last;
+        }
+        let row = self.linear(outer, &shape[..outer.len()]);
+        let stride = self.c_i32((shape[outer.len()] + pad) as i64);
+        let at = self.e.binary(BinaryOp::Mul, DType::I32, row, stride);
+        self.e.binary(BinaryOp::Add, DType::I32, at, c_last)
     }
 
     /// Whether converting a `shape` tile from `from` to `to` is a renaming of each thread's
@@ -1391,6 +1482,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     }
                     None => None,
                 };
+                // The copies' addresses, carried from one iteration to the next where they step.
+                let addresses = match &pipe {
+                    Some(pipe) => self.pipe_addresses(pipe, body, iv_dtype, lo, st)?,
+                    None => None,
+                };
+                let addresses_at = carried.len();
+                if let Some((a, _)) = &addresses {
+                    carried.extend(a.iter().map(|&x| (DType::I64, x)));
+                }
                 // A loop whose one dot is on cooperative matrices with prefetched operands and
                 // at least three stages (the registers the next tiles arrive in, then two
                 // staging buffers; with two stages the registers and one buffer) carries the
@@ -1414,7 +1514,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 self.scalars.insert(body.args[0], iv);
                 self.bind(&body.args[1..], &layouts, &args[..nflat]);
                 let slots = match (&pipe, &ring) {
-                    (Some(pipe), Some((bases, _))) => Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1])?),
+                    (Some(pipe), Some((bases, _))) => {
+                        let at = addresses.as_ref().map(|(a, steps)| (&args[addresses_at..addresses_at + a.len()], steps.as_slice()));
+                        Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1], at)?)
+                    }
                     _ => None,
                 };
                 let mut next_tiles = Vec::new();
@@ -1448,9 +1551,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     let one = self.c_i32(1);
                     next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[i], one));
                 }
-                if let Some((read, write)) = slots {
+                if let Some((read, write, next_addresses)) = slots {
                     next.push(read);
                     next.push(write);
+                    next.extend(next_addresses);
                 }
                 if let Some(pipe) = &pipe {
                     for l in &pipe.loads {
@@ -1625,6 +1729,52 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // blocks, 16-byte loads and 8-byte stores of the transpose.
         let want = self.vector_width(offsets, dtype).min(self.default_vector());
         (want > 1 && 2 * self.layout_vector_width(&layout, offsets, dtype) >= want).then_some(layout)
+    }
+
+    /// The layout a store of `value` at `offsets` takes: the value's home, unless that is a
+    /// matrix accumulator whose runs per thread are narrow (pairs) where a blocked layout gives
+    /// the store vectors at least four times as wide, on a target with warpgroup matrix
+    /// instructions whose backend moves shared memory in vectors ([`Lowerer::vector_exchanges`]),
+    /// and the program's shared memory has room for the tile: then the value crosses
+    /// shared memory first (in 16-byte vectors, converted here so that a bf16 tile crosses as
+    /// its 16-bit values), as Triton converts an accumulator before its store. A 128 x 256
+    /// accumulator of eight warps is then stored with 16 vectors of 16 bytes per thread
+    /// instead of 128 stores of two.
+    fn store_layout(&mut self, offsets: Value, value: Value, dtype: DType) -> R<Layout> {
+        let home = self.access_layout(offsets, Some(value), dtype);
+        let shape = self.ty(offsets).shape.clone();
+        // Where dots read their operands from shared memory (warpgroup matrix instructions):
+        // with mma.sync the fragments of register operands sit beside the accumulator, and the
+        // exchange's addressing pushed attention's largest tiles past the registers (spills on
+        // sm_80 and sm_90).
+        let room = self.target.matrix.iter().any(|m| m.kind == MatrixKind::Wgmma);
+        if !room || !self.vector_exchanges() || !matches!(home, Layout::Mma(_)) || shape.len() != 2 || self.data.get(&offsets).is_some() {
+            return Ok(home);
+        }
+        let want = self.vector_width(offsets, dtype).min(self.default_vector());
+        let blocked = Layout::Blocked(Blocked::for_shape(&shape, want, self.warp, self.num_warps));
+        let wide = self.layout_vector_width(&blocked, offsets, dtype) as usize;
+        let (_, run) = vector_runs(&self.dist(&home, &shape), 16 / dtype.size_bytes().max(1));
+        let narrow = run.min(self.vector_width(offsets, dtype) as usize).max(1);
+        if wide < 4 * narrow {
+            return Ok(home);
+        }
+        let sd = if dtype == DType::BF16 { DType::BF16 } else { reg_dtype(dtype) };
+        let (len, _) = Self::exchange_vec_len(&shape, sd);
+        let have = self.shared.get(&sd).copied().unwrap_or(0) as u64;
+        let growth = (len as u64).saturating_sub(have) * smem_elem_bytes(sd);
+        let used: u64 = self.shared.iter().chain(&self.staging).map(|(&d, &n)| n as u64 * smem_elem_bytes(d)).sum();
+        if used + growth > self.target.shared_memory_bytes as u64 {
+            return Ok(home);
+        }
+        let Some((home_layout, regs)) = self.data.get(&value).cloned() else { return Ok(home) };
+        match self.exchange_vec(dtype, &shape, &home_layout, &regs, &blocked, true)? {
+            Some(out) => {
+                self.memo.insert((value, blocked.clone()), MemoEntry { depth: self.depth, regs: out });
+                Ok(blocked)
+            }
+            None => Ok(home),
+        }
     }
 
     /// The vector width `layout` gives accesses at `offsets`: its contiguous run per thread along
@@ -1838,7 +1988,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         }
         let layout = match self.transposed_home(offsets, value, dtype) {
             Some(l) => l,
-            None => self.access_layout(offsets, Some(value), dtype),
+            None => self.store_layout(offsets, value, dtype)?,
         };
         let _ = inst;
         let dist = self.dist(&layout, &t.shape);
@@ -3322,7 +3472,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             let in_range = self.e.cmp(CmpPred::Lt, iv_dtype, ivj, hi);
             let slot = self.c_i32(j as i64);
-            self.pipe_issue(pipe, body, &bases, ivj, in_range, slot)?;
+            self.pipe_issue(pipe, body, &bases, ivj, in_range, slot, None)?;
             self.e.async_commit();
         }
         Ok((bases, saved))
@@ -3344,7 +3494,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         st: E::V,
         read: E::V,
         write: E::V,
-    ) -> R<(E::V, E::V)> {
+        addresses: Option<(&[E::V], &[E::V])>,
+    ) -> R<(E::V, E::V, Vec<E::V>)> {
         let s = self.num_stages;
         let ahead = s - 1 - pipe.lag();
         // Groups committed so far: ahead + i; this iteration's is the (i + 1)-th.
@@ -3363,8 +3514,12 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
         let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
         let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
-        self.pipe_issue(pipe, body, bases, later, in_range, write)?;
+        self.pipe_issue(pipe, body, bases, later, in_range, write, addresses.map(|(a, _)| a))?;
         self.e.async_commit();
+        let next_addresses = match addresses {
+            Some((a, steps)) => a.iter().zip(steps).map(|(&x, &d)| self.e.binary(BinaryOp::Add, DType::I64, x, d)).collect(),
+            None => Vec::new(),
+        };
         for (l, &base) in pipe.loads.iter().zip(bases) {
             let n = self.c_i32(l.numel() as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, read, n);
@@ -3378,7 +3533,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let zero = me.c_i32(0);
             me.e.select(DType::I32, wrap, zero, one)
         };
-        Ok((advance(self, read), advance(self, write)))
+        Ok((advance(self, read), advance(self, write), next_addresses))
     }
 
     /// Runs `f` with the address slice `slice` (instructions of the loop body `body`) evaluated
@@ -3469,35 +3624,154 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// induction variable is `iv`, into ring slot `slot`: evaluates the loop's address slice
     /// at `iv` (the values it defines are set aside and restored), then copies 16 bytes per
     /// thread and vector, zero-filled where the mask or `in_range` is false.
-    fn pipe_issue(&mut self, pipe: &Pipeline, body: &'a Block, bases: &[usize], iv: E::V, in_range: E::V, slot: E::V) -> R<()> {
-        self.at_iteration(body, &pipe.slice, &[], iv, |me| me.pipe_copies(pipe, bases, in_range, slot))
+    #[allow(clippy::too_many_arguments)]
+    fn pipe_issue(
+        &mut self,
+        pipe: &Pipeline,
+        body: &'a Block,
+        bases: &[usize],
+        iv: E::V,
+        in_range: E::V,
+        slot: E::V,
+        addresses: Option<&[E::V]>,
+    ) -> R<()> {
+        let masks: Vec<Option<(Vec<Value>, Vec<Value>)>> = pipe.loads.iter().map(|l| l.mask.map(|m| mask_conjuncts(body, &pipe.slice, m))).collect();
+        self.at_iteration(body, &pipe.slice, &[], iv, |me| me.pipe_copies(pipe, bases, in_range, slot, addresses, &masks))
+    }
+
+    /// The copies of a pipelined loop's load `l`: its copy layout, the layout applied to its
+    /// tile, and the first register of each 16-byte copy a thread issues.
+    fn pipe_copy_groups(&self, l: &PipeLoad) -> (Layout, Dist, Vec<usize>) {
+        let layout = pipe_copy_layout(l, self.warp, self.num_warps);
+        let along = if l.transposed { 0 } else { 1 };
+        let dist = self.dist(&layout, &l.shape);
+        let firsts = Self::vector_groups_along(&dist, 8, along).into_iter().map(|(first, _)| first).collect();
+        (layout, dist, firsts)
+    }
+
+    /// Where every load of a pipelined loop has offsets affine in the induction variable
+    /// ([`affine_in_iv`]), every dot of the loop reads both operands from its rings and the
+    /// target is not SPIR-V (which has no asynchronous copies): per copy (in
+    /// [`Lowerer::pipe_copies`]' order) its source address for the loop's first issue
+    /// (iteration `lo + ahead step`) and the step between iterations, the difference of the
+    /// offsets of two consecutive iterations. The loop then carries the addresses and adds the
+    /// steps, as Triton's loops advance their pointers, instead of computing every copy's
+    /// address from its offset in each iteration. In wrapping i32 arithmetic the offsets of an
+    /// affine slice are exactly the first plus a multiple of the difference, so the addresses
+    /// agree wherever the offsets stay in the i32 range, which every copy that reads does
+    /// (its offset is inside its buffer).
+    fn pipe_addresses(&mut self, pipe: &Pipeline, body: &'a Block, iv_dtype: DType, lo: E::V, st: E::V) -> R<Option<(Vec<E::V>, Vec<E::V>)>> {
+        // Only where every dot of the loop reads both operands from its rings: a carried
+        // address takes two registers where a computed one takes none between iterations, and
+        // a dot with an operand held in registers (attention's queries) leaves no room for them
+        // (its configurations spilled on sm_80 and sm_90).
+        let from_rings = |v: &Value| pipe.loads.iter().any(|l| l.result == *v);
+        let dots: Vec<&Inst> = body.insts.iter().filter(|i| matches!(i.op, Op::Dot { .. })).collect();
+        if dots.is_empty() || !dots.iter().all(|i| matches!(&i.op, Op::Dot { a, b, .. } if from_rings(a) && from_rings(b))) {
+            return Ok(None);
+        }
+        let mut uniform = Vec::with_capacity(pipe.loads.len());
+        for l in &pipe.loads {
+            match affine_in_iv(self.p, body, &pipe.slice, l.offsets) {
+                Some(u) if self.ty(l.offsets).dtype == DType::I32 && self.target.isa != Isa::SpirV => uniform.push(u),
+                _ => return Ok(None),
+            }
+        }
+        let ahead = self.e.constant(iv_dtype, Scalar::Int((self.num_stages - 1 - pipe.lag()) as i64));
+        let jump = self.e.binary(BinaryOp::Mul, iv_dtype, st, ahead);
+        let first = self.e.binary(BinaryOp::Add, iv_dtype, lo, jump);
+        let second = self.e.binary(BinaryOp::Add, iv_dtype, first, st);
+        let offsets_at = |me: &mut Self, iv: E::V| -> R<Vec<Vec<E::V>>> {
+            me.at_iteration(body, &pipe.slice, &[], iv, |me| {
+                pipe.loads
+                    .iter()
+                    .map(|l| {
+                        let (layout, _, firsts) = me.pipe_copy_groups(l);
+                        let offs = me.get(l.offsets, &layout)?;
+                        Ok(firsts.iter().map(|&f| offs[f]).collect())
+                    })
+                    .collect()
+            })
+        };
+        let at_first = offsets_at(self, first)?;
+        let at_second = offsets_at(self, second)?;
+        let (mut addresses, mut steps) = (Vec::new(), Vec::new());
+        for (((l, a), b), uniform) in pipe.loads.iter().zip(at_first).zip(at_second).zip(uniform) {
+            self.stepped.insert(l.result);
+            let mut shared_step = None;
+            for (x, y) in a.into_iter().zip(b) {
+                addresses.push(self.e.global_address(l.buffer, l.dtype, x, DType::I32));
+                let step = match shared_step {
+                    Some(step) => step,
+                    None => {
+                        let d = self.e.binary(BinaryOp::Sub, DType::I32, y, x);
+                        self.e.address_step(l.dtype, d)
+                    }
+                };
+                if uniform {
+                    shared_step = Some(step);
+                }
+                steps.push(step);
+            }
+        }
+        Ok(Some((addresses, steps)))
     }
 
     /// The copies of [`Lowerer::pipe_issue`], with the address slice evaluated.
-    fn pipe_copies(&mut self, pipe: &Pipeline, bases: &[usize], in_range: E::V, slot: E::V) -> R<()> {
-        for (l, &base) in pipe.loads.iter().zip(bases) {
-            let layout = pipe_copy_layout(l, self.warp, self.num_warps);
+    /// With `addresses` (from [`Lowerer::pipe_addresses`]), each copy reads from its address
+    /// and the offsets are not computed.
+    /// `masks` are each load's mask split into the terms of its conjunction that change
+    /// between iterations and those that do not ([`mask_conjuncts`]): the predicate of a copy
+    /// is `in_range` and the changing terms, then the others, so that what selects the copy's
+    /// size from the terms that do not change is computed once, outside the loop.
+    #[allow(clippy::too_many_arguments)]
+    fn pipe_copies(
+        &mut self,
+        pipe: &Pipeline,
+        bases: &[usize],
+        in_range: E::V,
+        slot: E::V,
+        addresses: Option<&[E::V]>,
+        masks: &[Option<(Vec<Value>, Vec<Value>)>],
+    ) -> R<()> {
+        let mut k = 0;
+        for ((l, &base), terms) in pipe.loads.iter().zip(bases).zip(masks) {
+            let (layout, dist, firsts) = self.pipe_copy_groups(l);
             let along = if l.transposed { 0 } else { 1 };
             let idx_dtype = self.ty(l.offsets).dtype;
-            let offs = self.get(l.offsets, &layout)?;
-            let masks = match l.mask {
-                Some(m) => Some(self.get(m, &layout)?),
-                None => None,
+            let offs = if addresses.is_none() { Some(self.get(l.offsets, &layout)?) } else { None };
+            let mut term_regs = |vs: &[Value]| -> R<Vec<Vec<E::V>>> { vs.iter().map(|&v| self.get(v, &layout)).collect() };
+            let (varying, fixed) = match terms {
+                Some((varying, fixed)) => (term_regs(varying)?, term_regs(fixed)?),
+                None => (Vec::new(), Vec::new()),
             };
-            let dist = self.dist(&layout, &l.shape);
             let c = self.coords(&dist);
             let n = self.c_i32(l.numel() as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, slot, n);
             let slot_base = self.offset(off, base as i64);
-            for (first, _) in Self::vector_groups_along(&dist, 8, along) {
-                let pred = match &masks {
-                    Some(m) => self.e.binary(BinaryOp::And, DType::I1, in_range, m[first]),
-                    None => in_range,
-                };
+            // With addresses, the slot's address once and each copy's place in it (the same
+            // in every iteration) added: one addition per copy.
+            let slot_address = addresses.map(|_| self.e.shared_address(l.dtype, slot_base));
+            for first in firsts {
+                let mut pred = in_range;
+                for t in varying.iter().chain(&fixed) {
+                    pred = self.e.binary(BinaryOp::And, DType::I1, pred, t[first]);
+                }
                 let (r, col) = (c.coords[first][along ^ 1], c.coords[first][along]);
                 let at = l.swizzle.index(self, r, col);
-                let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
-                self.e.async_copy(l.buffer, l.dtype, offs[first], idx_dtype, at, 8, pred);
+                match (addresses, slot_address, &offs) {
+                    (Some(a), Some(slot_address), _) => {
+                        let step = self.e.shared_step(l.dtype, at);
+                        let dst = self.e.binary(BinaryOp::Add, DType::I32, slot_address, step);
+                        self.e.async_copy_from(l.buffer, l.dtype, a[k], dst, 8, pred);
+                    }
+                    (_, _, Some(o)) => {
+                        let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
+                        self.e.async_copy(l.buffer, l.dtype, o[first], idx_dtype, at, 8, pred);
+                    }
+                    _ => unreachable!("offsets are computed where no addresses are given"),
+                }
+                k += 1;
             }
         }
         Ok(())
@@ -3652,6 +3926,133 @@ fn stores_in_vectors(dist: &Dist, vec: usize, along: usize) -> bool {
             run[0][along] as usize % vec == 0
                 && run.iter().enumerate().all(|(i, r)| r[other] == run[0][other] && r[along] as usize == run[0][along] as usize + i)
         })
+}
+
+/// The registers of `dist` in row-major order of their static coordinates, and the widest run
+/// `w` (a power of two, at most `max`) that every `w` consecutive of them form: the same
+/// coordinates but along the last dimension, where they are consecutive from a multiple of `w`,
+/// with every thread-dependent part of that coordinate a multiple of `w` too. One thread can
+/// then move each run with one vector access.
+fn vector_runs(dist: &Dist, max: usize) -> (Vec<usize>, usize) {
+    let mut perm: Vec<usize> = (0..dist.num_regs()).collect();
+    perm.sort_by(|&a, &b| dist.regs[a].cmp(&dist.regs[b]));
+    let Some(last) = dist.shape.len().checked_sub(1) else { return (perm, 1) };
+    if dist.wrap[last] {
+        return (perm, 1);
+    }
+    let mut w = max.max(1).next_power_of_two();
+    while w > 1 {
+        let ok = perm.len() % w == 0
+            && dist.terms[last].iter().all(|t| t.mult as usize % w == 0)
+            && perm.chunks(w).all(|run| {
+                let first = &dist.regs[run[0]];
+                first[last] as usize % w == 0
+                    && run.iter().enumerate().all(|(j, &r)| {
+                        let c = &dist.regs[r];
+                        c[last] as usize == first[last] as usize + j && (0..last).all(|d| c[d] == first[d])
+                    })
+            });
+        if ok {
+            break;
+        }
+        w /= 2;
+    }
+    (perm, w)
+}
+
+/// Whether `v` is, element by element, an affine function of the induction variable of the
+/// loop whose body is `body`, with a coefficient that does not change between iterations, in
+/// wrapping integer arithmetic: built from the induction variable and values that do not depend
+/// on it (defined outside the loop, or computed in `slice` from such values) by additions,
+/// subtractions, multiplications and left shifts by values that do not depend on it, and
+/// shape operations. `slice` (indices into `body.insts`) holds the instructions computing
+/// `v`, pure functions of the induction variable and values from outside ([`Pipeline::slice`]).
+/// `Some(true)` where the coefficient is moreover the same for every element (the induction
+/// variable times scalars), so that one step serves the whole tile.
+fn affine_in_iv(program: &Program, body: &Block, slice: &[usize], v: Value) -> Option<bool> {
+    let defs: HashMap<Value, &Op> = slice.iter().flat_map(|&i| body.insts[i].results.iter().map(move |&r| (r, &body.insts[i].op))).collect();
+    let iv = body.args[0];
+    struct Walk<'d, 'o> {
+        defs: &'d HashMap<Value, &'o Op>,
+        program: &'d Program,
+        iv: Value,
+        varies: HashMap<Value, bool>,
+        affine: HashMap<Value, Option<bool>>,
+    }
+    impl Walk<'_, '_> {
+        fn varies(&mut self, v: Value) -> bool {
+            depends_on_iv(v, self.iv, self.defs, &mut self.varies)
+        }
+        /// The same value in every element: a scalar, or one spread over a tile.
+        fn uniform(&self, v: Value) -> bool {
+            if self.program.ty(v).is_scalar() {
+                return true;
+            }
+            match self.defs.get(&v) {
+                Some(Op::Splat { .. } | Op::Const { .. }) => true,
+                Some(Op::Broadcast { x } | Op::ExpandDims { x, .. } | Op::Reshape { x } | Op::Trans { x, .. }) => self.uniform(*x),
+                _ => false,
+            }
+        }
+        /// `None`: not affine; `Some(uniform)`: affine, with a coefficient the same for every
+        /// element or not.
+        fn affine(&mut self, v: Value) -> Option<bool> {
+            if v == self.iv || !self.varies(v) {
+                return Some(true);
+            }
+            if let Some(&a) = self.affine.get(&v) {
+                return a;
+            }
+            let r = match self.defs.get(&v) {
+                Some(Op::Binary { op: BinaryOp::Add | BinaryOp::Sub, lhs, rhs }) => Some(self.affine(*lhs)? && self.affine(*rhs)?),
+                Some(Op::Binary { op: BinaryOp::Mul | BinaryOp::Shl, lhs, rhs }) if !self.varies(*rhs) => {
+                    Some(self.affine(*lhs)? && self.uniform(*rhs))
+                }
+                Some(Op::Binary { op: BinaryOp::Mul, lhs, rhs }) if !self.varies(*lhs) => Some(self.affine(*rhs)? && self.uniform(*lhs)),
+                Some(Op::Splat { x } | Op::Broadcast { x } | Op::ExpandDims { x, .. } | Op::Reshape { x } | Op::Trans { x, .. }) => self.affine(*x),
+                _ => None,
+            };
+            self.affine.insert(v, r);
+            r
+        }
+    }
+    Walk { defs: &defs, program, iv, varies: HashMap::new(), affine: HashMap::new() }.affine(v)
+}
+
+/// The terms of the conjunction `mask` (`a & b & ...`, through shape operations that keep
+/// the conjunction's shape) split into those that depend on the induction variable of the
+/// loop whose body is `body` and those that do not; `slice` as in [`affine_in_iv`].
+fn mask_conjuncts(body: &Block, slice: &[usize], mask: Value) -> (Vec<Value>, Vec<Value>) {
+    let defs: HashMap<Value, &Op> = slice.iter().flat_map(|&i| body.insts[i].results.iter().map(move |&r| (r, &body.insts[i].op))).collect();
+    let iv = body.args[0];
+    let mut memo = HashMap::new();
+    fn terms(v: Value, defs: &HashMap<Value, &Op>, out: &mut Vec<Value>) {
+        match defs.get(&v) {
+            Some(Op::Binary { op: BinaryOp::And, lhs, rhs }) => {
+                terms(*lhs, defs, out);
+                terms(*rhs, defs, out);
+            }
+            _ => out.push(v),
+        }
+    }
+    let mut all = Vec::new();
+    terms(mask, &defs, &mut all);
+    all.into_iter().partition(|&t| depends_on_iv(t, iv, &defs, &mut memo))
+}
+
+/// Whether `v` depends on the induction variable `iv` through the instructions `defs` (a
+/// loop's slice: anything not in it comes from outside the loop).
+fn depends_on_iv(v: Value, iv: Value, defs: &HashMap<Value, &Op>, memo: &mut HashMap<Value, bool>) -> bool {
+    if v == iv {
+        return true;
+    }
+    let Some(op) = defs.get(&v) else { return false };
+    if let Some(&m) = memo.get(&v) {
+        return m;
+    }
+    let r = op.operands().into_iter().any(|x| depends_on_iv(x, iv, defs, memo));
+    memo.insert(v, r);
+    r
 }
 
 /// How a dot's K chunks are staged.

@@ -30,6 +30,9 @@ pub struct Decisions {
     /// 16x16x16`, ... or `fma`.
     pub dots: Vec<String>,
     pub pipelined_loads: usize,
+    /// Pipelined loads whose copies read from addresses the loop carries and steps
+    /// ([`lower::RingInfo::stepped`]).
+    pub stepped_loads: usize,
     /// Loads issued one iteration ahead into registers (see [`lower::LowerInfo::prefetched`]).
     pub prefetched_loads: usize,
     pub shared_bytes: u64,
@@ -76,6 +79,7 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
     Ok(Decisions {
         dots,
         pipelined_loads: info.pipelined_loads(),
+        stepped_loads: info.rings.iter().filter(|r| r.stepped).count(),
         prefetched_loads: info.prefetched.len(),
         shared_bytes: info.shared_bytes,
         threads: info.threads,
@@ -164,7 +168,8 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                         let swizzled = if r.swizzled { ", swizzled" } else { "" };
                         let transposed = if r.transposed { ", stored transposed" } else { "" };
                         let panels = if r.panels { ", 64-column panels" } else { "" };
-                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}>", r.stages)
+                        let stepped = if r.stepped { ", addresses stepped" } else { "" };
+                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}{stepped}>", r.stages)
                     }
                     (None, Some(Some(l))) if info.in_flight.contains(&idx) => format!("{l} via wgmma, in flight into the next iteration"),
                     (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),

@@ -16,7 +16,8 @@
 //! length-N vector to every row; `act=` is `none`, `relu`, `gelu` or
 //! `silu`, applied in f32 before the cast to the output dtype. `gelu` is the tanh approximation
 //! `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2's, and PyTorch's
-//! `approximate="tanh"`): it needs only `tanh`, which every target has.
+//! `approximate="tanh"`), computed as `x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3)))`, the
+//! same function: it needs only `exp` and a division, which every target has.
 //!
 //! `num_warps` and `num_stages` are part of the configuration for GPU lowering (warps per program,
 //! software-pipelining depth of the loads feeding `dot`); they do not change the tile program.
@@ -80,8 +81,14 @@ impl Activation {
             Activation::None => x,
             Activation::Relu => x.maximum(0.0),
             Activation::Gelu => {
-                let inner = (x + x * x * x * GELU_CUBIC) * SQRT_2_OVER_PI;
-                x * 0.5 * (inner.tanh() + 1.0)
+                // 0.5 x (1 + tanh(z)) = x / (1 + exp(-2 z)), z = sqrt(2/pi) (x + 0.044715 x^3),
+                // -2 z = x (a x^2 + b): an exponential where tanh is a longer sequence on every
+                // backend, in an epilogue no other work overlaps. The reciprocal of 1 + exp(-2 z)
+                // (at least 1) as the square of its rsqrt: PTX's correctly rounded division
+                // calls a slow path whose saved registers spilled the 256 x 128 tile.
+                let m2z = x * (x * x * (-2.0 * SQRT_2_OVER_PI * GELU_CUBIC) + (-2.0 * SQRT_2_OVER_PI));
+                let r = (m2z.exp() + 1.0).rsqrt();
+                x * r * r
             }
             Activation::Silu => x / ((-x).exp() + 1.0),
         }

@@ -1,4 +1,4 @@
-//! cuBLAS, loaded at run time like the driver: the vendor's f16 matrix multiply, which
+//! cuBLAS, loaded at run time like the driver: the vendor's f16 and bf16 matrix multiply, which
 //! `tilekit bench` runs as the matrix-rate ceiling of a CUDA device and as the baseline its
 //! matmul is compared with. Row-major operands as tilekit's matmul takes them.
 
@@ -15,35 +15,45 @@ pub fn cublas_present() -> bool {
     unsafe { cudarc::cublas::sys::is_culib_present() }
 }
 
-/// C = A B through cuBLAS, f16 operands and result, f32 accumulation: A is m x k, B is k x n and
-/// C is m x n, each row-major and dense.
+/// C = A B through cuBLAS, f16 or bf16 operands and result, f32 accumulation: A is m x k, B is
+/// k x n and C is m x n, each row-major and dense.
 pub struct CublasMatmul {
     blas: CudaBlas,
+    dtype: DType,
     m: usize,
     n: usize,
     k: usize,
 }
 
 impl CublasMatmul {
+    /// A product of f16 matrices.
     pub fn new(rt: &CudaRuntime, m: usize, n: usize, k: usize) -> Result<CublasMatmul, CudaError> {
+        CublasMatmul::of(rt, DType::F16, m, n, k)
+    }
+
+    /// A product of `dtype` matrices: f16 or bf16.
+    pub fn of(rt: &CudaRuntime, dtype: DType, m: usize, n: usize, k: usize) -> Result<CublasMatmul, CudaError> {
         if !cublas_present() {
             return Err(CudaError::NoCublas);
         }
         let err = |what: String| CudaError::Cublas { device: rt.info().name.clone(), what };
+        if !matches!(dtype, DType::F16 | DType::BF16) {
+            return Err(err(format!("a product of {dtype} matrices: the baseline multiplies f16 or bf16")));
+        }
         for (name, v) in [("m", m), ("n", n), ("k", k)] {
             if v == 0 || i32::try_from(v).is_err() {
                 return Err(err(format!("{name} = {v}: cuBLAS takes extents from 1 to 2^31-1")));
             }
         }
         let blas = CudaBlas::new(rt.stream().clone()).map_err(|e| err(format!("creating a handle: {e}")))?;
-        Ok(CublasMatmul { blas, m, n, k })
+        Ok(CublasMatmul { blas, dtype, m, n, k })
     }
 
     fn check(&self, rt: &CudaRuntime, name: &str, b: &CudaBuffer, len: usize) -> Result<(), CudaError> {
-        if b.dtype() != DType::F16 || b.len() != len {
+        if b.dtype() != self.dtype || b.len() != len {
             return Err(CudaError::Cublas {
                 device: rt.info().name.clone(),
-                what: format!("{name} is {} x {}, the product needs {len} x f16", b.len(), b.dtype()),
+                what: format!("{name} is {} x {}, the product needs {len} x {}", b.len(), b.dtype(), self.dtype),
             });
         }
         Ok(())
@@ -55,6 +65,18 @@ impl CublasMatmul {
         self.check(rt, "A", a, m * k)?;
         self.check(rt, "B", b, k * n)?;
         self.check(rt, "C", c, m * n)?;
+        match self.dtype {
+            DType::BF16 => self.gemm::<half::bf16>(rt, a, b, c, half::bf16::ONE, half::bf16::ZERO),
+            _ => self.gemm::<f16>(rt, a, b, c, f16::ONE, f16::ZERO),
+        }
+    }
+
+    /// The product in elements of `T` (the buffers' dtype, checked by the caller).
+    fn gemm<T>(&self, rt: &CudaRuntime, a: &CudaBuffer, b: &CudaBuffer, c: &mut CudaBuffer, one: T, zero: T) -> Result<(), CudaError>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        let (m, n, k) = (self.m, self.n, self.k);
         // cuBLAS is column-major: a row-major m x n C is a column-major n x m C^T = B^T A^T,
         // so the call multiplies B (n x k column-major) by A (k x m column-major).
         let cfg = GemmConfig {
@@ -63,16 +85,17 @@ impl CublasMatmul {
             m: n as i32,
             n: m as i32,
             k: k as i32,
-            alpha: f16::ONE,
+            alpha: one,
             lda: n as i32,
             ldb: k as i32,
-            beta: f16::ZERO,
+            beta: zero,
             ldc: n as i32,
         };
-        // SAFETY: each buffer holds that many f16 elements (checked above); f16 is plain bits.
-        let (av, bv) = unsafe { (a.slice().transmute::<f16>(m * k), b.slice().transmute::<f16>(k * n)) };
+        // SAFETY: each buffer holds that many 16-bit elements of T's kind (checked by
+        // `enqueue`); f16 and bf16 are plain bits.
+        let (av, bv) = unsafe { (a.slice().transmute::<T>(m * k), b.slice().transmute::<T>(k * n)) };
         // SAFETY: as above, for the output.
-        let cv = unsafe { c.slice_mut().transmute_mut::<f16>(m * n) };
+        let cv = unsafe { c.slice_mut().transmute_mut::<T>(m * n) };
         let (Some(av), Some(bv), Some(mut cv)) = (av, bv, cv) else {
             return Err(CudaError::Cublas { device: rt.info().name.clone(), what: "a buffer is smaller than its elements".into() });
         };

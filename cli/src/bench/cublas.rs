@@ -1,6 +1,6 @@
 //! cuBLAS on CUDA devices, loaded at run time: the matrix-rate ceiling of each CUDA device (an
 //! f16 product of [`CEILING_SIZE`]^3, as Triton's matmul tutorial compares with) and a baseline
-//! entry beside tilekit's matmul for every plain f16 matmul problem. Checked against the same
+//! entry beside tilekit's matmul for every plain f16 and bf16 matmul problem. Checked against the same
 //! f64 reference as tilekit's kernels before it is timed with the same protocol (CUDA events
 //! around each product, the same cache flush, the same run counts).
 
@@ -21,7 +21,7 @@ pub const CEILING_SIZE: usize = 8192;
 /// (m, n, k) when cuBLAS computes exactly what tilekit's matmul does for `problem`.
 fn product(kernel: &str, problem: &Problem) -> Option<(usize, usize, usize)> {
     match (kernel, problem.dtype, &problem.shape[..]) {
-        ("matmul", DType::F16, &[m, n, k]) if problem.opts.is_empty() => Some((m, n, k)),
+        ("matmul", DType::F16 | DType::BF16, &[m, n, k]) if problem.opts.is_empty() => Some((m, n, k)),
         _ => None,
     }
 }
@@ -68,8 +68,8 @@ pub fn ceiling(device: &Device, o: &BenchOptions) -> Option<Result<(f64, String)
     Some(run().map_err(|e| e.to_string()))
 }
 
-/// cuBLAS's entry beside tilekit's for a plain f16 matmul on a CUDA device; None where there
-/// is nothing to compare.
+/// cuBLAS's entry beside tilekit's for a plain f16 or bf16 matmul on a CUDA device; None where
+/// there is nothing to compare.
 pub fn baseline(
     device: &Device,
     kernel: &dyn Kernel,
@@ -82,7 +82,8 @@ pub fn baseline(
     let Device::Cuda { ordinal, .. } = device else { return None };
     let (m, n, k) = product(kernel.name(), problem)?;
     let cost = kernel.cost(problem);
-    let mut e = blank(run, &device.name(), kernel.name(), "cublas", problem, "cublasGemmEx f16, f32 accumulate".into(), true, cost.bytes, cost.flops);
+    let what = format!("cublasGemmEx {}, f32 accumulate", problem.dtype);
+    let mut e = blank(run, &device.name(), kernel.name(), "cublas", problem, what, true, cost.bytes, cost.flops);
     e.status = Status::Error;
     let Some(reference) = reference else {
         e.status = Status::Skipped;
@@ -91,9 +92,9 @@ pub fn baseline(
     };
     let result = (|| -> Result<(), CudaError> {
         let rt = cuda_runtime(*ordinal)?;
-        let gemm = CublasMatmul::new(&rt, m, n, k)?;
+        let gemm = CublasMatmul::of(&rt, problem.dtype, m, n, k)?;
         let (a, b) = (upload(&rt, &inputs[0])?, upload(&rt, &inputs[1])?);
-        let mut c = rt.alloc(DType::F16, m * n)?;
+        let mut c = rt.alloc(problem.dtype, m * n)?;
         let start = Instant::now();
         gemm.run(&rt, &a, &b, &mut c)?;
         let out = rt.download(&c)?;
@@ -135,8 +136,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_f16_matmuls_have_a_cublas_baseline() {
+    fn only_plain_f16_and_bf16_matmuls_have_a_cublas_baseline() {
         assert_eq!(product("matmul", &Problem::new(&[100, 70, 33], DType::F16)), Some((100, 70, 33)));
+        assert_eq!(product("matmul", &Problem::new(&[100, 70, 33], DType::BF16)), Some((100, 70, 33)));
         assert_eq!(product("matmul", &Problem::new(&[100, 70, 33], DType::F32)), None);
         assert_eq!(product("matmul", &Problem::new(&[100, 70, 33], DType::F16).with("bias", "1")), None);
         assert_eq!(product("softmax", &Problem::new(&[100, 70], DType::F16)), None);

@@ -304,8 +304,10 @@ impl Kernel for Matmul {
             // num_stages - 2 ahead: four stages for two tiles in flight.
             c(128, 256, 64, 8, 8, 4),
             c(256, 128, 64, 8, 8, 4),
-            // Two warpgroups of 64 x 128 each: the smaller problems' tile (more programs).
+            // Smaller tiles for the smaller problems (more programs than multiprocessors):
+            // two warpgroups of 64 x 128, and one warpgroup of 64 x 64.
             c(128, 128, 64, 8, 8, 4),
+            c(64, 64, 64, 8, 4, 4),
         ]
     }
     fn build_plan(&self, problem: &Problem, config: &Config, target: &Target) -> Result<Plan, KernelError> {

@@ -562,6 +562,21 @@ struct Pipeline {
     slice: Vec<usize>,
 }
 
+/// The source addresses of a pipelined loop's copies ([`Lowerer::pipe_addresses`]): one per
+/// copy, in [`Lowerer::pipe_copies`]' order, and what each advances by per iteration.
+struct CopyAddresses<V> {
+    at: Vec<V>,
+    steps: Vec<V>,
+}
+
+/// What a pipelined loop's next iteration starts from ([`Lowerer::pipe_step`]): the ring slots it
+/// reads and writes and its copies' addresses (empty where they are not carried).
+struct NextSlots<V> {
+    read: V,
+    write: V,
+    addresses: Vec<V>,
+}
+
 /// A load a pipelined loop issues early, into a ring of `num_stages` shared-memory buffers.
 #[derive(Clone, Debug)]
 struct PipeLoad {
@@ -1488,8 +1503,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     None => None,
                 };
                 let addresses_at = carried.len();
-                if let Some((a, _)) = &addresses {
-                    carried.extend(a.iter().map(|&x| (DType::I64, x)));
+                if let Some(a) = &addresses {
+                    carried.extend(a.at.iter().map(|&x| (DType::I64, x)));
                 }
                 // A loop whose one dot is on cooperative matrices with prefetched operands and
                 // at least three stages (the registers the next tiles arrive in, then two
@@ -1515,8 +1530,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 self.bind(&body.args[1..], &layouts, &args[..nflat]);
                 let slots = match (&pipe, &ring) {
                     (Some(pipe), Some((bases, _))) => {
-                        let at = addresses.as_ref().map(|(a, steps)| (&args[addresses_at..addresses_at + a.len()], steps.as_slice()));
-                        Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1], at)?)
+                        let current = addresses
+                            .as_ref()
+                            .map(|a| CopyAddresses { at: args[addresses_at..addresses_at + a.at.len()].to_vec(), steps: a.steps.clone() });
+                        Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1], current.as_ref())?)
                     }
                     _ => None,
                 };
@@ -1551,10 +1568,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     let one = self.c_i32(1);
                     next.push(self.e.binary(BinaryOp::Xor, DType::I32, args[i], one));
                 }
-                if let Some((read, write, next_addresses)) = slots {
-                    next.push(read);
-                    next.push(write);
-                    next.extend(next_addresses);
+                if let Some(slots) = slots {
+                    next.push(slots.read);
+                    next.push(slots.write);
+                    next.extend(slots.addresses);
                 }
                 if let Some(pipe) = &pipe {
                     for l in &pipe.loads {
@@ -1748,7 +1765,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // exchange's addressing pushed attention's largest tiles past the registers (spills on
         // sm_80 and sm_90).
         let room = self.target.matrix.iter().any(|m| m.kind == MatrixKind::Wgmma);
-        if !room || !self.vector_exchanges() || !matches!(home, Layout::Mma(_)) || shape.len() != 2 || self.data.get(&offsets).is_some() {
+        if !room || !self.vector_exchanges() || !matches!(home, Layout::Mma(_)) || shape.len() != 2 || self.data.contains_key(&offsets) {
             return Ok(home);
         }
         let want = self.vector_width(offsets, dtype).min(self.default_vector());
@@ -3494,8 +3511,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         st: E::V,
         read: E::V,
         write: E::V,
-        addresses: Option<(&[E::V], &[E::V])>,
-    ) -> R<(E::V, E::V, Vec<E::V>)> {
+        addresses: Option<&CopyAddresses<E::V>>,
+    ) -> R<NextSlots<E::V>> {
         let s = self.num_stages;
         let ahead = s - 1 - pipe.lag();
         // Groups committed so far: ahead + i; this iteration's is the (i + 1)-th.
@@ -3514,10 +3531,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let below = self.e.cmp(CmpPred::Lt, iv_dtype, later, hi);
         let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
         let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
-        self.pipe_issue(pipe, body, bases, later, in_range, write, addresses.map(|(a, _)| a))?;
+        self.pipe_issue(pipe, body, bases, later, in_range, write, addresses.map(|a| a.at.as_slice()))?;
         self.e.async_commit();
         let next_addresses = match addresses {
-            Some((a, steps)) => a.iter().zip(steps).map(|(&x, &d)| self.e.binary(BinaryOp::Add, DType::I64, x, d)).collect(),
+            Some(a) => a.at.iter().zip(&a.steps).map(|(&x, &d)| self.e.binary(BinaryOp::Add, DType::I64, x, d)).collect(),
             None => Vec::new(),
         };
         for (l, &base) in pipe.loads.iter().zip(bases) {
@@ -3533,7 +3550,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let zero = me.c_i32(0);
             me.e.select(DType::I32, wrap, zero, one)
         };
-        Ok((advance(self, read), advance(self, write), next_addresses))
+        Ok(NextSlots { read: advance(self, read), write: advance(self, write), addresses: next_addresses })
     }
 
     /// Runs `f` with the address slice `slice` (instructions of the loop body `body`) evaluated
@@ -3660,7 +3677,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     /// affine slice are exactly the first plus a multiple of the difference, so the addresses
     /// agree wherever the offsets stay in the i32 range, which every copy that reads does
     /// (its offset is inside its buffer).
-    fn pipe_addresses(&mut self, pipe: &Pipeline, body: &'a Block, iv_dtype: DType, lo: E::V, st: E::V) -> R<Option<(Vec<E::V>, Vec<E::V>)>> {
+    fn pipe_addresses(&mut self, pipe: &Pipeline, body: &'a Block, iv_dtype: DType, lo: E::V, st: E::V) -> R<Option<CopyAddresses<E::V>>> {
         // Only where every dot of the loop reads both operands from its rings: a carried
         // address takes two registers where a computed one takes none between iterations, and
         // a dot with an operand held in registers (attention's queries) leaves no room for them
@@ -3714,7 +3731,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 steps.push(step);
             }
         }
-        Ok(Some((addresses, steps)))
+        Ok(Some(CopyAddresses { at: addresses, steps }))
     }
 
     /// The copies of [`Lowerer::pipe_issue`], with the address slice evaluated.

@@ -3,7 +3,7 @@
 
 use tilekit_core::gpu::lower::LowerOptions;
 use tilekit_core::gpu::{decisions, Target};
-use tilekit_core::{Builder, DType, Program};
+use tilekit_core::{Builder, DType, Program, Scalar};
 
 /// A 64 x 64 x 64 f16 matmul with f32 accumulation in a k loop of 32.
 fn matmul() -> Program {
@@ -43,8 +43,9 @@ fn dots_name_their_instruction_per_target() {
     assert!(decisions(&k.finish().unwrap(), &Target::cuda_sm80(), &options).unwrap().dots.is_empty());
 }
 
-/// A 64 x 64 f16 matmul over K = 32 * `steps` in a loop of K steps of 32; with `square`, the
-/// k offset of iteration `kt` is `kt * kt * 32` (not affine in the induction variable).
+/// A 64 x 64 f16 matmul over K (at most 256, A's row stride) in a loop of K steps of 32; with
+/// `square`, the k offset of iteration `kt` is `kt * kt * 32` (not affine in the induction
+/// variable).
 fn looped_matmul(square: bool) -> Program {
     let k = Builder::new("mm_loop");
     let a = k.input("a", DType::F16);
@@ -59,7 +60,7 @@ fn looped_matmul(square: bool) -> Program {
     let [acc] = k.for_range(0, steps, 1, [acc0], |kt, [acc]| {
         let k0 = if square { kt * kt * 32 } else { kt * 32 };
         let ka = kk + k0;
-        let ta = k.load_masked(a, rows * kdim + ka.expand_dims(0), ka.expand_dims(0).lt(kdim), 0);
+        let ta = k.load_masked(a, rows * 256 + ka.expand_dims(0), ka.expand_dims(0).lt(kdim), 0);
         let tb = k.load_masked(b, ka.expand_dims(1) * 64 + cols, ka.expand_dims(1).lt(kdim), 0);
         [ta.dot(tb, acc)]
     });
@@ -69,16 +70,18 @@ fn looped_matmul(square: bool) -> Program {
 
 #[test]
 fn pipelined_copies_step_their_addresses_where_offsets_are_affine() {
-    let mut options = LowerOptions::new(4);
+    // K a multiple of 16 (parameter 3, after the three buffers), as a launch with K = 256
+    // specializes it: A's mask is then the same across each 16-byte copy and A is pipelined too.
+    let mut options = LowerOptions::new(4).specialize([(3, &Scalar::Int(256))]);
     options.num_stages = 3;
     for target in [Target::cuda_sm80(), Target::cuda_sm90a()] {
+        // Both operands come from the loop's rings, so both loads step.
         let affine = decisions(&looped_matmul(false), &target, &options).unwrap();
-        assert!(affine.pipelined_loads > 0, "{}", target.name);
-        assert_eq!(affine.stepped_loads, affine.pipelined_loads, "{}", target.name);
+        assert_eq!((affine.pipelined_loads, affine.stepped_loads), (2, 2), "{}", target.name);
         // kt * kt * 32 changes by a different amount each iteration: every copy computes its
         // address from its offset.
         let square = decisions(&looped_matmul(true), &target, &options).unwrap();
-        assert_eq!((square.pipelined_loads, square.stepped_loads), (affine.pipelined_loads, 0), "{}", target.name);
+        assert_eq!((square.pipelined_loads, square.stepped_loads), (2, 0), "{}", target.name);
     }
     // A target without asynchronous copies pipelines nothing.
     let none = decisions(&looped_matmul(false), &Target::lavapipe(), &options).unwrap();

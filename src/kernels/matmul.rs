@@ -84,8 +84,8 @@ impl Activation {
                 // 0.5 x (1 + tanh(z)) = x / (1 + exp(-2 z)), z = sqrt(2/pi) (x + 0.044715 x^3),
                 // -2 z = x (a x^2 + b): an exponential where tanh is a longer sequence on every
                 // backend, in an epilogue no other work overlaps. The reciprocal of 1 + exp(-2 z)
-                // (at least 1) as the square of its rsqrt: PTX's correctly rounded division
-                // calls a slow path whose saved registers spilled the 256 x 128 tile.
+                // (at least 1) as the square of its rsqrt, which every backend has as one
+                // approximate instruction where a correctly rounded division is a long sequence.
                 let m2z = x * (x * x * (-2.0 * SQRT_2_OVER_PI * GELU_CUBIC) + (-2.0 * SQRT_2_OVER_PI));
                 let r = (m2z.exp() + 1.0).rsqrt();
                 x * r * r

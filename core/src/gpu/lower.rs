@@ -3987,7 +3987,7 @@ fn vector_runs(dist: &Dist, max: usize) -> (Vec<usize>, usize) {
 /// `Some(true)` where the coefficient is moreover the same for every element (the induction
 /// variable times scalars), so that one step serves the whole tile.
 fn affine_in_iv(program: &Program, body: &Block, slice: &[usize], v: Value) -> Option<bool> {
-    let defs: HashMap<Value, &Op> = slice.iter().flat_map(|&i| body.insts[i].results.iter().map(move |&r| (r, &body.insts[i].op))).collect();
+    let defs = slice_defs(body, slice);
     let iv = body.args[0];
     struct Walk<'d, 'o> {
         defs: &'d HashMap<Value, &'o Op>,
@@ -4040,7 +4040,7 @@ fn affine_in_iv(program: &Program, body: &Block, slice: &[usize], v: Value) -> O
 /// the conjunction's shape) split into those that depend on the induction variable of the
 /// loop whose body is `body` and those that do not; `slice` as in [`affine_in_iv`].
 fn mask_conjuncts(body: &Block, slice: &[usize], mask: Value) -> (Vec<Value>, Vec<Value>) {
-    let defs: HashMap<Value, &Op> = slice.iter().flat_map(|&i| body.insts[i].results.iter().map(move |&r| (r, &body.insts[i].op))).collect();
+    let defs = slice_defs(body, slice);
     let iv = body.args[0];
     let mut memo = HashMap::new();
     fn terms(v: Value, defs: &HashMap<Value, &Op>, out: &mut Vec<Value>) {
@@ -4055,6 +4055,11 @@ fn mask_conjuncts(body: &Block, slice: &[usize], mask: Value) -> (Vec<Value>, Ve
     let mut all = Vec::new();
     terms(mask, &defs, &mut all);
     all.into_iter().partition(|&t| depends_on_iv(t, iv, &defs, &mut memo))
+}
+
+/// The op defining each value that the instructions `slice` (indices into `body.insts`) define.
+fn slice_defs<'b>(body: &'b Block, slice: &[usize]) -> HashMap<Value, &'b Op> {
+    slice.iter().flat_map(|&i| body.insts[i].results.iter().map(move |&r| (r, &body.insts[i].op))).collect()
 }
 
 /// Whether `v` depends on the induction variable `iv` through the instructions `defs` (a

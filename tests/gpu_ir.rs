@@ -76,15 +76,17 @@ fn matmul_trans_b_sm90() {
 }
 
 /// Matmul on sm_90a: both operands pipelined into 64-column panels with the 128-byte swizzle
-/// (B's four panels side by side), the dot on warpgroup matrix instructions, every warp along
-/// M (each warpgroup 64 rows by all 256 columns).
+/// (B's four panels side by side), copied as boxes of tensor maps (the masks bound M, N and K,
+/// launch arguments the map's extents are made of), the dot on warpgroup matrix instructions,
+/// every warp along M (each warpgroup 64 rows by all 256 columns).
 #[test]
 fn matmul_sm90a() {
     let p = Problem::new(&[4096, 4096, 4096], DType::F16);
     let config = "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3";
     golden("matmul_sm90a", "matmul", &p, config, &Target::cuda_sm90a());
     let ir = gpu_ir("matmul", &p, config, &Target::cuda_sm90a());
-    assert!(ir.contains("#ring<3 stages, 64 x 256, swizzled, 64-column panels, addresses stepped>"), "{ir}");
+    assert!(ir.contains("#ring<3 stages, 64 x 256, swizzled, 64-column panels, tensor copies>"), "{ir}");
+    assert!(ir.contains("; tensor maps, kernel parameters after the program's: a (M rows of K, row stride K, boxes of 128 x 64); b (K rows of N, row stride N, boxes of 64 x 64)"), "{ir}");
     // The accumulator crosses shared memory once, to be stored in 16-byte vectors.
     assert!(ir.contains(", 1 layout conversions,"), "{ir}");
     assert!(ir.contains("#mma<m16n8k16, warps [8, 1]> via wgmma"), "{ir}");

@@ -184,6 +184,12 @@ fn dots_use_wgmma_on_sm90a() {
         assert!(ptx.contains(imm), "matmul {dtype} trans_b={trans_b}: {imm}\n{ptx}");
         assert!(ptx.contains("wgmma.fence.sync.aligned") && ptx.contains("wgmma.wait_group.sync.aligned 0"), "{ptx}");
         assert!(ptx.contains("fence.proxy.async.shared::cta"), "{ptx}");
+        // The tiles are boxes of tensor maps: one thread's tensor copies per panel, completing on
+        // a barrier the others wait on; no per-thread copies.
+        assert!(ptx.contains("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"), "{ptx}");
+        assert!(ptx.contains("mbarrier.try_wait.parity.shared::cta.b64") && ptx.contains("mbarrier.arrive.expect_tx"), "{ptx}");
+        assert!(ptx.contains(".param .align 64 .b8 matmul_param_6[128]") && !ptx.contains("cp.async.cg"), "{ptx}");
+        assert_eq!(c.kernel.tensor_maps.len(), 2, "matmul {dtype} trans_b={trans_b}");
         assert!(!ptx.contains("mma.sync") && !ptx.contains("ldmatrix"), "{ptx}");
         assert!(ptx.contains(".extern .shared .align 1024 .b8 shared_dyn[];"), "{ptx}");
         let r = c.kernel.assemble().unwrap_or_else(|e| panic!("matmul {dtype} trans_b={trans_b}: {e}"));

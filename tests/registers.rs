@@ -3,10 +3,11 @@
 //! committed H200 results. The estimate counts what a thread's values need at the program's
 //! peak; ptxas adds its temporaries and takes more where registers are free, or fewer under an
 //! occupancy request. The bounds below are what it reaches today, so that a change that makes
-//! it worse fails here.
+//! it worse fails here. Configurations the lowering now compiles to another kind of kernel than
+//! the results record (tensor copies) are left out: their count is of that other kernel.
 
 use tilekit::gpu::lower::LowerOptions;
-use tilekit::gpu::{registers, Target};
+use tilekit::gpu::{decisions, registers, Target};
 use tilekit::kernels::{self, Problem};
 use tilekit::{Config, DType};
 
@@ -49,6 +50,18 @@ fn the_estimate_tracks_ptxas_in_the_committed_h200_results() {
             }
             let Ok(plan) = k.plan_on(&problem, &config, &target) else { continue };
             let base = LowerOptions::for_config(&config);
+            // ptxas counted the kernel of that day: where the lowering now copies tiles with
+            // tensor maps and the results recorded none (older results have no such field),
+            // the count is of another kernel.
+            let tensor_now: usize = plan
+                .launches
+                .iter()
+                .map(|l| decisions(&l.program, &target, &tilekit::device::launch_options(&base, l)).map_or(0, |d| d.tensor_loads))
+                .sum();
+            let tensor_then: u64 = e["lowering"].as_array().map_or(0, |ls| ls.iter().map(|l| l["tensor_loads"].as_u64().unwrap_or(0)).sum());
+            if tensor_now as u64 != tensor_then {
+                continue;
+            }
             let estimate =
                 plan.launches.iter().map(|l| registers(&l.program, &target, &tilekit::device::launch_options(&base, l)).unwrap()).max().unwrap_or(0);
             pairs.push((estimate, ptxas as u32, what));

@@ -87,3 +87,73 @@ fn pipelined_copies_step_their_addresses_where_offsets_are_affine() {
     let none = decisions(&looped_matmul(false), &Target::lavapipe(), &options).unwrap();
     assert_eq!((none.pipelined_loads, none.stepped_loads), (0, 0));
 }
+
+/// How [`tensor_matmul`] departs from a load a tensor map describes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Departure {
+    None,
+    /// A's offsets start a row past the origin its mask bounds.
+    Shifted,
+    /// A's column bound is `2 K`, not a parameter.
+    Computed,
+}
+
+/// A `BM x 64` tile of `A (M x K) @ B (K x 64)` in a K loop of 64, every load masked as
+/// Triton's tutorial masks them. Parameters: a, b, c, then M (3) and K (4).
+fn tensor_matmul(departure: Departure) -> Program {
+    let k = Builder::new("mm_tensor");
+    let a = k.input("a", DType::F16);
+    let b = k.input("b", DType::F16);
+    let c = k.output("c", DType::F32);
+    let m = k.scalar("M", DType::I32);
+    let kdim = k.scalar("K", DType::I32);
+    let rm = k.program_id(0) * 128 + k.arange(0, 128);
+    let cols = k.arange(0, 64);
+    let kk = k.arange(0, 64);
+    let acc0 = k.full(&[128, 64], 0.0, DType::F32);
+    let steps = (kdim + 63) / 64;
+    let [acc] = k.for_range(0, steps, 1, [acc0], |kt, [acc]| {
+        let ka = kk + kt * 64;
+        let col = ka.expand_dims(0);
+        let bound = if departure == Departure::Computed { kdim * 2 } else { kdim };
+        let mask_a = rm.expand_dims(1).lt(m) & ka.expand_dims(0).lt(bound);
+        let offsets = rm.expand_dims(1) * kdim + col;
+        let offsets = if departure == Departure::Shifted { offsets + kdim } else { offsets };
+        let ta = k.load_masked(a, offsets, mask_a, 0);
+        let tb = k.load_masked(b, ka.expand_dims(1) * 64 + cols.expand_dims(0), ka.expand_dims(1).lt(kdim) & cols.expand_dims(0).lt(64), 0);
+        [ta.dot(tb, acc)]
+    });
+    k.store_masked(c, rm.expand_dims(1) * 64 + cols.expand_dims(0), acc, rm.expand_dims(1).lt(m));
+    k.finish().unwrap()
+}
+
+#[test]
+fn tensor_copies_where_offsets_and_masks_describe_a_tensor_map() {
+    let options = |m: i64, kd: i64| {
+        let mut o = LowerOptions::new(4).specialize([(3, &Scalar::Int(m)), (4, &Scalar::Int(kd))]);
+        o.num_stages = 3;
+        o
+    };
+    let d = |departure, target: &Target, o: &LowerOptions| decisions(&tensor_matmul(departure), target, o).unwrap();
+    // On sm_90a both loads are boxes of tensor maps: one thread copies them, nothing steps.
+    let tma = d(Departure::None, &Target::cuda_sm90a(), &options(200, 256));
+    assert_eq!((tma.pipelined_loads, tma.tensor_loads, tma.stepped_loads), (2, 2, 0));
+    // sm_80 and sm_90 have no tensor copies.
+    for target in [Target::cuda_sm80(), Target::cuda_sm90()] {
+        assert_eq!(d(Departure::None, &target, &options(200, 256)).tensor_loads, 0, "{}", target.name);
+    }
+    // K = 200 is not known to be a multiple of 16: A's mask changes inside a 16-byte copy, so A
+    // is not pipelined at all; B (rows bounded by K, a constant stride) still is a tensor map.
+    let odd_k = d(Departure::None, &Target::cuda_sm90a(), &options(200, 200));
+    assert_eq!((odd_k.pipelined_loads, odd_k.tensor_loads), (1, 1));
+    // M = 0 is not a tensor map's extent: A takes per-thread copies, and so does B (a loop's
+    // copies are all of one kind).
+    let zero = d(Departure::None, &Target::cuda_sm90a(), &options(0, 256));
+    assert_eq!((zero.pipelined_loads, zero.tensor_loads, zero.stepped_loads), (2, 0, 2));
+    // Offsets that are not the masked origin's and a bound that is not a parameter are not
+    // tensor maps: both loads take per-thread copies.
+    for departure in [Departure::Shifted, Departure::Computed] {
+        let got = d(departure, &Target::cuda_sm90a(), &options(200, 256));
+        assert_eq!((got.pipelined_loads, got.tensor_loads), (2, 0));
+    }
+}

@@ -236,7 +236,7 @@ impl Hooks for AmdgpuHooks {
         format!("\"amdgpu-flat-work-group-size\"=\"{threads},{threads}\" \"uniform-work-group-size\"=\"true\"")
     }
 
-    fn module_metadata(&self, _entry: &str, _threads: u32, _occupancy: u32) -> String {
+    fn module_metadata(&self, _entry: &str, _threads: u32, _occupancy: u32, _grid_constants: &[u32]) -> String {
         "!llvm.module.flags = !{!0}\n!0 = !{i32 1, !\"amdhsa_code_object_version\", i32 500}\n".into()
     }
 

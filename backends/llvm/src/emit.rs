@@ -159,6 +159,8 @@ pub struct KernelInterface {
     pub dynamic_shared_bytes: u32,
     /// External functions the module calls ([`Hooks::math`] names) and the backend must link.
     pub externals: Vec<String>,
+    /// Tensor maps the kernel takes after `params` (128 bytes each, by value).
+    pub tensor_maps: u32,
 }
 
 /// One kernel parameter as the runtime passes it.
@@ -198,6 +200,8 @@ pub struct LlvmEmitter<'h, H: Hooks> {
     /// A warpgroup matrix instruction was emitted: its shared-memory operands are swizzled
     /// on absolute addresses, so the arrays start 1024-byte aligned.
     uses_wgmma: bool,
+    /// Tensor maps the kernel takes after the program's parameters ([`Emitter::tensor_copy`]).
+    tensor_maps: u32,
     /// Loop metadata nodes, written after the function.
     loop_metadata: Vec<String>,
     /// Pure instructions of the current block by their text, so that the per-element index
@@ -296,6 +300,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             externals: BTreeSet::new(),
             next_unroll: None,
             uses_wgmma: false,
+            tensor_maps: 0,
             cse: HashMap::new(),
             sums: HashMap::new(),
             barriers: 0,
@@ -435,6 +440,13 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
                 }
             }
         }
+        // Tensor maps: 128-byte, 64-byte aligned parameters passed by value, whose address the
+        // copies take.
+        let mut grid_constants = Vec::new();
+        for j in 0..self.tensor_maps {
+            sig.push(format!("ptr byval([128 x i8]) align 64 %tmap{j}"));
+            grid_constants.push(self.params.len() as u32 + j + 1);
+        }
         let attrs = h.function_attributes(self.threads);
         let _ = writeln!(
             m,
@@ -451,7 +463,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         if !attrs.is_empty() {
             let _ = writeln!(m, "\nattributes #0 = {{ {attrs} }}");
         }
-        let meta = h.module_metadata(&entry, self.threads, self.occupancy);
+        let meta = h.module_metadata(&entry, self.threads, self.occupancy, &grid_constants);
         if !meta.is_empty() {
             m.push('\n');
             m.push_str(&meta);
@@ -470,6 +482,7 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
             shared_bytes: shared_bytes as u32,
             dynamic_shared_bytes: if dynamic { shared_bytes as u32 } else { 0 },
             externals: self.externals.into_iter().collect(),
+            tensor_maps: self.tensor_maps,
         };
         Ok((m, interface))
     }
@@ -841,6 +854,18 @@ impl<'h, H: Hooks> LlvmEmitter<'h, H> {
         }
         let sas = self.hooks.shared_addrspace();
         Some(self.inst(format!("getelementptr inbounds {}, ptr addrspace({sas}) @shared_{}, i32 {}", mem_ty(dtype), dtype.name(), index.op)))
+    }
+
+    /// Declares at least `n` tensor-map parameters.
+    pub fn declare_tensor_maps(&mut self, n: u32) {
+        self.tensor_maps = self.tensor_maps.max(n);
+    }
+
+    /// The i32 shared-memory address of `shared[dtype][index]`.
+    fn shared_address_of(&mut self, dtype: DType, index: LlvmValue, what: &str) -> Option<Operand> {
+        let p = self.shared_ptr(dtype, index, what)?;
+        let sas = self.hooks.shared_addrspace();
+        Some(self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32")))
     }
 
     /// A loaded memory value as a register value.
@@ -1870,6 +1895,52 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     fn async_commit(&mut self) {
         let h = self.hooks;
         h.async_commit(&mut self.builder());
+    }
+
+    fn tensor_copies(&self) -> bool {
+        self.hooks.tensor_copies()
+    }
+
+    fn mbarrier_init(&mut self, barrier: LlvmValue) {
+        let Some(bar) = self.shared_address_of(DType::I64, barrier, "mbarrier_init") else { return };
+        let h = self.hooks;
+        h.mbarrier_init(&mut self.builder(), bar);
+    }
+
+    fn mbarrier_init_fence(&mut self) {
+        let h = self.hooks;
+        h.mbarrier_init_fence(&mut self.builder());
+    }
+
+    fn mbarrier_invalidate(&mut self, barrier: LlvmValue) {
+        let Some(bar) = self.shared_address_of(DType::I64, barrier, "mbarrier_invalidate") else { return };
+        let h = self.hooks;
+        h.mbarrier_invalidate(&mut self.builder(), bar);
+    }
+
+    fn mbarrier_expect(&mut self, barrier: LlvmValue, bytes: u32) {
+        let Some(bar) = self.shared_address_of(DType::I64, barrier, "mbarrier_expect") else { return };
+        let h = self.hooks;
+        h.mbarrier_expect(&mut self.builder(), bar, bytes);
+    }
+
+    fn mbarrier_wait(&mut self, barrier: LlvmValue, parity: LlvmValue) {
+        self.expect(parity, DType::I32, "mbarrier_wait parity");
+        let Some(bar) = self.shared_address_of(DType::I64, barrier, "mbarrier_wait") else { return };
+        let h = self.hooks;
+        h.mbarrier_wait(&mut self.builder(), bar, parity.op);
+    }
+
+    fn tensor_copy(&mut self, map: u32, dtype: DType, shared_index: LlvmValue, coords: [LlvmValue; 2], barrier: LlvmValue) {
+        for c in coords {
+            self.expect(c, DType::I32, "tensor_copy coordinate");
+        }
+        let Some(dst) = self.shared_address_of(dtype, shared_index, "tensor_copy") else { return };
+        let Some(bar) = self.shared_address_of(DType::I64, barrier, "tensor_copy barrier") else { return };
+        self.tensor_maps = self.tensor_maps.max(map + 1);
+        let address = self.inst(format!("ptrtoint ptr %tmap{map} to i64"));
+        let h = self.hooks;
+        h.tensor_copy(&mut self.builder(), address, dst, [coords[0].op, coords[1].op], bar);
     }
 
     fn async_wait(&mut self, pending: u32) {

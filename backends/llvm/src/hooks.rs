@@ -149,6 +149,35 @@ pub trait Hooks {
     fn async_wait(&self, b: &mut Builder<'_>, pending: u32) {
         let _ = (b, pending);
     }
+    /// Whether the target copies tensor boxes ([`tilekit_core::gpu::Emitter::tensor_copies`]):
+    /// the methods below, each on i32 shared addresses, are then implemented.
+    fn tensor_copies(&self) -> bool {
+        false
+    }
+    /// `mbarrier.init` for one arrival at the shared address `bar`.
+    fn mbarrier_init(&self, b: &mut Builder<'_>, bar: Operand) {
+        let _ = (b, bar);
+    }
+    /// Orders barrier initializations before their use by the asynchronous proxy.
+    fn mbarrier_init_fence(&self, b: &mut Builder<'_>) {
+        let _ = b;
+    }
+    fn mbarrier_invalidate(&self, b: &mut Builder<'_>, bar: Operand) {
+        let _ = (b, bar);
+    }
+    /// Arrives and expects `bytes` of transactions on the barrier's phase.
+    fn mbarrier_expect(&self, b: &mut Builder<'_>, bar: Operand, bytes: u32) {
+        let _ = (b, bar, bytes);
+    }
+    /// Waits until the phase of parity `parity` (i32) completes.
+    fn mbarrier_wait(&self, b: &mut Builder<'_>, bar: Operand, parity: Operand) {
+        let _ = (b, bar, parity);
+    }
+    /// Copies the box at (`coords`) of the tensor map at generic address `map` (an i64) to
+    /// shared address `dst`, completing on barrier `bar`.
+    fn tensor_copy(&self, b: &mut Builder<'_>, map: Operand, dst: Operand, coords: [Operand; 2], bar: Operand) {
+        let _ = (b, map, dst, coords, bar);
+    }
     /// `abs` of the signed integer `x` of LLVM type `ty` (`i8` .. `i64`), or with `neg` its
     /// negation, wrapping at the most negative value as the IR says, where the target's own
     /// instruction cannot be trusted with that value. `None`: `llvm.abs` and `sub 0, x`.
@@ -203,8 +232,8 @@ pub trait Hooks {
         String::new()
     }
     /// Module-level metadata text (`!nvvm.annotations`), or empty.
-    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32) -> String {
-        let _ = (entry, threads, occupancy);
+    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32, grid_constants: &[u32]) -> String {
+        let _ = (entry, threads, occupancy, grid_constants);
         String::new()
     }
 

@@ -95,6 +95,8 @@ pub fn emit<H: Hooks>(program: &Program, target: &Target, options: &LowerOptions
         target: target.name.clone(),
         source,
     })?;
+    // Every map the lowering planned is a parameter, used or not: the runtime passes them all.
+    e.declare_tensor_maps(info.tensor_maps.len() as u32);
     let (ir, interface) = e.finish()?;
     Ok(Emitted { kernel: program.name.clone(), ir, interface, info })
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tilekit_core::gpu::lower::{LowerInfo, LowerOptions};
+use tilekit_core::gpu::tma::TensorMap;
 use tilekit_core::gpu::Target;
 use tilekit_core::Program;
 use tilekit_llvm::inkwell::targets::FileType;
@@ -34,6 +35,9 @@ pub struct PtxKernel {
     pub dynamic_shared_bytes: u32,
     /// ptxas's report, when the kernel was assembled.
     pub resources: Option<PtxasReport>,
+    /// Tensor maps the launch encodes from its arguments and passes after the program's
+    /// parameters, in order.
+    pub tensor_maps: Vec<TensorMap>,
 }
 
 /// A compiled kernel, what the lowering decided for it, and the time each stage took.
@@ -84,6 +88,7 @@ pub fn compile(program: &Program, target: &Target, options: &LowerOptions, arch:
             shared_bytes: i.shared_bytes,
             dynamic_shared_bytes: i.dynamic_shared_bytes,
             resources: None,
+            tensor_maps: emitted.info.tensor_maps.clone(),
         },
         info: emitted.info,
         llvm_ir: emitted.ir,

@@ -17,9 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
+use tilekit_core::gpu::tma::TensorMap;
 use tilekit_core::gpu::Target;
 use tilekit_core::{DType, HostBuffer, Scalar};
 use tilekit_llvm::KernelParam;
@@ -426,6 +427,18 @@ impl CudaRuntime {
         if next_buffer != buffers.len() {
             return Err(lerr(format!("{} buffers given, the kernel takes {next_buffer}", buffers.len())));
         }
+        let scalar = |p: u32| match scalars.iter().find(|(pi, _)| *pi == p) {
+            Some((_, Scalar::Int(v))) => Some(*v),
+            _ => None,
+        };
+        for (j, m) in k.kernel.tensor_maps.iter().enumerate() {
+            // The buffer's place among the buffer arguments.
+            let bi = k.kernel.params[..m.param as usize].iter().filter(|p| matches!(p, KernelParam::Buffer { .. })).count();
+            let b = buffers.get(bi).ok_or_else(|| lerr(format!("tensor map {j} names buffer parameter {}, not given", m.param)))?;
+            let (address, _sync) = b.slice.device_ptr(&self.stream);
+            let name = k.kernel.param_names.get(m.param as usize).map_or("?", |s| s.as_str());
+            args.push(Arg::TensorMap(encode_tensor_map(m, address, &scalar).map_err(|e| lerr(format!("tensor map of `{name}`: {e}")))?));
+        }
         Ok(args)
     }
 
@@ -449,6 +462,9 @@ impl CudaRuntime {
                 }
                 Arg::F32(v) => {
                     b.arg(v);
+                }
+                Arg::TensorMap(m) => {
+                    b.arg(m);
                 }
             }
         }
@@ -565,6 +581,56 @@ enum Arg {
     U32(u32),
     I64(i64),
     F32(f32),
+    TensorMap(TensorMapArg),
+}
+
+/// An encoded tensor map, passed by value (128 bytes, 64-byte aligned).
+#[repr(transparent)]
+struct TensorMapArg(sys::CUtensorMap);
+
+// SAFETY: a plain 128-byte value the kernel declares as a `.param .align 64 .b8 [128]`.
+unsafe impl DeviceRepr for TensorMapArg {}
+
+/// Encodes `map` for a launch whose buffer holds the tensor at device address `address` and
+/// whose scalar parameter `p` is `scalar(p)`: 2-D, tiled, 128-byte swizzle, zeros outside.
+fn encode_tensor_map(map: &TensorMap, address: u64, scalar: &dyn Fn(u32) -> Option<i64>) -> Result<TensorMapArg, String> {
+    let r = map.resolve(scalar)?;
+    if address % 16 != 0 {
+        return Err(format!("the buffer's address {address:#x} is not 16-byte aligned"));
+    }
+    let dtype = match map.dtype {
+        DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::BF16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        d => return Err(format!("no tensor map of {d}")),
+    };
+    let dims: [u64; 2] = r.dims;
+    let strides: [u64; 1] = [r.row_bytes];
+    let boxes: [u32; 2] = map.box_dims;
+    let element_strides: [u32; 2] = [1, 1];
+    let mut out = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every pointer names an array of the rank (or rank - 1 for strides) the call
+    // reads; `out` is written by the driver.
+    let res = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            out.as_mut_ptr(),
+            dtype,
+            2,
+            address as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if res != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("the driver refused the tensor map {dims:?} x {} with boxes {boxes:?} ({res:?})", map.dtype));
+    }
+    // SAFETY: the call succeeded, so the driver wrote the map.
+    Ok(TensorMapArg(unsafe { out.assume_init() }))
 }
 
 /// Checks a launch's scalar arguments (parameter index, value) against `kernel`'s parameters by
@@ -645,6 +711,7 @@ mod tests {
             shared_bytes: 0,
             dynamic_shared_bytes: 0,
             resources: None,
+            tensor_maps: Vec::new(),
         }
     }
 

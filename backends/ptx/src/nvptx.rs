@@ -302,6 +302,41 @@ impl Hooks for NvptxHooks {
         ));
     }
 
+    fn tensor_copies(&self) -> bool {
+        self.arch == Arch::Sm90a
+    }
+
+    fn mbarrier_init(&self, b: &mut Builder<'_>, bar: Operand) {
+        b.stmt(format!("call void asm sideeffect \"mbarrier.init.shared::cta.b64 [$0], 1;\", \"r,~{{memory}}\"(i32 {bar})"));
+    }
+
+    fn mbarrier_init_fence(&self, b: &mut Builder<'_>) {
+        b.stmt("call void asm sideeffect \"fence.mbarrier_init.release.cluster;\", \"~{memory}\"()".to_string());
+    }
+
+    fn mbarrier_invalidate(&self, b: &mut Builder<'_>, bar: Operand) {
+        b.stmt(format!("call void asm sideeffect \"mbarrier.inval.shared::cta.b64 [$0];\", \"r,~{{memory}}\"(i32 {bar})"));
+    }
+
+    fn mbarrier_expect(&self, b: &mut Builder<'_>, bar: Operand, bytes: u32) {
+        b.stmt(format!("call void asm sideeffect \"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {bytes};\", \"r,~{{memory}}\"(i32 {bar})"));
+    }
+
+    fn mbarrier_wait(&self, b: &mut Builder<'_>, bar: Operand, parity: Operand) {
+        // try_wait suspends the thread for a time the hardware chooses; the loop retries
+        // until the phase completes.
+        b.stmt(format!(
+            "call void asm sideeffect \"{{ .reg .pred p; waitLoop: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; @!p bra waitLoop; }}\", \"r,r,~{{memory}}\"(i32 {bar}, i32 {parity}) convergent"
+        ));
+    }
+
+    fn tensor_copy(&self, b: &mut Builder<'_>, map: Operand, dst: Operand, coords: [Operand; 2], bar: Operand) {
+        b.stmt(format!(
+            "call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{$2, $3}}], [$4];\", \"r,l,r,r,r,~{{memory}}\"(i32 {dst}, i64 {map}, i32 {}, i32 {}, i32 {bar})",
+            coords[0], coords[1]
+        ));
+    }
+
     fn async_commit(&self, b: &mut Builder<'_>) {
         b.stmt("call void asm sideeffect \"cp.async.commit_group;\", \"~{memory}\"()".to_string());
     }
@@ -339,7 +374,7 @@ impl Hooks for NvptxHooks {
         O3_WITHOUT_SLP
     }
 
-    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32) -> String {
+    fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32, grid_constants: &[u32]) -> String {
         // `reqntid` tells ptxas the exact block size (every launch uses it), so it budgets
         // registers for it: a launch with more registers per thread than the block allows
         // fails. Without `minnctapersm 1` ptxas trades spills for occupancy (it caps registers
@@ -348,11 +383,19 @@ impl Hooks for NvptxHooks {
         // which these kernels never win back. A configuration's `occupancy` asks for more blocks
         // instead ([`LowerOptions::occupancy`]). `nvvm-reflect-ftz` = 0 makes libdevice keep
         // subnormals.
+        // Tensor maps are `__grid_constant__` parameters: their address is taken (the copies
+        // name it) without a copy to local memory.
         let blocks = occupancy.max(1);
-        format!(
-            "!nvvm.annotations = !{{!0}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 {blocks}}}\n\
-             !llvm.module.flags = !{{!1}}\n!1 = !{{i32 4, !\"nvvm-reflect-ftz\", i32 0}}\n"
-        )
+        let mut meta = format!(
+            "!nvvm.annotations = !{{!0{}}}\n!0 = !{{ptr @{entry}, !\"kernel\", i32 1, !\"reqntidx\", i32 {threads}, !\"reqntidy\", i32 1, !\"reqntidz\", i32 1, !\"minctasm\", i32 {blocks}}}\n\
+             !llvm.module.flags = !{{!1}}\n!1 = !{{i32 4, !\"nvvm-reflect-ftz\", i32 0}}\n",
+            if grid_constants.is_empty() { "" } else { ", !2" }
+        );
+        if !grid_constants.is_empty() {
+            let list: Vec<String> = grid_constants.iter().map(|i| format!("i32 {i}")).collect();
+            meta.push_str(&format!("!2 = !{{ptr @{entry}, !\"grid_constant\", !3}}\n!3 = !{{{}}}\n", list.join(", ")));
+        }
+        meta
     }
 
     fn initialize(&self) {

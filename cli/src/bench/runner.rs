@@ -298,6 +298,8 @@ fn target_lowering(target: &tilekit_core::gpu::Target, plan: &Plan, config: &Con
             dots: d.dots,
             pipelined_loads: d.pipelined_loads as u64,
             prefetched_loads: d.prefetched_loads as u64,
+            stepped_loads: d.stepped_loads as u64,
+            tensor_loads: d.tensor_loads as u64,
             shared_bytes: d.shared_bytes,
             threads: d.threads,
             registers: Some(d.registers),

@@ -262,6 +262,14 @@ pub struct Lowering {
     /// asynchronous copies: Vulkan's cooperative-matrix dots). Absent in older results.
     #[serde(default)]
     pub prefetched_loads: u64,
+    /// Of the pipelined loads, those whose copies step carried addresses. Absent in older
+    /// results.
+    #[serde(default)]
+    pub stepped_loads: u64,
+    /// Of the pipelined loads, those one thread copies as boxes of a tensor map (sm_90a's
+    /// tensor memory accelerator) instead of 16 bytes per thread. Absent in older results.
+    #[serde(default)]
+    pub tensor_loads: u64,
     pub shared_bytes: u64,
     pub threads: u32,
     /// The 32-bit registers a thread needs at the program's peak, as the lowering estimates

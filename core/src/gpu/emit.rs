@@ -270,6 +270,50 @@ pub trait Emitter {
         let _ = pending;
     }
 
+    /// Whether the backend copies whole boxes of a tensor with one thread's instruction
+    /// ([`Emitter::tensor_copy`], the tensor memory accelerator of sm_90a), completing on
+    /// shared-memory barriers ([`Emitter::mbarrier_init`] and the rest). The other methods of
+    /// this group are called only where it holds.
+    fn tensor_copies(&self) -> bool {
+        false
+    }
+
+    /// Initializes the barrier at `shared_i64[barrier]` for one arrival per phase (one thread).
+    fn mbarrier_init(&mut self, barrier: Self::V) {
+        let _ = barrier;
+    }
+
+    /// Orders this thread's barrier initializations before their use by the copies
+    /// (`fence.mbarrier_init`); a barrier after it extends that to every thread.
+    fn mbarrier_init_fence(&mut self) {}
+
+    /// Ends the barrier at `shared_i64[barrier]` (its memory may be reused or initialized
+    /// again); nothing may be pending on it.
+    fn mbarrier_invalidate(&mut self, barrier: Self::V) {
+        let _ = barrier;
+    }
+
+    /// Arrives on the barrier and tells it that `bytes` of copies will complete on its
+    /// current phase.
+    fn mbarrier_expect(&mut self, barrier: Self::V, bytes: u32) {
+        let _ = (barrier, bytes);
+    }
+
+    /// Waits until the barrier's phase of parity `parity` (i32, 0 or 1) has completed; the
+    /// copies that completed on it are then visible to this thread.
+    fn mbarrier_wait(&mut self, barrier: Self::V, parity: Self::V) {
+        let _ = (barrier, parity);
+    }
+
+    /// Starts copying the box at (`coords[0]` columns, `coords[1]` rows) of tensor map `map`
+    /// ([`crate::gpu::lower::LowerInfo::tensor_maps`], a kernel parameter after the
+    /// program's) to `shared[dtype][shared_index..]` (1024-byte aligned), in rows of 128
+    /// bytes with the 128-byte swizzle; elements outside the tensor become zeros. It completes
+    /// on the barrier at `shared_i64[barrier]`.
+    fn tensor_copy(&mut self, map: u32, dtype: DType, shared_index: Self::V, coords: [Self::V; 2], barrier: Self::V) {
+        let _ = (map, dtype, shared_index, coords, barrier);
+    }
+
     /// Whether the backend issues cooperative matrices ([`crate::gpu::MatrixKind::CooperativeMatrix`]):
     /// [`Emitter::coop_fill`], [`Emitter::coop_load`], [`Emitter::coop_store`] and
     /// [`Emitter::coop_mul_add`], which return `None` on a backend without them. A cooperative matrix is one value of the backend's, opaque

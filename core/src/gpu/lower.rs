@@ -27,6 +27,7 @@ use crate::gpu::axis::{analyse, AxisInfo};
 use crate::gpu::emit::{CoopRole, Emitter, SharedMatrix, WgmmaA};
 use crate::gpu::layout::{Blocked, Coop, Dist, Frag, Layout, Mma, ThreadSrc, ThreadTerm};
 use crate::gpu::target::{Isa, MatrixInstr, MatrixKind, Target};
+use crate::gpu::tma::{Extent, Poly, Polys, TensorMap};
 use crate::ir::*;
 use crate::verify::{verify, VerifyError};
 
@@ -40,6 +41,10 @@ pub struct LowerOptions {
     /// that are multiples of 16 let loads and stores along rows become vector accesses, so a
     /// compiled kernel is valid only for arguments with the same marks.
     pub divisible_by_16: u64,
+    /// Scalar parameters known to be positive (bit `p` for parameter `p`), the launch's other
+    /// specialization: a tensor map ([`crate::gpu::tma`]) takes only positive extents, so a
+    /// pipelined load is copied with one only where its extents are marked.
+    pub positive: u64,
     /// Fold the grid ([`crate::gpu::grid`]): the kernel takes the logical grid at launch and
     /// derives program ids from its linear workgroup index, so a runtime can dispatch a grid
     /// larger than the device's per-axis limit. Runtimes choose it per launch, only for grids
@@ -54,7 +59,8 @@ pub struct LowerOptions {
     /// Software-pipelining depth of the loads that feed a matrix `dot` in a loop (the
     /// configuration's `num_stages`; 1: none). With `s` stages, `s - 1` iterations of those
     /// loads are in flight, as asynchronous copies into a ring of `s` shared-memory buffers,
-    /// on backends that have asynchronous copies (PTX for sm_80 and newer). Elsewhere the next
+    /// on backends that have asynchronous copies (PTX for sm_80 and newer; on sm_90a one thread's
+    /// tensor copies where the loads are boxes of tensor maps, [`crate::gpu::tma`]). Elsewhere the next
     /// iteration's loads are issued into registers (one iteration ahead whatever the depth),
     /// and a loop's one dot on cooperative matrices stages its operands in one buffer with two
     /// stages and alternates between two from three (where both fit); loads that cannot be
@@ -93,7 +99,16 @@ pub enum Staging {
 impl LowerOptions {
     /// `num_warps` warps, nothing known about the scalar arguments.
     pub fn new(num_warps: u32) -> LowerOptions {
-        LowerOptions { num_warps, divisible_by_16: 0, fold_grid: false, occupancy: 0, num_stages: 1, staging: Staging::Double, element_bindings: 0 }
+        LowerOptions {
+            num_warps,
+            divisible_by_16: 0,
+            positive: 0,
+            fold_grid: false,
+            occupancy: 0,
+            num_stages: 1,
+            staging: Staging::Double,
+            element_bindings: 0,
+        }
     }
 
     /// The options to lower with again after `err`: a step below the staging the program used
@@ -119,13 +134,17 @@ impl LowerOptions {
     }
 
     /// The marks for a launch's scalar arguments, given as (parameter index, value): integers
-    /// that are multiples of 16.
+    /// that are multiples of 16, and integers that are positive.
     pub fn specialize<'s>(mut self, scalars: impl IntoIterator<Item = (u32, &'s Scalar)>) -> LowerOptions {
         self.divisible_by_16 = 0;
+        self.positive = 0;
         for (p, s) in scalars {
             if let (true, Scalar::Int(v)) = (p < 64, s) {
                 if v % 16 == 0 {
                     self.divisible_by_16 |= 1 << p;
+                }
+                if *v > 0 {
+                    self.positive |= 1 << p;
                 }
             }
         }
@@ -225,6 +244,9 @@ pub struct LowerInfo {
     /// The cooperative-matrix `dot`s whose operands alternate between two staging buffers
     /// (one barrier per iteration instead of two), by value.
     pub double_staged: Vec<usize>,
+    /// The tensor maps the kernel takes after the program's parameters, in order: one per
+    /// distinct tensor its pipelined loads copy with [`Emitter::tensor_copy`].
+    pub tensor_maps: Vec<TensorMap>,
 }
 
 impl LowerInfo {
@@ -254,6 +276,9 @@ pub struct RingInfo {
     /// Its copies read from addresses the loop carries and advances by a fixed step
     /// (offsets affine in the induction variable), not from offsets computed per iteration.
     pub stepped: bool,
+    /// Copied by one thread as boxes of a tensor map ([`crate::gpu::tma`]), completing on a
+    /// shared-memory barrier per slot, instead of 16 bytes per thread and copy.
+    pub tensor: bool,
 }
 
 type R<T> = Result<T, LowerError>;
@@ -313,6 +338,9 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         floors: HashMap::new(),
         stepped: HashSet::new(),
         num_stages: options.num_stages.max(1),
+        divisible_by_16: options.divisible_by_16,
+        positive: options.positive,
+        tensor_maps: Vec::new(),
         bf16_bits: HashMap::new(),
         preferred: HashMap::new(),
         wgmma_dots: Vec::new(),
@@ -367,6 +395,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
             ahead: lw.num_stages - 1 - p.lag(),
             transposed: l.transposed,
             stepped: lw.stepped.contains(&l.result),
+            tensor: p.tensor.is_some(),
         })
         .collect();
     rings.sort_by_key(|r| r.value);
@@ -396,6 +425,7 @@ pub fn lower<E: Emitter>(program: &Program, target: &Target, options: &LowerOpti
         coop,
         prefetched,
         double_staged,
+        tensor_maps: lw.tensor_maps,
     })
 }
 
@@ -531,6 +561,11 @@ struct Lowerer<'a, E: Emitter> {
     /// Pipelined loads whose copies step through memory by carried addresses.
     stepped: HashSet<Value>,
     num_stages: u32,
+    /// [`LowerOptions::divisible_by_16`] and [`LowerOptions::positive`].
+    divisible_by_16: u64,
+    positive: u64,
+    /// [`LowerInfo::tensor_maps`].
+    tensor_maps: Vec<TensorMap>,
     /// The bf16 bits each f32 register holding a bf16 value was widened from: a store or a
     /// cast back to bf16 reuses them instead of converting again (a `cast(bf16)` followed by a
     /// store would otherwise round twice, the costliest part of a bf16 elementwise kernel where
@@ -560,6 +595,19 @@ struct Pipeline {
     /// pure functions of the induction variable and values defined outside the loop, so they
     /// can be evaluated for a later iteration.
     slice: Vec<usize>,
+    /// Where every load is copied with a tensor map: how.
+    tensor: Option<TensorPipe>,
+}
+
+/// A pipelined loop whose loads one thread copies as boxes of tensor maps, completing on one
+/// shared-memory barrier per ring slot.
+#[derive(Clone, Debug)]
+struct TensorPipe {
+    /// Per load (in [`Pipeline::loads`]' order): its map's index in [`LowerInfo::tensor_maps`]
+    /// and the box's origin.
+    loads: Vec<(u32, [Poly; 2])>,
+    /// The instructions of [`Pipeline::slice`] the origins need.
+    slice: Vec<usize>,
 }
 
 /// The source addresses of a pipelined loop's copies ([`Lowerer::pipe_addresses`]): one per
@@ -575,6 +623,8 @@ struct NextSlots<V> {
     read: V,
     write: V,
     addresses: Vec<V>,
+    /// With tensor copies, the parity of the phase to wait for on the barrier of `read`.
+    phase: Option<V>,
 }
 
 /// A load a pipelined loop issues early, into a ring of `num_stages` shared-memory buffers.
@@ -1493,14 +1543,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let (read, write) = (self.c_i32(0), self.c_i32((self.num_stages - 1 - pipe.lag()) as i64));
                         carried.push((DType::I32, read));
                         carried.push((DType::I32, write));
+                        if pipe.tensor.is_some() {
+                            // The phase parity the slot read next waits for.
+                            let zero = self.c_i32(0);
+                            carried.push((DType::I32, zero));
+                        }
                         Some((bases, floors))
                     }
                     None => None,
                 };
-                // The copies' addresses, carried from one iteration to the next where they step.
+                // The copies' addresses, carried from one iteration to the next where they step
+                // (tensor copies take none).
                 let addresses = match &pipe {
-                    Some(pipe) => self.pipe_addresses(pipe, body, iv_dtype, lo, st)?,
-                    None => None,
+                    Some(pipe) if pipe.tensor.is_none() => self.pipe_addresses(pipe, body, iv_dtype, lo, st)?,
+                    _ => None,
                 };
                 let addresses_at = carried.len();
                 if let Some(a) = &addresses {
@@ -1533,7 +1589,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let current = addresses
                             .as_ref()
                             .map(|a| CopyAddresses { at: args[addresses_at..addresses_at + a.at.len()].to_vec(), steps: a.steps.clone() });
-                        Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1], current.as_ref())?)
+                        let phase = pipe.tensor.as_ref().map(|_| args[nflat + 2]);
+                        Some(self.pipe_step(pipe, body, bases, iv_dtype, iv, hi, st, args[nflat], args[nflat + 1], current.as_ref(), phase)?)
                     }
                     _ => None,
                 };
@@ -1571,6 +1628,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 if let Some(slots) = slots {
                     next.push(slots.read);
                     next.push(slots.write);
+                    next.extend(slots.phase);
                     next.extend(slots.addresses);
                 }
                 if let Some(pipe) = &pipe {
@@ -1580,11 +1638,31 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 }
                 self.pop_scope();
                 let results = self.e.end_loop(&next);
-                if let Some((_, floors)) = ring {
-                    // The last iterations' copies (of tiles past the end, all masked off) land
-                    // before anything else uses that memory.
-                    self.e.async_wait(0);
-                    self.e.barrier();
+                if let Some((bases, floors)) = ring {
+                    match pipe.as_ref().filter(|p| p.tensor.is_some()) {
+                        Some(pipe) => {
+                            // Every copy issued was waited for (none is issued past the end):
+                            // once every thread is past its last wait, the barriers end, so
+                            // that their memory may be used again (or initialized again by
+                            // the next run of this loop).
+                            self.e.barrier();
+                            let first = self.first_thread();
+                            self.e.begin_if(first, &[]);
+                            for j in 0..self.num_stages as usize {
+                                let b = self.c_i32((bases[pipe.loads.len()] + j) as i64);
+                                self.e.mbarrier_invalidate(b);
+                            }
+                            self.e.begin_else(&[]);
+                            self.e.end_if(&[]);
+                            self.e.barrier();
+                        }
+                        None => {
+                            // The last iterations' copies (of tiles past the end, all masked
+                            // off) land before anything else uses that memory.
+                            self.e.async_wait(0);
+                            self.e.barrier();
+                        }
+                    }
                     self.floors = floors;
                 }
                 self.bind(&inst.results, &layouts, &results[..nflat]);
@@ -3466,7 +3544,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     ) -> R<(Vec<usize>, HashMap<DType, u32>)> {
         let s = self.num_stages as usize;
         let saved = self.floors.clone();
-        let mut bases = Vec::with_capacity(pipe.loads.len());
+        let mut bases = Vec::with_capacity(pipe.loads.len() + 1);
         for l in &pipe.loads {
             let f = self.floors.entry(l.dtype).or_insert(0);
             if l.swizzle.panel > 0 {
@@ -3480,6 +3558,25 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         for l in &pipe.loads {
             self.reserve(l.dtype, 0);
         }
+        if pipe.tensor.is_some() {
+            // One barrier per slot (8-byte words above the i64 floor), after the rings' bases.
+            let f = self.floors.entry(DType::I64).or_insert(0);
+            bases.push(*f as usize);
+            *f += s as u32;
+            self.reserve(DType::I64, 0);
+            let first = self.first_thread();
+            self.e.begin_if(first, &[]);
+            for j in 0..s {
+                let b = self.c_i32((bases[pipe.loads.len()] + j) as i64);
+                self.e.mbarrier_init(b);
+            }
+            self.e.mbarrier_init_fence();
+            self.e.begin_else(&[]);
+            self.e.end_if(&[]);
+            // What the threads read or wrote of this memory through the generic proxy comes
+            // before the copies' writes through the asynchronous one.
+            self.e.fence_async_shared();
+        }
         // Memory now under the rings may still be read by an earlier use in other threads.
         self.e.barrier();
         let mut ivj = lo;
@@ -3490,7 +3587,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let in_range = self.e.cmp(CmpPred::Lt, iv_dtype, ivj, hi);
             let slot = self.c_i32(j as i64);
             self.pipe_issue(pipe, body, &bases, ivj, in_range, slot, None)?;
-            self.e.async_commit();
+            if pipe.tensor.is_none() {
+                self.e.async_commit();
+            }
         }
         Ok((bases, saved))
     }
@@ -3512,15 +3611,22 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         read: E::V,
         write: E::V,
         addresses: Option<&CopyAddresses<E::V>>,
+        phase: Option<E::V>,
     ) -> R<NextSlots<E::V>> {
         let s = self.num_stages;
         let ahead = s - 1 - pipe.lag();
-        // Groups committed so far: ahead + i; this iteration's is the (i + 1)-th.
-        self.e.async_wait(ahead - 1);
-        if pipe.loads.iter().any(|l| l.swizzle.panel > 0) {
-            // The copies are written through the generic proxy; warpgroup matrix instructions
-            // read through the async one.
-            self.e.fence_async_shared();
+        if let (Some(_), Some(phase)) = (&pipe.tensor, phase) {
+            // This iteration's boxes have landed: their slot's barrier finished the phase.
+            let bar = self.offset(read, bases[pipe.loads.len()] as i64);
+            self.e.mbarrier_wait(bar, phase);
+        } else {
+            // Groups committed so far: ahead + i; this iteration's is the (i + 1)-th.
+            self.e.async_wait(ahead - 1);
+            if pipe.loads.iter().any(|l| l.swizzle.panel > 0) {
+                // The copies are written through the generic proxy; warpgroup matrix instructions
+                // read through the async one.
+                self.e.fence_async_shared();
+            }
         }
         // Everyone's copies are visible, and everyone is done with the slot written next.
         self.e.barrier();
@@ -3532,7 +3638,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let forward = self.e.cmp(CmpPred::Gt, iv_dtype, later, iv);
         let in_range = self.e.binary(BinaryOp::And, DType::I1, below, forward);
         self.pipe_issue(pipe, body, bases, later, in_range, write, addresses.map(|a| a.at.as_slice()))?;
-        self.e.async_commit();
+        if pipe.tensor.is_none() {
+            self.e.async_commit();
+        }
         let next_addresses = match addresses {
             Some(a) => a.at.iter().zip(&a.steps).map(|(&x, &d)| self.e.binary(BinaryOp::Add, DType::I64, x, d)).collect(),
             None => Vec::new(),
@@ -3550,7 +3658,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let zero = me.c_i32(0);
             me.e.select(DType::I32, wrap, zero, one)
         };
-        Ok(NextSlots { read: advance(self, read), write: advance(self, write), addresses: next_addresses })
+        // A slot's barrier finishes one phase per fill: the parity flips as the reads wrap.
+        let next_phase = phase.map(|phase| {
+            let one = self.offset(read, 1);
+            let last = self.c_i32(s as i64);
+            let wrap = self.e.cmp(CmpPred::Eq, DType::I32, one, last);
+            let flip = self.c_i32(1);
+            let flipped = self.e.binary(BinaryOp::Xor, DType::I32, phase, flip);
+            self.e.select(DType::I32, wrap, flipped, phase)
+        });
+        Ok(NextSlots { read: advance(self, read), write: advance(self, write), addresses: next_addresses, phase: next_phase })
     }
 
     /// Runs `f` with the address slice `slice` (instructions of the loop body `body`) evaluated
@@ -3652,8 +3769,73 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         slot: E::V,
         addresses: Option<&[E::V]>,
     ) -> R<()> {
+        if let Some(tp) = &pipe.tensor {
+            // One thread copies every tile of the iteration.
+            let first = self.first_thread();
+            let go = self.e.binary(BinaryOp::And, DType::I1, first, in_range);
+            self.e.begin_if(go, &[]);
+            let done = self.at_iteration(body, &tp.slice, &[], iv, |me| me.tensor_copies(pipe, tp, bases, slot));
+            self.e.begin_else(&[]);
+            self.e.end_if(&[]);
+            return done;
+        }
         let masks: Vec<Option<(Vec<Value>, Vec<Value>)>> = pipe.loads.iter().map(|l| l.mask.map(|m| mask_conjuncts(body, &pipe.slice, m))).collect();
         self.at_iteration(body, &pipe.slice, &[], iv, |me| me.pipe_copies(pipe, bases, in_range, slot, addresses, &masks))
+    }
+
+    /// The tensor copies of [`Lowerer::pipe_issue`] into ring slot `slot`, with the origins'
+    /// slice evaluated: the slot's barrier expects every box's bytes, then each load's tile
+    /// is copied one 64-column panel at a time.
+    fn tensor_copies(&mut self, pipe: &Pipeline, tp: &TensorPipe, bases: &[usize], slot: E::V) -> R<()> {
+        let bar = self.offset(slot, bases[pipe.loads.len()] as i64);
+        let bytes: usize = pipe.loads.iter().map(|l| l.numel() * smem_elem_bytes(l.dtype) as usize).sum();
+        self.e.mbarrier_expect(bar, bytes as u32);
+        for ((l, &base), (map, origin)) in pipe.loads.iter().zip(bases).zip(&tp.loads) {
+            let col = self.poly_value(&origin[0])?;
+            let row = self.poly_value(&origin[1])?;
+            let n = self.c_i32(l.numel() as i64);
+            let off = self.e.binary(BinaryOp::Mul, DType::I32, slot, n);
+            let slot_base = self.offset(off, base as i64);
+            let cols = if l.transposed { l.shape[0] } else { l.shape[1] };
+            for p in 0..cols / 64 {
+                let dst = self.offset(slot_base, (p * l.swizzle.panel) as i64);
+                let c = self.offset(col, (p * 64) as i64);
+                self.e.tensor_copy(*map, l.dtype, dst, [c, row], bar);
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of an i32 polynomial in the program's scalars ([`crate::gpu::tma`]).
+    fn poly_value(&mut self, p: &Poly) -> R<E::V> {
+        let mut sum: Option<E::V> = None;
+        for (c, values) in p.terms() {
+            let mut term: Option<E::V> = None;
+            for v in values {
+                let x = *self.scalars.get(&v).ok_or_else(|| LowerError::Unsupported {
+                    op: "load".into(),
+                    loc: Loc::default(),
+                    what: format!("a tensor copy's origin needs scalar %{} where it is not defined", v.index()),
+                })?;
+                term = Some(match term {
+                    Some(t) => self.e.binary(BinaryOp::Mul, DType::I32, t, x),
+                    None => x,
+                });
+            }
+            let term = match (term, c) {
+                (Some(t), 1) => t,
+                (Some(t), c) => {
+                    let k = self.c_i32(c);
+                    self.e.binary(BinaryOp::Mul, DType::I32, t, k)
+                }
+                (None, c) => self.c_i32(c),
+            };
+            sum = Some(match sum {
+                Some(s) => self.e.binary(BinaryOp::Add, DType::I32, s, term),
+                None => term,
+            });
+        }
+        Ok(sum.unwrap_or_else(|| self.c_i32(0)))
     }
 
     /// The copies of a pipelined loop's load `l`: its copy layout, the layout applied to its
@@ -4515,10 +4697,63 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
         }
         if !loads.is_empty() {
             let deferred = if lw.num_stages >= 3 { deferred_dots(p, body, &loads, &lw.mma, &uses) } else { Vec::new() };
-            pipelines.insert(body.args[0], Pipeline { loads, slice: slice.into_iter().collect(), deferred });
+            let slice: Vec<usize> = slice.into_iter().collect();
+            let tensor = plan_tensor_copies(lw, &defs, body, &loads, &slice);
+            pipelines.insert(body.args[0], Pipeline { loads, slice, deferred, tensor });
         }
     }
     lw.pipelines = pipelines;
+}
+
+/// A pipelined loop's tensor copies ([`TensorPipe`]): where the backend has them and every
+/// load of the loop is stored in swizzled panels and is a box of a tensor map whose extents
+/// the launch's specialization knows to be valid ([`Polys::tensor_load`]). The maps join
+/// [`LowerInfo::tensor_maps`] (equal maps once).
+fn plan_tensor_copies<E: Emitter>(
+    lw: &mut Lowerer<'_, E>,
+    defs: &HashMap<Value, &Op>,
+    body: &Block,
+    loads: &[PipeLoad],
+    slice: &[usize],
+) -> Option<TensorPipe> {
+    if !lw.e.tensor_copies() || loads.iter().any(|l| l.swizzle.panel == 0) {
+        return None;
+    }
+    let (divisible, positive) = (lw.divisible_by_16, lw.positive);
+    let marked = |mask: u64, p: u32| p < 64 && mask >> p & 1 == 1;
+    // Extents positive; a row stride also a multiple of 16 bytes (of 2-byte elements).
+    let known = |e: Extent, stride: bool| match e {
+        Extent::Const(c) => c > 0 && (!stride || c % 8 == 0),
+        Extent::Param(p) => marked(positive, p) && (!stride || marked(divisible, p)),
+    };
+    let mut polys = Polys::new(lw.p, defs);
+    let mut found = Vec::with_capacity(loads.len());
+    for l in loads {
+        found.push(polys.tensor_load(l.buffer, l.dtype, l.offsets, l.mask, l.shape, l.transposed, &known)?);
+    }
+    // The slice's instructions that the origins need, in order.
+    let mut need: HashSet<Value> = found.iter().flat_map(|t| t.origin.iter().flat_map(|p| p.values())).collect();
+    let mut needed = Vec::new();
+    for &i in slice.iter().rev() {
+        let inst = &body.insts[i];
+        if inst.results.iter().any(|r| need.contains(r)) {
+            need.extend(inst.op.operands());
+            needed.push(i);
+        }
+    }
+    needed.reverse();
+    let mut out = Vec::with_capacity(found.len());
+    for t in found {
+        let index = match lw.tensor_maps.iter().position(|m| *m == t.map) {
+            Some(i) => i,
+            None => {
+                lw.tensor_maps.push(t.map);
+                lw.tensor_maps.len() - 1
+            }
+        };
+        out.push((index as u32, t.origin));
+    }
+    Some(TensorPipe { loads: out, slice: needed })
 }
 
 /// Adds to `out` the body instructions (indices) that `v` needs, if it is a pure function of

@@ -13,6 +13,7 @@ pub mod lower;
 pub mod math;
 pub mod simt;
 pub mod target;
+pub mod tma;
 pub mod warmup;
 
 pub use emit::Emitter;
@@ -33,6 +34,8 @@ pub struct Decisions {
     /// Pipelined loads whose copies read from addresses the loop carries and steps
     /// ([`lower::RingInfo::stepped`]).
     pub stepped_loads: usize,
+    /// Pipelined loads copied as boxes of tensor maps ([`lower::RingInfo::tensor`]).
+    pub tensor_loads: usize,
     /// Loads issued one iteration ahead into registers (see [`lower::LowerInfo::prefetched`]).
     pub prefetched_loads: usize,
     pub shared_bytes: u64,
@@ -80,6 +83,7 @@ pub fn decisions(program: &Program, target: &Target, options: &lower::LowerOptio
         dots,
         pipelined_loads: info.pipelined_loads(),
         stepped_loads: info.rings.iter().filter(|r| r.stepped).count(),
+        tensor_loads: info.rings.iter().filter(|r| r.tensor).count(),
         prefetched_loads: info.prefetched.len(),
         shared_bytes: info.shared_bytes,
         threads: info.threads,
@@ -106,6 +110,29 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
             .collect();
         let verb = if marked.len() == 1 { "is a multiple" } else { "are multiples" };
         out.push_str(&format!("; specialized: {} {verb} of 16\n", marked.join(", ")));
+    }
+    if !info.tensor_maps.is_empty() {
+        let name = |p: u32| program.params.get(p as usize).map_or_else(|| format!("parameter {p}"), |q| q.name.clone());
+        let extent = |e: tma::Extent| match e {
+            tma::Extent::Const(c) => c.to_string(),
+            tma::Extent::Param(p) => name(p),
+        };
+        let maps: Vec<String> = info
+            .tensor_maps
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ({} rows of {}, row stride {}, boxes of {} x {})",
+                    name(m.param),
+                    extent(m.dims[1]),
+                    extent(m.dims[0]),
+                    extent(m.stride),
+                    m.box_dims[1],
+                    m.box_dims[0]
+                )
+            })
+            .collect();
+        out.push_str(&format!("; tensor maps, kernel parameters after the program's: {}\n", maps.join("; ")));
     }
     if options.fold_grid {
         out.push_str("; grid folded: program ids come from the linear workgroup index and the launched grid (push constants)\n");
@@ -169,7 +196,8 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
                         let transposed = if r.transposed { ", stored transposed" } else { "" };
                         let panels = if r.panels { ", 64-column panels" } else { "" };
                         let stepped = if r.stepped { ", addresses stepped" } else { "" };
-                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}{stepped}>", r.stages)
+                        let tensor = if r.tensor { ", tensor copies" } else { "" };
+                        format!("#ring<{} stages, {rows} x {cols}{swizzled}{panels}{transposed}{stepped}{tensor}>", r.stages)
                     }
                     (None, Some(Some(l))) if info.in_flight.contains(&idx) => format!("{l} via wgmma, in flight into the next iteration"),
                     (None, Some(Some(l))) if info.wgmma.contains(&idx) => format!("{l} via wgmma"),

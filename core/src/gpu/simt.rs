@@ -11,6 +11,8 @@
 
 mod pressure;
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 
 use crate::buffer::HostBuffer;
@@ -188,6 +190,32 @@ enum SInst {
     /// `fence.proxy.async.shared::cta`: this thread's shared-memory writes so far become
     /// visible to warpgroup matrix instructions (after a barrier, for other threads' ones).
     FenceAsync,
+    /// A shared-memory barrier (`shared_i64[barrier]`) initialized for one arrival per phase.
+    MbarInit {
+        barrier: Reg,
+    },
+    MbarInval {
+        barrier: Reg,
+    },
+    /// An arrival that also expects `bytes` of copies on the barrier's phase.
+    MbarExpect {
+        barrier: Reg,
+        bytes: u32,
+    },
+    /// Waits for the barrier's phase of parity `parity`.
+    MbarWait {
+        barrier: Reg,
+        parity: Reg,
+    },
+    /// A box of tensor map `map` at (`coords[0]`, `coords[1]`) copied to `shared[dtype]` at
+    /// `shared_index`, in 128-byte swizzled rows, completing on `barrier`.
+    TensorCopy {
+        map: u32,
+        dtype: DType,
+        shared_index: Reg,
+        coords: [Reg; 2],
+        barrier: Reg,
+    },
     /// A cooperative matrix ([`Coop`]) with every element `value`.
     CoopFill {
         d: Coop,
@@ -291,6 +319,9 @@ pub struct Recorder {
     warp: u32,
     /// Cooperative matrices by their first register.
     coops: std::collections::HashMap<Reg, Coop>,
+    /// Whether the target copies tensors ([`Emitter::tensor_copies`]): those with warpgroup
+    /// matrix instructions.
+    tensor: bool,
 }
 
 impl Recorder {
@@ -535,6 +566,24 @@ impl Emitter for Recorder {
     fn fence_async_shared(&mut self) {
         self.push(SInst::FenceAsync);
     }
+    fn tensor_copies(&self) -> bool {
+        self.tensor
+    }
+    fn mbarrier_init(&mut self, barrier: Reg) {
+        self.push(SInst::MbarInit { barrier });
+    }
+    fn mbarrier_invalidate(&mut self, barrier: Reg) {
+        self.push(SInst::MbarInval { barrier });
+    }
+    fn mbarrier_expect(&mut self, barrier: Reg, bytes: u32) {
+        self.push(SInst::MbarExpect { barrier, bytes });
+    }
+    fn mbarrier_wait(&mut self, barrier: Reg, parity: Reg) {
+        self.push(SInst::MbarWait { barrier, parity });
+    }
+    fn tensor_copy(&mut self, map: u32, dtype: DType, shared_index: Reg, coords: [Reg; 2], barrier: Reg) {
+        self.push(SInst::TensorCopy { map, dtype, shared_index, coords, barrier });
+    }
     fn shuffle_xor(&mut self, _dtype: DType, x: Reg, mask: u32) -> Reg {
         let dst = self.reg();
         self.push(SInst::ShuffleXor { dst, x, mask });
@@ -616,7 +665,16 @@ pub struct Lowered {
 
 /// Lowers `program` for `target` and records the per-thread program.
 pub fn compile(program: &Program, target: &Target, options: &LowerOptions) -> Result<Lowered, LowerError> {
-    let (rec, info) = lower_fitting(program, target, options, || Ok(Recorder { warp: target.subgroup_size, ..Recorder::default() }), |e| e)?;
+    let (rec, info) = lower_fitting(
+        program,
+        target,
+        options,
+        || {
+            let tensor = target.matrix.iter().any(|m| m.kind == crate::gpu::MatrixKind::Wgmma);
+            Ok(Recorder { warp: target.subgroup_size, tensor, ..Recorder::default() })
+        },
+        |e| e,
+    )?;
     let param_dtypes = program
         .params
         .iter()
@@ -689,6 +747,7 @@ impl Lowered {
                 writes: 0,
                 fenced: vec![0; threads],
                 wg_reads: vec![Default::default(); threads.div_ceil(128)],
+                mbarriers: HashMap::new(),
             };
             let active = vec![true; threads];
             m.exec(&self.code, &active)
@@ -747,6 +806,24 @@ struct Machine<'a> {
     /// Per warpgroup, the shared slots its warpgroup matrix instructions read, by group:
     /// committed groups not yet complete (oldest first), then the open one.
     wg_reads: Vec<(Vec<WgReads>, WgReads)>,
+    /// Shared-memory barriers by their index in the i64 array.
+    mbarriers: HashMap<i64, Mbarrier>,
+}
+
+/// A shared-memory barrier of tensor copies: one arrival per phase, and the bytes of copies
+/// the phase still waits for. The copies' writes land when the phase completes and become
+/// readable at the first wait for it (slots stay pending until then: a read before the wait
+/// is a race the emulator reports).
+#[derive(Default)]
+struct Mbarrier {
+    /// Phases completed.
+    phase: u64,
+    arrived: bool,
+    bytes: i64,
+    /// Writes of the copies of the current phase, then of the last completed one not yet
+    /// waited for.
+    copies: CopyGroup,
+    landed: CopyGroup,
 }
 
 type WgReads = Vec<(DType, usize)>;
@@ -1091,6 +1168,60 @@ impl Machine<'_> {
             SInst::FenceAsync => {
                 self.fenced[t] = self.writes;
                 return Ok(());
+            }
+            SInst::MbarInit { barrier } => {
+                let b = self.mbarrier_index(*barrier, t)?;
+                if self.mbarriers.insert(b, Mbarrier::default()).is_some() {
+                    return Err(self.fault(t, format!("barrier i64[{b}] is initialized again without being invalidated")));
+                }
+                return Ok(());
+            }
+            SInst::MbarInval { barrier } => {
+                let b = self.mbarrier_index(*barrier, t)?;
+                match self.mbarriers.remove(&b) {
+                    Some(m) if m.arrived || m.bytes != 0 || !m.copies.is_empty() || !m.landed.is_empty() => {
+                        return Err(self.fault(t, format!("barrier i64[{b}] is invalidated with copies or an arrival pending")))
+                    }
+                    Some(_) => {}
+                    None => return Err(self.fault(t, format!("barrier i64[{b}] is invalidated but was never initialized"))),
+                }
+                return Ok(());
+            }
+            SInst::MbarExpect { barrier, bytes } => {
+                let b = self.mbarrier_index(*barrier, t)?;
+                let pid = self.pid;
+                let fault = |what: String| SimtError::Fault { pid, thread: t as u32, what };
+                let m = self.mbarriers.get_mut(&b).ok_or_else(|| fault(format!("arrival on barrier i64[{b}], never initialized")))?;
+                if m.arrived {
+                    return Err(fault(format!("a second arrival on barrier i64[{b}] in one phase (it expects one)")));
+                }
+                m.arrived = true;
+                m.bytes += *bytes as i64;
+                return self.mbarrier_progress(b, t);
+            }
+            SInst::MbarWait { barrier, parity } => {
+                let b = self.mbarrier_index(*barrier, t)?;
+                let parity = self.int(*parity, t) as u64 & 1;
+                let pid = self.pid;
+                let fault = |what: String| SimtError::Fault { pid, thread: t as u32, what };
+                let m = self.mbarriers.get_mut(&b).ok_or_else(|| fault(format!("wait on barrier i64[{b}], never initialized")))?;
+                // The phase of that parity is complete when the current phase has the other.
+                if m.phase & 1 == parity {
+                    return Err(fault(format!("waits for phase {} of barrier i64[{b}], which nothing completes (a hang)", m.phase)));
+                }
+                let landed = std::mem::take(&mut m.landed);
+                let epoch = self.epoch.wrapping_sub(1);
+                for (d, i, v) in landed {
+                    if let Some(slot) = self.shared_array(d).and_then(|a| a.get_mut(i)) {
+                        // Visible through the barrier, not a thread's write: written before
+                        // this epoch, and through the async proxy (no fence asked for).
+                        *slot = SharedSlot { value: v, written: Some((epoch, 0)), pending: false, seq: 0, ..*slot };
+                    }
+                }
+                return Ok(());
+            }
+            SInst::TensorCopy { map, dtype, shared_index, coords, barrier } => {
+                return self.tensor_copy(*map, *dtype, *shared_index, *coords, *barrier, t);
             }
             SInst::Barrier
             | SInst::If { .. }
@@ -1544,6 +1675,99 @@ impl Machine<'_> {
 
     fn index(&self, buffer: u32, index: Reg, t: usize, what: &str) -> Result<usize, SimtError> {
         self.index_at(buffer, self.int(index, t), t, what)
+    }
+
+    /// A barrier's index in the shared i64 array, checked against it.
+    fn mbarrier_index(&mut self, barrier: Reg, t: usize) -> Result<i64, SimtError> {
+        let b = self.int(barrier, t);
+        let len = self.shared_array(DType::I64).map_or(0, |a| a.len());
+        if b < 0 || b as usize >= len {
+            return Err(self.fault(t, format!("barrier i64[{b}] is outside shared memory ({len} i64 elements)")));
+        }
+        Ok(b)
+    }
+
+    /// Completes the barrier's phase once its arrival came and its copies' bytes landed.
+    fn mbarrier_progress(&mut self, b: i64, t: usize) -> Result<(), SimtError> {
+        let m = self.mbarriers.get_mut(&b).expect("checked by the caller");
+        if m.bytes < 0 && m.arrived {
+            return Err(self.fault(t, format!("barrier i64[{b}] received more bytes than its arrival expected")));
+        }
+        if m.arrived && m.bytes == 0 {
+            if !m.landed.is_empty() {
+                return Err(self.fault(t, format!("barrier i64[{b}] completes a phase while the last one's copies were never waited for")));
+            }
+            m.landed = std::mem::take(&mut m.copies);
+            m.phase += 1;
+            m.arrived = false;
+        }
+        Ok(())
+    }
+
+    /// One thread's tensor copy ([`SInst::TensorCopy`]): the box read where it lies inside the
+    /// tensor (the map resolved from the launch's scalars), zeros elsewhere, each 128-byte row
+    /// swizzled as [`SharedMatrix::swizzle`] places it, pending until a wait on the barrier.
+    fn tensor_copy(&mut self, map: u32, dtype: DType, shared_index: Reg, coords: [Reg; 2], barrier: Reg, t: usize) -> Result<(), SimtError> {
+        let b = self.mbarrier_index(barrier, t)?;
+        if !self.mbarriers.contains_key(&b) {
+            return Err(self.fault(t, format!("a tensor copy completes on barrier i64[{b}], never initialized")));
+        }
+        let m = self.lowered.info.tensor_maps.get(map as usize).ok_or_else(|| self.fault(t, format!("tensor map {map} is not the kernel's")))?;
+        if m.dtype != dtype || dtype.size_bytes() != 2 || m.box_dims[0] as usize * 2 != 128 {
+            return Err(self.fault(t, format!("no model of a tensor copy of {dtype} boxes {:?} from a {} map", m.box_dims, m.dtype)));
+        }
+        let args = self.args;
+        let scalar = |p: u32| match args.get(p as usize) {
+            Some(Arg::Scalar(Scalar::Int(v))) => Some(*v),
+            _ => None,
+        };
+        let r = m.resolve(&scalar).map_err(|e| self.fault(t, format!("tensor map {map}: {e}")))?;
+        let stride = (r.row_bytes / 2) as i64;
+        let (c0, r0) = (self.int(coords[0], t), self.int(coords[1], t));
+        let dst = self.int(shared_index, t);
+        if dst * 2 % 1024 != 0 {
+            return Err(self.fault(t, format!("a tensor copy to shared {dtype}[{dst}], not 1024-byte aligned")));
+        }
+        let (epoch, warp) = (self.epoch, t as u32 / self.lowered.warp);
+        let mut writes = Vec::new();
+        for row in 0..m.box_dims[1] as i64 {
+            for col in 0..m.box_dims[0] as i64 {
+                let (gr, gc) = (r0 + row, c0 + col);
+                let v = if (0..r.dims[1] as i64).contains(&gr) && (0..r.dims[0] as i64).contains(&gc) {
+                    let i = self.index_at(m.param, gr * stride + gc, t, "tensor copy")?;
+                    bits_elem(dtype, self.buffer(m.param).load_bits(i))
+                } else {
+                    bits_elem(dtype, 0)
+                };
+                let addr = SharedMatrix::<Reg>::swizzle((dst * 2 + row * 128 + col * 2) as u32);
+                let i = (addr / 2) as usize;
+                let pid = self.pid;
+                let slot = self.shared_array(dtype).and_then(|a| a.get_mut(i)).ok_or_else(|| SimtError::Fault {
+                    pid,
+                    thread: t as u32,
+                    what: format!("tensor copy to shared {dtype}[{i}] is out of bounds"),
+                })?;
+                let what = if slot.pending {
+                    Some("while another copy to it is in flight")
+                } else if slot.readers > 0 {
+                    Some("while a warpgroup matrix instruction not waited for reads it")
+                } else if read_by_other_warp(slot, epoch, warp, v) {
+                    Some("after another warp read it since the last barrier (missing barrier)")
+                } else {
+                    None
+                };
+                if let Some(what) = what {
+                    return Err(SimtError::Fault { pid, thread: t as u32, what: format!("tensor copy to shared {dtype}[{i}] {what}") });
+                }
+                slot.pending = true;
+                writes.push((dtype, i, v));
+            }
+        }
+        let bytes = (m.box_dims[0] * m.box_dims[1]) as i64 * 2;
+        let mb = self.mbarriers.get_mut(&b).expect("checked above");
+        mb.copies.extend(writes);
+        mb.bytes -= bytes;
+        self.mbarrier_progress(b, t)
     }
 
     fn index_at(&self, buffer: u32, i: i64, t: usize, what: &str) -> Result<usize, SimtError> {

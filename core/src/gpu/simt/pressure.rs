@@ -67,6 +67,9 @@ fn access(inst: &SInst, warp: u32, widths: &std::collections::HashMap<Reg, u32>)
         SInst::StoreShared { index, value, .. } => (vec![], vec![*index, *value]),
         SInst::Barrier | SInst::AsyncCommit | SInst::AsyncWait { .. } | SInst::WgmmaWait { .. } | SInst::FenceAsync => (vec![], vec![]),
         SInst::AsyncCopy { index, shared_index, pred, .. } => (vec![], vec![*index, *shared_index, *pred]),
+        SInst::MbarInit { barrier } | SInst::MbarInval { barrier } | SInst::MbarExpect { barrier, .. } => (vec![], vec![*barrier]),
+        SInst::MbarWait { barrier, parity } => (vec![], vec![*barrier, *parity]),
+        SInst::TensorCopy { shared_index, coords, barrier, .. } => (vec![], vec![*shared_index, coords[0], coords[1], *barrier]),
         SInst::LoadMatrix { row, d, .. } => (d.iter().map(|&r| (r, REG)).collect(), vec![*row]),
         SInst::Mma { a, b, c, d, .. } => (d.iter().map(|&r| (r, REG)).collect(), a.iter().chain(b).chain(c).copied().collect()),
         SInst::Wgmma { a, b, c, d, .. } => {

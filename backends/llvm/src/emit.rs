@@ -1832,20 +1832,9 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     }
 
     fn async_copy(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType, shared_index: LlvmValue, n: u32, pred: LlvmValue) {
-        self.expect(pred, DType::I1, "async_copy predicate");
-        if n as usize * dtype.size_bytes() != 16 {
-            self.fail_contract(format!("async_copy of {n} x {dtype} (16 bytes expected)"));
-            return;
-        }
-        let Some(src) = self.element_ptr(buffer, dtype, index, index_dtype, true, false, "async_copy") else { return };
-        let Some(dst) = self.shared_ptr(dtype, shared_index, "async_copy") else { return };
-        let (gas, sas) = (self.hooks.global_addrspace(), self.hooks.shared_addrspace());
-        let src = self.inst(format!("ptrtoint ptr addrspace({gas}) {src} to i64"));
-        let dst = self.inst(format!("ptrtoint ptr addrspace({sas}) {dst} to i32"));
-        // Masked off: the source is not read (its address may lie outside the buffer) and the
-        // destination becomes zeros.
-        let h = self.hooks;
-        h.async_copy(&mut self.builder(), dst, src, pred.op);
+        let src = self.global_address(buffer, dtype, index, index_dtype);
+        let dst = self.shared_address(dtype, shared_index);
+        self.async_copy_from(buffer, dtype, src, dst, n, pred);
     }
 
     fn global_address(&mut self, buffer: u32, dtype: DType, index: LlvmValue, index_dtype: DType) -> LlvmValue {
@@ -1888,6 +1877,8 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
             self.fail_contract(format!("async_copy of {n} x {dtype} (16 bytes expected)"));
             return;
         }
+        // Masked off: the source is not read (its address may lie outside the buffer) and the
+        // destination becomes zeros.
         let h = self.hooks;
         h.async_copy(&mut self.builder(), shared_address.op, address.op, pred.op);
     }

@@ -850,6 +850,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// Per-register coordinates and ownership of `dist` in this thread.
     fn coords(&mut self, dist: &Dist) -> Coords<E::V> {
+        let all: Vec<usize> = (0..dist.regs.len()).collect();
+        self.coords_of(dist, &all)
+    }
+
+    /// [`Lowerer::coords`] of the registers `which` only (in that order): where a thread
+    /// addresses one access per run of registers, the others' coordinates are never used.
+    fn coords_of(&mut self, dist: &Dist, which: &[usize]) -> Coords<E::V> {
         let rank = dist.shape.len();
         let bases: Vec<Option<E::V>> = (0..rank)
             .map(|d| {
@@ -875,9 +882,9 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 Some(a) => self.e.binary(BinaryOp::And, DType::I1, a, c),
             });
         }
-        let mut coords = Vec::with_capacity(dist.regs.len());
-        let mut owner = Vec::with_capacity(dist.regs.len());
-        for r in &dist.regs {
+        let mut coords = Vec::with_capacity(which.len());
+        let mut owner = Vec::with_capacity(which.len());
+        for r in which.iter().map(|&i| &dist.regs[i]) {
             let mut cs = Vec::with_capacity(rank);
             let mut own = replica_ok;
             for d in 0..rank {
@@ -1155,19 +1162,21 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         self.reserve(sd, len);
         self.e.barrier();
         let sdist = permute_dist(sdist, &Some(sperm.clone()));
-        let sc = self.coords(&sdist);
-        for start in (0..sperm.len()).step_by(ws) {
-            let idx = self.padded_index(&sc.coords[start], shape, pad);
+        let starts: Vec<usize> = (0..sperm.len()).step_by(ws).collect();
+        let sc = self.coords_of(&sdist, &starts);
+        for (&start, at) in starts.iter().zip(&sc.coords) {
+            let idx = self.padded_index(at, shape, pad);
             let vals: Vec<E::V> = sperm[start..start + ws].iter().map(|&r| if bits { self.narrow_bf16(regs[r]) } else { regs[r] }).collect();
             let idx = self.floored(sd, idx);
             self.e.store_shared_vec(sd, idx, &vals);
         }
         self.e.barrier();
         let ddist = permute_dist(ddist, &Some(dperm.clone()));
-        let dc = self.coords(&ddist);
+        let starts: Vec<usize> = (0..dperm.len()).step_by(wd).collect();
+        let dc = self.coords_of(&ddist, &starts);
         let mut out: Vec<Option<E::V>> = vec![None; dperm.len()];
-        for start in (0..dperm.len()).step_by(wd) {
-            let idx = self.padded_index(&dc.coords[start], shape, pad);
+        for (&start, at) in starts.iter().zip(&dc.coords) {
+            let idx = self.padded_index(at, shape, pad);
             let idx = self.floored(sd, idx);
             let vals = self.e.load_shared_vec(sd, idx, wd as u32);
             for (j, v) in vals.into_iter().enumerate() {
@@ -3944,19 +3953,19 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 Some((varying, fixed)) => (term_regs(varying)?, term_regs(fixed)?),
                 None => (Vec::new(), Vec::new()),
             };
-            let c = self.coords(&dist);
+            let c = self.coords_of(&dist, &firsts);
             let n = self.c_i32(l.numel() as i64);
             let off = self.e.binary(BinaryOp::Mul, DType::I32, slot, n);
             let slot_base = self.offset(off, base as i64);
             // With addresses, the slot's address once and each copy's place in it (the same
             // in every iteration) added: one addition per copy.
             let slot_address = addresses.map(|_| self.e.shared_address(l.dtype, slot_base));
-            for first in firsts {
+            for (first, at) in firsts.into_iter().zip(&c.coords) {
                 let mut pred = in_range;
                 for t in varying.iter().chain(&fixed) {
                     pred = self.e.binary(BinaryOp::And, DType::I1, pred, t[first]);
                 }
-                let (r, col) = (c.coords[first][along ^ 1], c.coords[first][along]);
+                let (r, col) = (at[along ^ 1], at[along]);
                 let at = l.swizzle.index(self, r, col);
                 match (addresses, slot_address, &offs) {
                     (Some(a), Some(slot_address), _) => {

@@ -6,9 +6,9 @@
 //! are multiples of 16 (`tilekit::device::launch_options`), as Triton specializes.
 //! Pipeline creation in a driver is not included (it is the driver's cost, not tilekit's).
 //!
-//! With `--features ptx` it also times every configuration of every kernel to PTX text for
-//! sm_90 (lowering, LLVM IR, libdevice, O3, NVPTX code generation; not ptxas or the driver's
-//! JIT) and writes `bench/results/compile-ptx-<hostname>.json`. The goal is 150 ms each.
+//! With `--features ptx` it also times every configuration of every kernel to PTX text for the
+//! H200 target (sm_90a: warpgroup matrix instructions and tensor copies; lowering, LLVM IR,
+//! libdevice, O3, NVPTX code generation; not ptxas or the driver's JIT) and writes `bench/results/compile-ptx-<hostname>.json`. The goal is 150 ms each.
 //!
 //! Kernel names after `--` (`cargo bench --bench compile -- matmul attention`) time only those
 //! kernels and write no results file: a partial run must not replace the whole one.

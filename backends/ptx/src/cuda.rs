@@ -758,6 +758,29 @@ mod tests {
         }
     }
 
+    /// A tensor map the driver could not take is refused before the driver sees it: a
+    /// misaligned buffer, a row stride of a number of bytes not a multiple of 16, an extent of
+    /// zero, a dtype with no tensor-map type.
+    #[test]
+    fn tensor_maps_the_driver_cannot_take_are_refused_first() {
+        use tilekit_core::gpu::tma::Extent;
+        let map =
+            TensorMap { param: 0, dtype: DType::F16, dims: [Extent::Param(2), Extent::Param(1)], stride: Extent::Param(2), box_dims: [64, 128] };
+        let args = |m: i64, k: i64| {
+            move |p: u32| match p {
+                1 => Some(m),
+                2 => Some(k),
+                _ => None,
+            }
+        };
+        let err = |m: &TensorMap, address: u64, a: &dyn Fn(u32) -> Option<i64>| encode_tensor_map(m, address, a).err().unwrap_or_default();
+        assert!(err(&map, 0x1008, &args(64, 64)).contains("not 16-byte aligned"));
+        assert!(err(&map, 0x1000, &args(64, 60)).contains("not a multiple of 16 bytes"));
+        assert!(err(&map, 0x1000, &args(0, 64)).contains("positive"));
+        let f32_map = TensorMap { dtype: DType::F32, ..map.clone() };
+        assert!(err(&f32_map, 0x1000, &args(64, 64)).contains("no tensor map of f32"));
+    }
+
     /// On a machine with a CUDA device, a launch with a float for the i32 parameter fails at the
     /// check, before the driver sees it, and the runtime stays usable.
     #[test]

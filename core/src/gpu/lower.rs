@@ -1656,13 +1656,13 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                             // the next run of this loop).
                             self.e.barrier();
                             let first = self.first_thread();
-                            self.e.begin_if(first, &[]);
-                            for j in 0..self.num_stages as usize {
-                                let b = self.c_i32((bases[pipe.loads.len()] + j) as i64);
-                                self.e.mbarrier_invalidate(b);
-                            }
-                            self.e.begin_else(&[]);
-                            self.e.end_if(&[]);
+                            let base = bases[pipe.loads.len()] as i64;
+                            self.only_if(Some(first), |me| {
+                                for j in 0..me.num_stages as i64 {
+                                    let b = me.c_i32(base + j);
+                                    me.e.mbarrier_invalidate(b);
+                                }
+                            });
                             self.e.barrier();
                         }
                         None => {
@@ -3574,14 +3574,14 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             *f += s as u32;
             self.reserve(DType::I64, 0);
             let first = self.first_thread();
-            self.e.begin_if(first, &[]);
-            for j in 0..s {
-                let b = self.c_i32((bases[pipe.loads.len()] + j) as i64);
-                self.e.mbarrier_init(b);
-            }
-            self.e.mbarrier_init_fence();
-            self.e.begin_else(&[]);
-            self.e.end_if(&[]);
+            let base = bases[pipe.loads.len()] as i64;
+            self.only_if(Some(first), |me| {
+                for j in 0..s as i64 {
+                    let b = me.c_i32(base + j);
+                    me.e.mbarrier_init(b);
+                }
+                me.e.mbarrier_init_fence();
+            });
             // What the threads read or wrote of this memory through the generic proxy comes
             // before the copies' writes through the asynchronous one.
             self.e.fence_async_shared();

@@ -216,14 +216,7 @@ impl<'p> Polys<'p> {
                 Some(Op::Const { value: Scalar::Int(c) }) => Some(Poly::constant(wrap32(*c))),
                 Some(Op::Arange { start, .. }) => Some(Poly::constant(wrap32(*start)).add(&Poly::atom(Atom::Index(0)), 1)),
                 Some(Op::Splat { x }) => self.poly(*x),
-                Some(Op::Broadcast { x }) => {
-                    let from = self.program.ty(*x).shape.clone();
-                    self.poly(*x).map(|p| p.reindex(|d| if from[d as usize] == 1 { None } else { Some(d) }))
-                }
-                Some(Op::ExpandDims { x, axis }) => {
-                    let axis = *axis as u8;
-                    self.poly(*x).map(|p| p.reindex(|d| Some(if d < axis { d } else { d + 1 })))
-                }
+                Some(op @ (Op::Broadcast { x } | Op::ExpandDims { x, .. })) => self.poly(*x).map(|p| self.lift(op, &p)),
                 Some(Op::Binary { op: op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), lhs, rhs }) => match (self.poly(*lhs), self.poly(*rhs)) {
                     (Some(a), Some(b)) => Some(match op {
                         BinaryOp::Add => a.add(&b, 1),
@@ -256,17 +249,27 @@ impl<'p> Polys<'p> {
             }
             Some(Op::Cmp { pred: CmpPred::Lt, lhs, rhs }) => Some(vec![(self.poly(*lhs)?, self.poly(*rhs)?)]),
             Some(Op::Cmp { pred: CmpPred::Gt, lhs, rhs }) => Some(vec![(self.poly(*rhs)?, self.poly(*lhs)?)]),
-            Some(Op::Broadcast { x }) => {
-                let from = self.program.ty(*x).shape.clone();
-                let f = |d: u8| if from[d as usize] == 1 { None } else { Some(d) };
-                Some(self.bounds(*x)?.into_iter().map(|(a, b)| (a.reindex(f), b.reindex(f))).collect())
-            }
-            Some(Op::ExpandDims { x, axis }) => {
-                let axis = *axis as u8;
-                let f = |d: u8| Some(if d < axis { d } else { d + 1 });
-                Some(self.bounds(*x)?.into_iter().map(|(a, b)| (a.reindex(f), b.reindex(f))).collect())
+            Some(op @ (Op::Broadcast { x } | Op::ExpandDims { x, .. })) => {
+                Some(self.bounds(*x)?.into_iter().map(|(a, b)| (self.lift(op, &a), self.lift(op, &b))).collect())
             }
             _ => None,
+        }
+    }
+
+    /// `p`, a polynomial in the indices of a broadcast's or an expansion's operand, in the
+    /// indices of its result: a dimension of extent 1 that a broadcast widens is always 0 there,
+    /// and an expansion shifts the dimensions from its axis on.
+    fn lift(&self, op: &Op, p: &Poly) -> Poly {
+        match op {
+            Op::Broadcast { x } => {
+                let from = &self.program.ty(*x).shape;
+                p.reindex(|d| if from[d as usize] == 1 { None } else { Some(d) })
+            }
+            Op::ExpandDims { axis, .. } => {
+                let axis = *axis as u8;
+                p.reindex(|d| Some(if d < axis { d } else { d + 1 }))
+            }
+            _ => p.clone(),
         }
     }
 

@@ -65,6 +65,19 @@ fn matmul_gfx942() {
     golden("matmul_gfx942", "matmul", &p, "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3", &Target::amd_gfx942());
 }
 
+/// Matmul of f32 multiplied as tf32 on sm_90a: the dot on `mma.sync` m16n8k8 (wgmma is for
+/// 16-bit operands here), both operands in cp.async rings of f32 (four to a 16-byte copy,
+/// swizzled in 16-byte chunks), no tensor maps.
+#[test]
+fn matmul_tf32_sm90a() {
+    let p = Problem::new(&[4096, 4096, 4096], DType::F32).with("precision", "tf32");
+    let config = "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,num_warps=8,num_stages=3";
+    golden("matmul_tf32_sm90a", "matmul", &p, config, &Target::cuda_sm90a());
+    let ir = gpu_ir("matmul", &p, config, &Target::cuda_sm90a());
+    assert!(ir.contains("input_precision tf32") && ir.contains("#mma<m16n8k8"), "{ir}");
+    assert!(ir.contains("2 loads pipelined") && !ir.contains("tensor maps"), "{ir}");
+}
+
 /// Matmul with B as N x K (`trans_b`, a linear layer's weight) on sm_90: B's tile is
 /// contiguous along K, so its ring holds it as stored (`stored transposed`).
 #[test]

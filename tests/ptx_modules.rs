@@ -158,9 +158,40 @@ fn dots_use_mma_sync() {
     let small = compiled("matmul", &[256, 256, 256], DType::F16, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages=3").kernel;
     assert_eq!(small.dynamic_shared_bytes, 0);
     assert!(!small.ptx.contains(".extern .shared"));
-    // f32 operands keep the FMA dot (tf32 is an opt-in the IR does not have yet).
+    // f32 operands keep the FMA dot unless the dot's input precision is tf32.
     let ptx = ptx_of("matmul", &[64, 64, 64], DType::F32, "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4");
     assert!(!ptx.contains("mma.sync"));
+}
+
+/// A tf32 `dot` (f32 operands, `precision=tf32`) runs on `mma.sync.aligned.m16n8k8` on every
+/// NVIDIA target, sm_90a included (wgmma's tf32 reads only K-major operands); with
+/// `num_stages` its f32 tiles arrive by asynchronous copies `num_stages - 1` iterations ahead
+/// and `a` is read from its ring with matrix loads of 32-bit words (never transposed); every
+/// operand is rounded with `cvt.rna.tf32.f32` before the instruction, and ptxas takes the
+/// modules without spills.
+#[test]
+fn tf32_dots_use_mma_m16n8k8() {
+    let want = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    let tf32 = |shape: &[usize]| Problem::new(shape, DType::F32).with("precision", "tf32");
+    for (target, arch) in [(Target::cuda_sm80(), Arch::Sm80), (Target::cuda_sm90(), Arch::Sm90), (Target::cuda_sm90a(), Arch::Sm90a)] {
+        for (stages, pending) in [(1, None), (2, Some(0)), (3, Some(1))] {
+            let config = format!("BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,num_warps=4,num_stages={stages}");
+            let mut c = compiled_for("matmul", &tf32(&[256, 256, 256]), &config, &target, arch);
+            let ptx = &c.kernel.ptx;
+            assert!(ptx.contains(want), "{arch} num_stages={stages}: no {want}");
+            assert!(ptx.contains("cvt.rna.tf32.f32"), "{arch} num_stages={stages}: operands not rounded");
+            assert!(!ptx.contains("wgmma") && !ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"), "{arch} num_stages={stages}: a 16-bit path");
+            match pending {
+                Some(p) => {
+                    assert!(ptx.contains("cp.async.cg.shared.global") && ptx.contains(&format!("cp.async.wait_group {p};")), "{arch} {stages}");
+                    assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"), "{arch} {stages}: `a` not read by matrix loads");
+                }
+                None => assert!(!ptx.contains("cp.async") && !ptx.contains("ldmatrix"), "{arch}: num_stages=1 pipelines"),
+            }
+            let r = c.kernel.assemble().unwrap_or_else(|e| panic!("{arch} num_stages={stages}: {e}"));
+            assert!(!r.spills(), "{arch} num_stages={stages}: spills ({r})");
+        }
+    }
 }
 
 /// On sm_90a the pipelined dots are warpgroup matrix instructions: matmul's reads both

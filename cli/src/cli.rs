@@ -596,7 +596,15 @@ impl TargetInfo {
             ieee_preserve: t.ieee_preserve,
             f16_rte: t.f16_rte,
             f32_denorm_preserve: t.f32_denorm_preserve,
-            matrix: t.matrix.iter().map(|m| format!("{:?} m{}n{}k{} {}x{}->{}", m.kind, m.m, m.n, m.k, m.a, m.b, m.acc)).collect(),
+            matrix: t
+                .matrix
+                .iter()
+                .map(|m| {
+                    // f32 operands of a matrix instruction are tf32 (rounded first).
+                    let (a, b) = if m.tf32() { ("tf32".to_string(), "tf32".to_string()) } else { (m.a.to_string(), m.b.to_string()) };
+                    format!("{:?} m{}n{}k{} {a}x{b}->{}", m.kind, m.m, m.n, m.k, m.acc)
+                })
+                .collect(),
         }
     }
 }

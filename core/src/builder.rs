@@ -1186,9 +1186,26 @@ impl<'b> Tile<'b> {
     /// `self @ b + acc` for 2-D tiles; the accumulator's dtype is the accumulation dtype.
     #[track_caller]
     pub fn dot(self, b: Tile<'b>, acc: Tile<'b>) -> Tile<'b> {
-        let loc = Loc::caller();
+        self.dot_with(b, acc, InputPrecision::Ieee, Loc::caller())
+    }
+
+    /// [`Tile::dot`] with f32 operands rounded to tf32 first ([`InputPrecision::Tf32`]), which
+    /// lets a target multiply them on its tf32 matrix instructions (Triton's
+    /// `input_precision="tf32"`, `allow_tf32=True`).
+    #[track_caller]
+    pub fn dot_tf32(self, b: Tile<'b>, acc: Tile<'b>) -> Tile<'b> {
+        self.dot_with(b, acc, InputPrecision::Tf32, Loc::caller())
+    }
+
+    /// [`Tile::dot`] with the operands' precision given.
+    #[track_caller]
+    pub fn dot_precision(self, b: Tile<'b>, acc: Tile<'b>, precision: InputPrecision) -> Tile<'b> {
+        self.dot_with(b, acc, precision, Loc::caller())
+    }
+
+    fn dot_with(self, b: Tile<'b>, acc: Tile<'b>, precision: InputPrecision, loc: Loc) -> Tile<'b> {
         let ty = acc.ty();
-        self.b.emit1(Op::Dot { a: self.v, b: b.v, acc: acc.v }, ty, loc)
+        self.b.emit1(Op::Dot { a: self.v, b: b.v, acc: acc.v, precision }, ty, loc)
     }
 }
 

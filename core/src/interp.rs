@@ -91,7 +91,7 @@ pub struct InterpOptions {
     /// addition and the comparison, storing false, which no model that flushes every
     /// instruction of a kind gives. The fuzzer runs one such model per float instruction.
     pub flush_only_at: Option<Value>,
-    /// Model a device whose `dot` of f16 or bf16 operands runs on matrix instructions: a zero
+    /// Model a device whose `dot` of f16, bf16 or tf32 operands runs on matrix instructions: a zero
     /// element of the result is +0 (NVIDIA's tensor cores do not keep the sign of a zero sum,
     /// so a -0 accumulator plus -0 products comes back +0).
     pub matrix_zero_positive: bool,
@@ -461,7 +461,7 @@ impl<'a> Instance<'a> {
                 return Ok(());
             }
             Op::Scan { x, axis, combine, reverse } => self.scan(*x, *axis as usize, combine, *reverse)?,
-            Op::Dot { a, b, acc } => self.dot(*a, *b, *acc, res(0)),
+            Op::Dot { a, b, acc, precision } => self.dot(*a, *b, *acc, *precision, res(0)),
             Op::For { lower, upper, step, init, body } => {
                 let lo = self.get(*lower).ints()[0];
                 let hi = self.get(*upper).ints()[0];
@@ -819,7 +819,7 @@ impl<'a> Instance<'a> {
         Ok(Elem::collect(out, dtype))
     }
 
-    fn dot(&self, a: Value, b: Value, acc: Value, res: Value) -> Data {
+    fn dot(&self, a: Value, b: Value, acc: Value, precision: InputPrecision, res: Value) -> Data {
         let (a_v, b_v) = (a, b);
         let (m, k) = (self.ty(a).shape[0], self.ty(a).shape[1]);
         let n = self.ty(b).shape[1];
@@ -829,6 +829,17 @@ impl<'a> Instance<'a> {
                 // Products of f16/bf16 are exact in f32; accumulation is in f32 and the result
                 // is rounded once to the accumulator's dtype.
                 let (ad, bd) = (self.ty(a_v).dtype, self.ty(b_v).dtype);
+                // tf32 operands: products of 11-bit significands, exact in f32 as well.
+                let rounded;
+                let (a, b) = if precision == InputPrecision::Tf32 {
+                    rounded = (
+                        a.iter().map(|&x| round_tf32(self.fz(ad, x))).collect::<Vec<f32>>(),
+                        b.iter().map(|&x| round_tf32(self.fz(bd, x))).collect::<Vec<f32>>(),
+                    );
+                    (&rounded.0, &rounded.1)
+                } else {
+                    (a, b)
+                };
                 let mut out: Vec<f32> = c.iter().map(|&x| self.fz(dtype, x)).collect();
                 for i in 0..m {
                     let row = &mut out[i * n..(i + 1) * n];
@@ -843,7 +854,7 @@ impl<'a> Instance<'a> {
                 if dtype != DType::F32 {
                     out.iter_mut().for_each(|x| *x = round_to(dtype, *x));
                 }
-                if self.matrix_zero_positive && matches!(ad, DType::F16 | DType::BF16) {
+                if self.matrix_zero_positive && (matches!(ad, DType::F16 | DType::BF16) || precision == InputPrecision::Tf32) {
                     out.iter_mut().filter(|x| **x == 0.0).for_each(|x| *x = 0.0);
                 }
                 Data::Float(out)

@@ -343,6 +343,43 @@ pub enum AtomicOp {
     Xchg,
 }
 
+/// How a `dot` treats f32 operands (Triton's `input_precision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum InputPrecision {
+    /// Every operand is used as it is: products exact, summed in f32.
+    #[default]
+    Ieee,
+    /// Each f32 operand element is first rounded to tf32 (10 fraction bits, to nearest with
+    /// ties away from zero, as `cvt.rna.tf32.f32`; NaN and infinities kept, a finite value that
+    /// rounds past the largest f32 becomes an infinity), then multiplied exactly and summed in
+    /// f32: what tensor cores compute from f32 inputs, on every backend, so that a kernel gives
+    /// the same answer with and without them. Only for f32 operands.
+    Tf32,
+}
+
+impl InputPrecision {
+    /// The name the text form uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputPrecision::Ieee => "ieee",
+            InputPrecision::Tf32 => "tf32",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<InputPrecision> {
+        [InputPrecision::Ieee, InputPrecision::Tf32].into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// `x` rounded to tf32 ([`InputPrecision::Tf32`]): to nearest with ties away from zero at the
+/// 13th bit below the fraction's top, in f32 bits.
+pub fn round_tf32(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    f32::from_bits(x.to_bits().wrapping_add(0x1000) & !0x1fff)
+}
+
 /// The combining function of a `reduce` or `scan`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Combine {
@@ -499,11 +536,13 @@ pub enum Op {
     /// accumulator's dtype. Float products are exact and are summed with `acc` in f32 (an f16
     /// accumulator is widened first), in an order each backend chooses (matrix instructions
     /// sum K in chunks); the sum is rounded once to the accumulator's dtype at the end of the
-    /// `dot`, not after every product. Integer dots sum in i32, wrapping.
+    /// `dot`, not after every product. Integer dots sum in i32, wrapping. `precision` says
+    /// whether f32 operands are first rounded to tf32 ([`InputPrecision`]).
     Dot {
         a: Value,
         b: Value,
         acc: Value,
+        precision: InputPrecision,
     },
     /// `for iv in (lower..upper).step_by(step)` with loop-carried values. The body's arguments are
     /// the induction variable then one per carried value; its `yield` gives the next values; the
@@ -602,7 +641,7 @@ impl Op {
                 v.extend(mask.iter_mut());
                 v
             }
-            Op::Dot { a, b, acc } => vec![a, b, acc],
+            Op::Dot { a, b, acc, .. } => vec![a, b, acc],
             Op::For { lower, upper, step, init, .. } => {
                 let mut v = vec![lower, upper, step];
                 v.extend(init.iter_mut());
@@ -645,7 +684,7 @@ impl Op {
                 v.extend(mask.iter().copied());
                 v
             }
-            Op::Dot { a, b, acc } => vec![*a, *b, *acc],
+            Op::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
             Op::For { lower, upper, step, init, .. } => {
                 let mut v = vec![*lower, *upper, *step];
                 v.extend(init.iter().copied());

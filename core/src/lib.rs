@@ -49,5 +49,5 @@ pub mod verify;
 pub use buffer::{Element, HostBuffer};
 pub use builder::{cdiv, Buf, Builder, Config, ConfigError, Operand, Rounding, Tile};
 pub use dtype::{DType, Scalar};
-pub use ir::{Access, Program, Type};
+pub use ir::{Access, InputPrecision, Program, Type};
 pub use transfers::{TransferCounter, Transfers};

@@ -347,9 +347,10 @@ impl Printer<'_> {
             }
             Op::Binary { lhs, rhs, .. } => format!("{name} {}, {}", v(lhs), v(rhs)),
             Op::Cmp { pred, lhs, rhs } => format!("{name} {} {}, {}", pred.name(), v(lhs), v(rhs)),
-            Op::Select { cond: a, on_true: b, on_false: c } | Op::Fma { a, b, c } | Op::Dot { a, b, acc: c } => {
+            Op::Select { cond: a, on_true: b, on_false: c } | Op::Fma { a, b, c } | Op::Dot { a, b, acc: c, precision: InputPrecision::Ieee } => {
                 format!("{name} {}, {}, {}", v(a), v(b), v(c))
             }
+            Op::Dot { a, b, acc, precision } => format!("{name} {}, {}, {}, input_precision {}", v(a), v(b), v(acc), precision.name()),
             Op::Load { buffer, offsets, mask: m, other } => {
                 let other = other.map_or(String::new(), |o| format!(", other {}", value_text(o)));
                 format!("{name} {}[{}]{}{other}", self.buf(*buffer), v(offsets), mask(m))
@@ -1186,7 +1187,16 @@ impl Parser {
             "dot" => {
                 let a = self.operand()?;
                 let b = self.comma_operand()?;
-                Op::Dot { a, b, acc: self.comma_operand()? }
+                let acc = self.comma_operand()?;
+                let mut precision = InputPrecision::Ieee;
+                if self.eat_punct(',') {
+                    self.expect_ident("input_precision", " (the only clause that may follow the accumulator)")?;
+                    let (name, tok) = self.ident("an input precision (`ieee` or `tf32`)")?;
+                    precision = InputPrecision::from_name(&name).ok_or_else(|| {
+                        Self::error_at(tok.line, tok.col, format!("unknown input precision `{name}` (the precisions are ieee, tf32)"))
+                    })?;
+                }
+                Op::Dot { a, b, acc, precision }
             }
             "load" => {
                 let (buffer, offsets) = self.address()?;

@@ -157,6 +157,8 @@ pub enum VerifyErrorKind {
     DotTooSmall { m: usize, n: usize, k: usize },
     #[error("unsupported dtypes a {a}, b {b}, acc {acc}; supported (a, b) -> acc: (f16, f16) -> f32 or f16, (bf16, bf16) -> f32, (f32, f32) -> f32, (i8, i8) -> i32")]
     DotDTypes { a: DType, b: DType, acc: DType },
+    #[error("input precision {precision} needs f32 operands, found a {a}, b {b} (it says how f32 is rounded before the products)")]
+    DotPrecision { precision: &'static str, a: DType, b: DType },
     #[error("loop bounds have different dtypes: lower {lower}, upper {upper}, step {step}")]
     LoopBoundDTypes { lower: DType, upper: DType, step: DType },
     #[error("the step is the constant {step}; a loop needs a positive step")]
@@ -795,7 +797,7 @@ impl<'p> Verifier<'p> {
                 }
                 wrong_type("result", r, t)
             }
-            &Op::Dot { a, b, acc } => {
+            &Op::Dot { a, b, acc, precision } => {
                 let (ta, tb, tc, r) = (self.ty(a)?, self.ty(b)?, self.ty(acc)?, self.result(inst)?);
                 for (operand, t) in [("a", ta), ("b", tb), ("acc", tc)] {
                     if t.rank() != 2 {
@@ -817,6 +819,9 @@ impl<'p> Verifier<'p> {
                     matches!((ta.dtype, tb.dtype, tc.dtype), (F16, F16, F32) | (F16, F16, F16) | (BF16, BF16, F32) | (F32, F32, F32) | (I8, I8, I32));
                 if !supported {
                     return Err(K::DotDTypes { a: ta.dtype, b: tb.dtype, acc: tc.dtype });
+                }
+                if precision == InputPrecision::Tf32 && ta.dtype != F32 {
+                    return Err(K::DotPrecision { precision: precision.name(), a: ta.dtype, b: tb.dtype });
                 }
                 wrong_type("result", r, tc)
             }

@@ -591,3 +591,52 @@ fn folded_comparisons_agree_with_the_interpreter() {
         }
     }
 }
+
+/// tf32's rounding: to nearest at the 10th fraction bit with ties away from zero, NaN and the
+/// infinities kept, a carry past the largest f32 an infinity, subnormals below half a unit
+/// to zero.
+#[test]
+fn tf32_rounds_to_nearest_ties_away() {
+    use tilekit_core::ir::round_tf32;
+    let e = |k: i32| 2f32.powi(k);
+    for (x, want) in [
+        (1.0 + e(-11), 1.0 + e(-10)),
+        (-(1.0 + e(-11)), -(1.0 + e(-10))),
+        (1.0 + e(-12), 1.0),
+        (1.0 + e(-11) + e(-23), 1.0 + e(-10)),
+        (1.0 + e(-10) + e(-11), 1.0 + 2.0 * e(-10)),
+        (0.0, 0.0),
+        (f32::INFINITY, f32::INFINITY),
+        (f32::NEG_INFINITY, f32::NEG_INFINITY),
+        (f32::MAX, f32::INFINITY),
+        (f32::from_bits(1), 0.0),
+    ] {
+        assert_eq!(round_tf32(x).to_bits(), want.to_bits(), "{x:e}");
+    }
+    assert_eq!(round_tf32(-0.0).to_bits(), (-0.0f32).to_bits());
+    assert!(round_tf32(f32::NAN).is_nan() && round_tf32(f32::from_bits(0x7f80_0001)).is_nan());
+}
+
+/// A tf32 `dot` rounds each operand before its products; an IEEE one multiplies the f32
+/// values as they are.
+#[test]
+fn tf32_dot_rounds_its_operands() {
+    use tilekit_core::ir::InputPrecision;
+    let x = 1.0 + 2f32.powi(-11);
+    for (precision, want) in [(InputPrecision::Ieee, x * x), (InputPrecision::Tf32, (1.0 + 2f32.powi(-10)).powi(2))] {
+        let k = Builder::new("d");
+        let a = k.input("a", DType::F32);
+        let out = k.output("out", DType::F32);
+        let offs = k.arange(0, 16).expand_dims(1) * 16 + k.arange(0, 16).expand_dims(0);
+        let t = k.load(a, offs);
+        // Row i of `a` is x at column i, zero elsewhere: each element of the product is one x * x.
+        let r = t.dot_precision(t, k.zeros(&[16, 16], DType::F32), precision);
+        k.store(out, offs, r);
+        let p = k.finish().unwrap();
+        let av: Vec<f64> = (0..256).map(|i| if i / 16 == i % 16 { x as f64 } else { 0.0 }).collect();
+        let ab = HostBuffer::from_f64(DType::F32, &av);
+        let ob = HostBuffer::zeros(DType::F32, 256);
+        run(&p, [1, 1, 1], &[Arg::Buffer(&ab), Arg::Buffer(&ob)]).unwrap();
+        assert_eq!(ob.to_f64()[17] as f32, want, "{precision:?}");
+    }
+}

@@ -180,6 +180,7 @@ fn everything_program() -> Program {
             iv.lt(4),
             || {
                 let [inner] = k.for_range(iv, 8, 2, [acc], |_, [x]| [a.dot(a, x)]);
+                let inner = a.dot_tf32(a, inner);
                 [inner]
             },
             || [acc],
@@ -543,6 +544,18 @@ const BAD: &[(&str, usize, usize, &str)] = &[
     ("program k() grid 1 {}\nprogram j() grid 1 {}", 2, 1, "expected the end of the input after the program's closing `}`, found `program`"),
     ("program k() grid 1 {\n  %0 = const 1 : [4]f32\n}", 2, 21, "expected `x` and a dtype after a tile shape"),
     ("program k() grid 1 {\n  %0 = const 1 : [4]xf8\n}", 2, 22, "unknown dtype `f8`"),
+    (
+        "program k() grid 1 {\n  %0 = const 0.0 : f32\n  %1 = splat %0 : [16, 16]xf32\n  %2 = dot %1, %1, %1, input_precision tf16 : [16, 16]xf32\n}",
+        4,
+        40,
+        "unknown input precision `tf16` (the precisions are ieee, tf32)",
+    ),
+    (
+        "program k() grid 1 {\n  %0 = const 0.0 : f32\n  %1 = splat %0 : [16, 16]xf32\n  %2 = dot %1, %1, %1, tf32 : [16, 16]xf32\n}",
+        4,
+        24,
+        "expected `input_precision` (the only clause that may follow the accumulator), found `tf32`",
+    ),
     ("program k() grid 1 {\n  %0 = const 0 : i32\n  %2 = for %0 to %0 step %0 iter(%0) : i32 {\n  }\n}", 3, 44, "expected `body` and the loop body"),
 ];
 

@@ -1523,11 +1523,23 @@ fn dot_rules() {
         rejected_at(k.finish(), l, "dot", "unsupported dtypes");
     }
 
+    // tf32 names how f32 is rounded: other operands are refused, f32 ones taken.
+    let k = Builder::new("k");
+    let (a, b, c) = (k.zeros(&[16, 16], F16), k.zeros(&[16, 16], F16), k.zeros(&[16, 16], F32));
+    let (_, l) = (a.dot_tf32(b, c), line!());
+    let kind = rejected_at(k.finish(), l, "dot", "input precision tf32 needs f32 operands, found a f16, b f16");
+    assert_eq!(kind, K::DotPrecision { precision: "tf32", a: F16, b: F16 });
+    let k = Builder::new("k");
+    let (a, b, c) = (k.zeros(&[16, 16], F32), k.zeros(&[16, 16], F32), k.zeros(&[16, 16], F32));
+    let _ = a.dot_tf32(b, c);
+    assert!(k.finish().is_ok());
+
     let mut r = Raw::new();
     let (z, zi) = constant(&mut r, Scalar::Float(0.0), F32, 1);
     let m = r.val(t(F32, &[16, 16]));
     let y = r.val(t(F16, &[16, 16]));
-    let p = r.program(vec![zi, inst(Op::Splat { x: z }, vec![m], 2), inst(Op::Dot { a: m, b: m, acc: m }, vec![y], 3)]);
+    let p =
+        r.program(vec![zi, inst(Op::Splat { x: z }, vec![m], 2), inst(Op::Dot { a: m, b: m, acc: m, precision: InputPrecision::Ieee }, vec![y], 3)]);
     raw_rejected(&p, "dot", 3, "result has type [16, 16]xf16, expected [16, 16]xf32");
 }
 
@@ -1647,7 +1659,7 @@ fn parts(op: &mut Op) -> (Vec<&mut Value>, Vec<&mut Block>) {
         Op::ReduceTuple { xs, combine, .. } => (xs.iter_mut().collect(), vec![combine]),
         Op::Binary { lhs, rhs, .. } | Op::Cmp { lhs, rhs, .. } => (vec![lhs, rhs], vec![]),
         Op::Select { cond, on_true, on_false } => (vec![cond, on_true, on_false], vec![]),
-        Op::Fma { a, b, c } | Op::Dot { a, b, acc: c } => (vec![a, b, c], vec![]),
+        Op::Fma { a, b, c } | Op::Dot { a, b, acc: c, .. } => (vec![a, b, c], vec![]),
         Op::Load { offsets, mask, other, .. } => {
             let mut v = vec![offsets];
             v.extend(mask.as_mut());
@@ -1977,7 +1989,7 @@ fn absurd_programs_never_panic() {
         Op::Trans { x: huge, perm: vec![u32::MAX; 5] },
         Op::ExpandDims { x: zero, axis: u32::MAX },
         Op::Reduce { x: empty_scalar, axis: 0, combine: Combine::Custom(Block::default()) },
-        Op::Dot { a: huge, b: zero, acc: empty_scalar },
+        Op::Dot { a: huge, b: zero, acc: empty_scalar, precision: InputPrecision::Tf32 },
         Op::Load { buffer: u32::MAX, offsets: huge, mask: Some(huge), other: Some(huge) },
         Op::Yield { values: vec![Value::from_index(usize::MAX)] },
     ];

@@ -18,12 +18,16 @@
 //! `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` (GPT-2's, and PyTorch's
 //! `approximate="tanh"`), computed as `x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3)))`, the
 //! same function: it needs only `exp` and a division, which every target has.
+//! `precision=tf32` (f32 only; Triton's `input_precision="tf32"`) rounds A's and B's elements
+//! to tf32 before the products, which lets NVIDIA targets use their tf32 tensor cores; the
+//! default, `ieee`, multiplies the f32 values as they are.
 //!
 //! `num_warps` and `num_stages` are part of the configuration for GPU lowering (warps per program,
 //! software-pipelining depth of the loads feeding `dot`); they do not change the tile program.
 
 use rand::rngs::StdRng;
 use rayon::prelude::*;
+use tilekit_core::ir::{round_tf32, InputPrecision};
 use tilekit_core::{Builder, Config, DType, HostBuffer, Program, Scalar, Tile};
 
 use super::*;
@@ -50,6 +54,21 @@ const GELU_CUBIC: f64 = 0.044_715;
 
 /// The `act` option's words, in [`Activation::ALL`]'s order.
 const ACTIVATIONS: [&str; 4] = ["none", "relu", "gelu", "silu"];
+
+/// The `precision` option's words.
+const PRECISIONS: [&str; 2] = ["ieee", "tf32"];
+
+/// The `dot`'s input precision a problem asks for: `precision=tf32` only on f32.
+fn precision(problem: &Problem) -> Result<InputPrecision, KernelError> {
+    let p = match problem.opt("precision") {
+        None => InputPrecision::Ieee,
+        Some(t) => InputPrecision::from_name(t).ok_or_else(|| KernelError::Parse(format!("precision=`{t}` is not ieee or tf32")))?,
+    };
+    if p == InputPrecision::Tf32 && problem.dtype != DType::F32 {
+        return Err(KernelError::Parse(format!("precision=tf32 rounds f32 operands; the problem's dtype is {}", problem.dtype)));
+    }
+    Ok(p)
+}
 
 impl Activation {
     pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::Gelu, Activation::Silu];
@@ -140,6 +159,18 @@ impl MatmulMeta {
 /// The tile program for one configuration. Parameters: `a`, `b` (`K x N`, or `N x K` with
 /// `trans_b`), \[`bias`\], `c`, then the i32 scalars `M`, `N`, `K`.
 pub fn build(dtype: DType, meta: MatmulMeta, trans_b: bool, bias: bool, act: Activation) -> Result<Program, KernelError> {
+    build_with(dtype, meta, trans_b, bias, act, InputPrecision::Ieee)
+}
+
+/// [`build`] with the `dot`'s input precision.
+pub fn build_with(
+    dtype: DType,
+    meta: MatmulMeta,
+    trans_b: bool,
+    bias: bool,
+    act: Activation,
+    precision: InputPrecision,
+) -> Result<Program, KernelError> {
     let MatmulMeta { block_m: bm, block_n: bn, block_k: bk, group_m } = meta;
     let k = Builder::new("matmul");
     let a = k.input("a", dtype);
@@ -179,7 +210,7 @@ pub fn build(dtype: DType, meta: MatmulMeta, trans_b: bool, bias: bool, act: Act
         // Element (k, n) of the B tile: row k of B, or row n of B stored as N x K.
         let b_offs = if trans_b { rn.expand_dims(0) * kdim + kk.expand_dims(1) } else { kk.expand_dims(1) * n + rn.expand_dims(0) };
         let b_tile = k.load_masked(b, b_offs, kk.expand_dims(1).lt(kdim) & mask_n, 0);
-        [a_tile.dot(b_tile, acc)]
+        [a_tile.dot_precision(b_tile, acc, precision)]
     });
 
     let mut acc = acc;
@@ -218,13 +249,18 @@ impl Kernel for Matmul {
         &[DType::F16, DType::BF16, DType::F32]
     }
     fn shape_doc(&self) -> &'static str {
-        "M x N x K (options: trans_b=1, bias=1, act=none|relu|gelu|silu)"
+        "M x N x K (options: trans_b=1, bias=1, act=none|relu|gelu|silu, precision=ieee|tf32)"
     }
     fn options(&self) -> &'static [OptionSpec] {
         &[
             OptionSpec { name: "trans_b", kind: OptionKind::Bool, doc: "B is N x K (A @ B^T, a linear layer's weight)" },
             OptionSpec { name: "bias", kind: OptionKind::Bool, doc: "add a bias row to the product" },
             OptionSpec { name: "act", kind: OptionKind::Choice(&ACTIVATIONS), doc: "activation applied to the result" },
+            OptionSpec {
+                name: "precision",
+                kind: OptionKind::Choice(&PRECISIONS),
+                doc: "f32 only: tf32 rounds A and B to tf32 first (tensor cores on NVIDIA)",
+            },
         ]
     }
     fn default_problem(&self) -> Problem {
@@ -255,7 +291,7 @@ impl Kernel for Matmul {
             (67, 48, 96, false, "relu"),
             (130, 45, 160, true, "none"),
         ];
-        cases
+        let mut problems: Vec<Problem> = cases
             .iter()
             .enumerate()
             .map(|(i, &(m, n, kd, bias, act))| {
@@ -269,7 +305,16 @@ impl Kernel for Matmul {
                     p
                 }
             })
-            .collect()
+            .collect();
+        // tf32 on f32: ragged (partial tiles everywhere, K odd), K a multiple of 8 with
+        // several K steps, and B as N x K.
+        if dtype == DType::F32 {
+            for (m, n, kd, trans_b) in [(67, 45, 33, false), (130, 97, 160, false), (67, 48, 96, true)] {
+                let p = Problem::new(&[m, n, kd], dtype).with("precision", "tf32");
+                problems.push(if trans_b { p.with("trans_b", "1") } else { p });
+            }
+        }
+        problems
     }
     fn configs(&self) -> Vec<Config> {
         let c = |bm: i64, bn: i64, bk: i64, g: i64, w: i64, s: i64| {
@@ -316,6 +361,7 @@ impl Kernel for Matmul {
         let bias = problem.flag("bias");
         let trans_b = problem.flag("trans_b");
         let act = Activation::parse(problem.opt("act"))?;
+        let precision = precision(problem)?;
         let meta = MatmulMeta::from_config(config)?;
         // Masked-off lanes still compute offsets, so bound them over the padded extents.
         let (pm, pn, pk) = (cdiv(m, meta.block_m) * meta.block_m, cdiv(n, meta.block_n) * meta.block_n, cdiv(kd, meta.block_k) * meta.block_k);
@@ -326,20 +372,22 @@ impl Kernel for Matmul {
         // (the FMA `dot`, or matrix instructions fed from registers) spilled past half of its
         // registers on NVIDIA (128 x 128 x 32 and 128 x 64 x 64 on 4 warps of 32: 128 of 255).
         // Those tiles need the pipelined path, where asynchronous copies keep the operands in
-        // shared memory: 16-bit operands, at least two stages, and the operands' row lengths
-        // (K, and N or with `trans_b` K again) multiples of 16 so that every 16-byte copy is whole.
+        // shared memory: 16-bit operands (or f32 ones multiplied as tf32), at least two stages,
+        // and the operands' row lengths (K, and N or with `trans_b` K again) multiples of 16 so
+        // that every 16-byte copy is whole.
         let threads = program_threads(config, target);
         let per_thread = (meta.block_m * meta.block_n + meta.block_m * meta.block_k + meta.block_k * meta.block_n) / threads;
         let stages = config.count("num_stages").unwrap_or(1);
         let whole_rows = kd % 16 == 0 && (trans_b || n % 16 == 0);
-        if !(problem.dtype.size_bytes() == 2 && stages >= 2 && whole_rows) {
+        let ringed = problem.dtype.size_bytes() == 2 || precision == InputPrecision::Tf32;
+        if !(ringed && stages >= 2 && whole_rows) {
             let rows = if trans_b { "K a multiple" } else { "K and N multiples" };
             check_held(
                 per_thread,
                 (1, 2),
                 target,
                 &format!("{per_thread} accumulator and operand elements per thread"),
-                &format!("the rest; they spill unless pipelined, which needs 16-bit operands, num_stages >= 2 and {rows} of 16"),
+                &format!("the rest; they spill unless pipelined, which needs 16-bit operands or tf32, num_stages >= 2 and {rows} of 16"),
             )?;
         }
         let tiles = cdiv(m, meta.block_m).saturating_mul(cdiv(n, meta.block_n));
@@ -355,7 +403,10 @@ impl Kernel for Matmul {
         for d in [m, n, kd] {
             args.push(LaunchArg::Scalar(Scalar::Int(d as i64)));
         }
-        Ok(Plan { buffers, launches: vec![Launch { program: build(dtype, meta, trans_b, bias, act)?, grid: [grid_dim(tiles)?, 1, 1], args }] })
+        Ok(Plan {
+            buffers,
+            launches: vec![Launch { program: build_with(dtype, meta, trans_b, bias, act, precision)?, grid: [grid_dim(tiles)?, 1, 1], args }],
+        })
     }
     fn inputs(&self, problem: &Problem, rng: &mut StdRng) -> Vec<HostBuffer> {
         let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
@@ -369,7 +420,15 @@ impl Kernel for Matmul {
     fn reference(&self, problem: &Problem, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let Ok((m, n, kd)) = dims(problem) else { return Vec::new() };
         let act = Activation::parse(problem.opt("act")).unwrap_or(Activation::None);
-        let (a, b) = (&inputs[0], &inputs[1]);
+        // tf32: the products of the operands rounded as the `dot` rounds them.
+        let rounded;
+        let (a, b) = if precision(problem) == Ok(InputPrecision::Tf32) {
+            let tf32 = |v: &Vec<f64>| v.iter().map(|&x| round_tf32(x as f32) as f64).collect::<Vec<f64>>();
+            rounded = (tf32(&inputs[0]), tf32(&inputs[1]));
+            (&rounded.0, &rounded.1)
+        } else {
+            (&inputs[0], &inputs[1])
+        };
         let trans_b = problem.flag("trans_b");
         let bias = if problem.flag("bias") { inputs.get(2) } else { None };
         let mut c = vec![0.0; m * n];
@@ -408,6 +467,16 @@ impl Kernel for Matmul {
     }
     fn tolerance(&self, problem: &Problem) -> f64 {
         match problem.dtype {
+            // tf32: the reference rounds the operands as the `dot` does, so what is left is the
+            // sum. Tensor cores add each instruction's products into the accumulator without
+            // rounding to nearest (cuBLAS's tf32 product alike: 1.2e-5 at K = 4096 and 2.1e-5
+            // at 8192 on an H100, tilekit's 9.6e-6 and 1.9e-5), an error that grows with K: one
+            // f32 unit (2^-23) per instruction's 8 K, but never under the f32 bound. Omitting
+            // the rounding (about 2^-11 per operand) stays well above it.
+            DType::F32 if precision(problem) == Ok(InputPrecision::Tf32) => {
+                let k = dims(problem).map_or(1, |(_, _, k)| k);
+                (k as f64 / 8.0 * 2f64.powi(-23)).max(1e-5)
+            }
             // f32 in and out: the f32 sum of K products carries a relative error around
             // sqrt(K) * 2^-24, far below this.
             DType::F32 => 1e-5,

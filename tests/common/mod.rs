@@ -194,7 +194,8 @@ pub fn check_matmul_pipelined(device: &Device) {
     let kernel = kernels::find("matmul").expect("matmul");
     let mut failures = Vec::new();
     let mut runs = 0;
-    // The last two take B as N x K (`trans_b`): its ring holds the tile as stored.
+    // The last two 16-bit ones take B as N x K (`trans_b`): its ring holds the tile as stored.
+    // f32 multiplied as tf32 (rings of f32, four to a copy, read element by element) last.
     let problems = [
         (64, 64, 32, DType::F16, false),
         (128, 64, 96, DType::F16, false),
@@ -203,9 +204,14 @@ pub fn check_matmul_pipelined(device: &Device) {
         (80, 64, 64, DType::BF16, false),
         (128, 67, 96, DType::F16, true),
         (80, 64, 160, DType::BF16, true),
+        (96, 64, 160, DType::F32, false),
+        (80, 67, 96, DType::F32, true),
     ];
     for (i, &(m, n, k, dtype, trans_b)) in problems.iter().enumerate() {
-        let problem = kernels::Problem::new(&[m, n, k], dtype).with("trans_b", if trans_b { "1" } else { "0" });
+        let mut problem = kernels::Problem::new(&[m, n, k], dtype).with("trans_b", if trans_b { "1" } else { "0" });
+        if dtype == DType::F32 {
+            problem = problem.with("precision", "tf32");
+        }
         // The last three fill 64-column panels (warpgroup matrix instructions on sm_90a; two
         // panels along K in the last).
         for (bm, bn, bk, w, most) in

@@ -1751,12 +1751,32 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         h.barrier(&mut self.builder());
     }
 
+    fn round_tf32(&mut self, x: LlvmValue) -> Option<LlvmValue> {
+        self.expect(x, DType::F32, "tf32 rounding");
+        let h = self.hooks;
+        let bits = h.round_tf32(&mut self.builder(), x.op)?;
+        let f = self.inst(format!("bitcast i32 {bits} to float"));
+        Some(self.val(f, DType::F32))
+    }
+
     fn mma(&mut self, instr: MatrixInstr, a: &[LlvmValue], b: &[LlvmValue], c: &[LlvmValue]) -> Option<Vec<LlvmValue>> {
-        if !matches!(instr.a, DType::F16 | DType::BF16) || instr.b != instr.a {
+        if !matches!(instr.a, DType::F16 | DType::BF16 | DType::F32) || instr.b != instr.a {
             return None;
         }
-        let aw = self.pack_halves(a, instr.a);
-        let bw = self.pack_halves(b, instr.b);
+        let (aw, bw) = if instr.a == DType::F32 {
+            // tf32: one element per 32-bit word, its f32 bits (already rounded by the lowering).
+            let words = |me: &mut Self, vals: &[LlvmValue]| -> Vec<Operand> {
+                vals.iter()
+                    .map(|&v| {
+                        me.expect(v, DType::F32, "matrix operand");
+                        me.inst(format!("bitcast float {} to i32", v.op))
+                    })
+                    .collect()
+            };
+            (words(self, a), words(self, b))
+        } else {
+            (self.pack_halves(a, instr.a), self.pack_halves(b, instr.b))
+        };
         for &v in c {
             self.expect(v, DType::F32, "matrix accumulator");
         }
@@ -1807,7 +1827,8 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
     }
 
     fn load_shared_matrix(&mut self, dtype: DType, row: LlvmValue, count: u32, trans: bool) -> Option<Vec<LlvmValue>> {
-        if !matches!(dtype, DType::F16 | DType::BF16) || !matches!(count, 1 | 2 | 4) {
+        let f32_words = dtype == DType::F32 && !trans;
+        if !(matches!(dtype, DType::F16 | DType::BF16) || f32_words) || !matches!(count, 1 | 2 | 4) {
             return None;
         }
         let p = self.shared_ptr(dtype, row, "load_shared_matrix")?;
@@ -1815,6 +1836,18 @@ impl<H: Hooks> Emitter for LlvmEmitter<'_, H> {
         let addr = self.inst(format!("ptrtoint ptr addrspace({sas}) {p} to i32"));
         let h = self.hooks;
         let words = h.load_shared_matrix(&mut self.builder(), addr, count, trans)?;
+        if f32_words {
+            // One 32-bit element a word.
+            return Some(
+                words
+                    .into_iter()
+                    .map(|w| {
+                        let x = self.inst(format!("bitcast i32 {w} to float"));
+                        self.val(x, DType::F32)
+                    })
+                    .collect(),
+            );
+        }
         let mut out = Vec::with_capacity(2 * words.len());
         for w in words {
             for shift in [0, 16] {

@@ -82,10 +82,17 @@ pub trait Hooks {
     fn barrier(&self, b: &mut Builder<'_>);
     /// The i32 `value` of lane `lane ^ mask` in a warp of `warp` lanes (every lane active).
     fn shuffle_xor_i32(&self, b: &mut Builder<'_>, value: Operand, mask: u32, warp: u32) -> Operand;
+    /// `x` (a float) rounded to tf32, its f32 bits as an i32
+    /// ([`tilekit_core::gpu::Emitter::round_tf32`]); `None` where the target has no instruction.
+    fn round_tf32(&self, b: &mut Builder<'_>, x: Operand) -> Option<Operand> {
+        let _ = (b, x);
+        None
+    }
     /// One warp-level matrix instruction `d = a x b + c` ([`tilekit_core::gpu::Emitter::mma`])
     /// on operands packed as the instruction takes them: `a` and `b` as 32-bit words of two
-    /// 16-bit elements (low half first), `c` as f32; returns the f32 results. `None` when the
-    /// target has no such instruction.
+    /// 16-bit elements (low half first), or of one tf32 element (its f32 bits) where
+    /// `instr.a` is f32, `c` as f32; returns the f32 results. `None` when the target has no
+    /// such instruction.
     fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
         let _ = (b, instr, a, bw, c);
         None

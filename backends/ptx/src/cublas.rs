@@ -1,9 +1,10 @@
-//! cuBLAS, loaded at run time like the driver: the vendor's f16 and bf16 matrix multiply, which
-//! `tilekit bench` runs as the matrix-rate ceiling of a CUDA device and as the baseline its
-//! matmul is compared with. Row-major operands as tilekit's matmul takes them.
+//! cuBLAS, loaded at run time like the driver: the vendor's f16, bf16 and tf32 matrix multiply,
+//! which `tilekit bench` runs as the matrix-rate ceiling of a CUDA device and as the baseline
+//! its matmul is compared with. Row-major operands as tilekit's matmul takes them.
 
-use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::sys::{self as blas_sys, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 use half::f16;
 use tilekit_core::DType;
 
@@ -15,8 +16,9 @@ pub fn cublas_present() -> bool {
     unsafe { cudarc::cublas::sys::is_culib_present() }
 }
 
-/// C = A B through cuBLAS, f16 or bf16 operands and result, f32 accumulation: A is m x k, B is
-/// k x n and C is m x n, each row-major and dense.
+/// C = A B through cuBLAS, f16 or bf16 operands and result, f32 accumulation (or f32 operands
+/// and result multiplied on tf32 tensor cores, `CUBLAS_COMPUTE_32F_FAST_TF32`): A is m x k, B
+/// is k x n and C is m x n, each row-major and dense.
 pub struct CublasMatmul {
     blas: CudaBlas,
     dtype: DType,
@@ -31,14 +33,14 @@ impl CublasMatmul {
         CublasMatmul::of(rt, DType::F16, m, n, k)
     }
 
-    /// A product of `dtype` matrices: f16 or bf16.
+    /// A product of `dtype` matrices: f16 or bf16, or f32 multiplied as tf32.
     pub fn of(rt: &CudaRuntime, dtype: DType, m: usize, n: usize, k: usize) -> Result<CublasMatmul, CudaError> {
         if !cublas_present() {
             return Err(CudaError::NoCublas);
         }
         let err = |what: String| CudaError::Cublas { device: rt.info().name.clone(), what };
-        if !matches!(dtype, DType::F16 | DType::BF16) {
-            return Err(err(format!("a product of {dtype} matrices: the baseline multiplies f16 or bf16")));
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
+            return Err(err(format!("a product of {dtype} matrices: the baseline multiplies f16, bf16 or f32 (as tf32)")));
         }
         for (name, v) in [("m", m), ("n", n), ("k", k)] {
             if v == 0 || i32::try_from(v).is_err() {
@@ -67,7 +69,50 @@ impl CublasMatmul {
         self.check(rt, "C", c, m * n)?;
         match self.dtype {
             DType::BF16 => self.gemm::<half::bf16>(rt, a, b, c, half::bf16::ONE, half::bf16::ZERO),
+            DType::F32 => self.gemm_tf32(rt, a, b, c),
             _ => self.gemm::<f16>(rt, a, b, c, f16::ONE, f16::ZERO),
+        }
+    }
+
+    /// The f32 product on tf32 tensor cores: `cublasGemmEx` with f32 matrices and
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32` (cudarc's f32 `gemm` is `cublasSgemm`, full f32).
+    fn gemm_tf32(&self, rt: &CudaRuntime, a: &CudaBuffer, b: &CudaBuffer, c: &mut CudaBuffer) -> Result<(), CudaError> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let stream = rt.stream();
+        let (one, zero) = (1f32, 0f32);
+        let (ap, _a_sync) = a.slice().device_ptr(stream);
+        let (bp, _b_sync) = b.slice().device_ptr(stream);
+        let (cp, _c_sync) = c.slice_mut().device_ptr_mut(stream);
+        // Column-major, as `gemm`: C^T (n x m) = B^T A^T.
+        // SAFETY: the handle is this product's; the three device pointers hold m * k, k * n and
+        // m * n f32 (checked by `enqueue`) for the leading dimensions given; alpha and beta are
+        // host f32 (the handle's default pointer mode) that outlive the call.
+        let status = unsafe {
+            blas_sys::cublasGemmEx(
+                *self.blas.handle(),
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                k as i32,
+                (&one as *const f32).cast(),
+                bp as *const std::ffi::c_void,
+                blas_sys::cudaDataType::CUDA_R_32F,
+                n as i32,
+                ap as *const std::ffi::c_void,
+                blas_sys::cudaDataType::CUDA_R_32F,
+                k as i32,
+                (&zero as *const f32).cast(),
+                cp as *mut std::ffi::c_void,
+                blas_sys::cudaDataType::CUDA_R_32F,
+                n as i32,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
+            )
+        };
+        match status {
+            blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
+            s => Err(CudaError::Cublas { device: rt.info().name.clone(), what: format!("cublasGemmEx tf32 {m}x{n}x{k}: {s:?}") }),
         }
     }
 

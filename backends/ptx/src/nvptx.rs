@@ -134,20 +134,28 @@ impl Hooks for NvptxHooks {
         )
     }
 
+    fn round_tf32(&self, b: &mut Builder<'_>, x: Operand) -> Option<Operand> {
+        // `cvt.rna.tf32.f32` (sm_80+): to nearest, ties away, the low 13 bits cleared.
+        Some(b.call("i32", "llvm.nvvm.f2tf32.rna", &[("float", x)]))
+    }
+
     fn mma(&self, b: &mut Builder<'_>, instr: &MatrixInstr, a: &[Operand], bw: &[Operand], c: &[Operand]) -> Option<Vec<Operand>> {
-        let ty = match instr.a {
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
+        // m16n8k16 on f16 / bf16 (four words of `a`, two of `b`, two elements a word), or
+        // m16n8k8 on tf32 (four words of `a`, two of `b`, one element a word).
+        let (ty, k) = match instr.a {
+            DType::F16 => ("f16", 16),
+            DType::BF16 => ("bf16", 16),
+            DType::F32 => ("tf32", 8),
             _ => return None,
         };
-        if (instr.m, instr.n, instr.k, instr.acc) != (16, 8, 16, DType::F32) || a.len() != 4 || bw.len() != 2 || c.len() != 4 {
+        if (instr.m, instr.n, instr.k, instr.acc) != (16, 8, k, DType::F32) || a.len() != 4 || bw.len() != 2 || c.len() != 4 {
             return None;
         }
         // Convergent: every lane of the warp must execute it together, so LLVM may not sink it
         // into a branch.
         let args: Vec<String> = a.iter().chain(bw).map(|v| format!("i32 {v}")).chain(c.iter().map(|v| format!("float {v}"))).collect();
         let r = b.inst(format!(
-            "call {{ float, float, float, float }} asm \"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
+            "call {{ float, float, float, float }} asm \"mma.sync.aligned.m16n8k{k}.row.col.f32.{ty}.{ty}.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
             args.join(", ")
         ));
         Some((0..4).map(|i| b.inst(format!("extractvalue {{ float, float, float, float }} {r}, {i}"))).collect())

@@ -22,6 +22,8 @@ pub const CEILING_SIZE: usize = 8192;
 fn product(kernel: &str, problem: &Problem) -> Option<(usize, usize, usize)> {
     match (kernel, problem.dtype, &problem.shape[..]) {
         ("matmul", DType::F16 | DType::BF16, &[m, n, k]) if problem.opts.is_empty() => Some((m, n, k)),
+        // tf32 against cuBLAS's tf32 tensor-core product.
+        ("matmul", DType::F32, &[m, n, k]) if problem.opts.len() == 1 && problem.opt("precision") == Some("tf32") => Some((m, n, k)),
         _ => None,
     }
 }
@@ -68,7 +70,8 @@ pub fn ceiling(device: &Device, o: &BenchOptions) -> Option<Result<(f64, String)
     Some(run().map_err(|e| e.to_string()))
 }
 
-/// cuBLAS's entry beside tilekit's for a plain f16 or bf16 matmul on a CUDA device; None where
+/// cuBLAS's entry beside tilekit's for a plain f16 or bf16 matmul, or an f32 one multiplied as
+/// tf32, on a CUDA device; None where
 /// there is nothing to compare.
 pub fn baseline(
     device: &Device,
@@ -82,7 +85,10 @@ pub fn baseline(
     let Device::Cuda { ordinal, .. } = device else { return None };
     let (m, n, k) = product(kernel.name(), problem)?;
     let cost = kernel.cost(problem);
-    let what = format!("cublasGemmEx {}, f32 accumulate", problem.dtype);
+    let what = match problem.dtype {
+        DType::F32 => "cublasGemmEx f32, CUBLAS_COMPUTE_32F_FAST_TF32".to_string(),
+        d => format!("cublasGemmEx {d}, f32 accumulate"),
+    };
     let mut e = blank(run, &device.name(), kernel.name(), "cublas", problem, what, true, cost.bytes, cost.flops);
     e.status = Status::Error;
     let Some(reference) = reference else {
@@ -99,7 +105,10 @@ pub fn baseline(
         gemm.run(&rt, &a, &b, &mut c)?;
         let out = rt.download(&c)?;
         e.first_run_s = Some(start.elapsed().as_secs_f64());
-        let cmp = compare("c", &out.to_f64(), &reference[0], kernel.tolerance(problem));
+        // cuBLAS rounds f32 to tf32 its own way (the reference rounds as tilekit's `dot` does):
+        // checked within tf32's precision, 2^-11 per operand, instead.
+        let tolerance = if problem.dtype == DType::F32 { kernel.tolerance(problem).max(2e-3) } else { kernel.tolerance(problem) };
+        let cmp = compare("c", &out.to_f64(), &reference[0], tolerance);
         e.check = Some(CheckRecord {
             outputs: vec![OutputRecord {
                 name: cmp.name,

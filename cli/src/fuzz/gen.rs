@@ -20,6 +20,7 @@ use std::cell::RefCell;
 use super::inputs::{tame_values, tame_within};
 use super::{Approx, BufferCase, Case, Check, Fill, Rng};
 use crate::{Access, Builder, DType, Rounding, Scalar, Tile};
+use tilekit_core::ir::InputPrecision;
 use tilekit_core::verify::VerifyError;
 
 /// A value of the pool and what is known about it.
@@ -696,17 +697,22 @@ impl<'b> Gen<'b> {
         } else {
             self.pick_from(pool, |v| self.is_full(v)).map(|v| v.t.cast(acc)).unwrap_or_else(|| self.k.zeros(&self.shape, acc))
         };
-        let t = if self.chance(0.3) { a.t.dot(b.t.trans(), c) } else { a.t.dot(b.t, c) };
+        // f32 operands multiplied as tf32 half the time (tame values are exact in tf32: the
+        // rounding keeps them, and the matrix path must too).
+        let precision = if ab == DType::F32 && self.chance(0.5) { InputPrecision::Tf32 } else { InputPrecision::Ieee };
+        let b_t = if self.chance(0.3) { b.t.trans() } else { b.t };
+        let t = a.t.dot_precision(b_t, c, precision);
         Some(V { t, tame: None, loose: a.loose || b.loose })
     }
 
     /// A matmul's K loop on `s x s` tiles: `acc + A[rows, :K] @ B[:K, cols]` over `ceil(K / s)`
     /// iterations, A (`programs s x K`) and B (`K x s`, or stored `s x K` and read transposed)
-    /// fresh tame inputs of f16 or bf16, K ragged (the last tile masked along K, zeros
-    /// filled), summed in f32: exact. What `num_stages` pipelines, and on sm_90a with 64-wide
-    /// tiles what warpgroup matrix instructions run.
+    /// fresh tame inputs of f16, bf16 or f32 (multiplied as tf32), K ragged (the last tile
+    /// masked along K, zeros filled), summed in f32: exact. What `num_stages` pipelines, and
+    /// on sm_90a with 64-wide 16-bit tiles what warpgroup matrix instructions run.
     fn dot_loop(&self, pool: &[V<'b>], s: usize) -> V<'b> {
-        let ab = self.pick(&[DType::F16, DType::BF16]);
+        let ab = self.pick(&[DType::F16, DType::BF16, DType::F16, DType::BF16, DType::F32]);
+        let precision = if ab == DType::F32 { InputPrecision::Tf32 } else { InputPrecision::Ieee };
         // Multiples of 8 keep the masks whole over 16-byte vectors (what the pipeliner takes).
         let kdim = match self.below(5) {
             0 => s,
@@ -734,7 +740,7 @@ impl<'b> Gen<'b> {
             let a_tile = k.load_masked(a, r * kd + kk.expand_dims(0), kk.expand_dims(0).lt(kd), 0);
             let b_offs = if trans_b { c * kd + kk.expand_dims(1) } else { kk.expand_dims(1) * si + c };
             let b_tile = k.load_masked(b, b_offs, kk.expand_dims(1).lt(kd), 0);
-            [a_tile.dot(b_tile, acc)]
+            [a_tile.dot_precision(b_tile, acc, precision)]
         });
         V { t: acc, tame: None, loose: false }
     }
@@ -898,23 +904,24 @@ mod tests {
 
     /// The generator reaches the matrix paths: among the first programs of a seed, some `dot`
     /// loops are pipelined on sm_80 (mma.sync) and some run on warpgroup matrix instructions
-    /// on sm_90a.
+    /// on sm_90a; some dots are tf32 (mma.sync m16n8k8 on sm_80).
     #[test]
     fn dot_loops_reach_the_pipeliner_and_wgmma() {
         use tilekit_core::gpu::lower::LowerOptions;
         use tilekit_core::gpu::{decisions, Target};
-        let (mut pipelined, mut wgmma) = (0, 0);
+        let (mut pipelined, mut wgmma, mut tf32) = (0, 0, 0);
         for i in 0..1500 {
             let c = generate(33, i).expect("valid");
             let mut options = LowerOptions::new(c.num_warps);
             options.num_stages = c.num_stages;
             if let Ok(d) = decisions(&c.program, &Target::cuda_sm80(), &options) {
                 pipelined += usize::from(d.pipelined_loads > 0);
+                tf32 += d.dots.iter().filter(|d| d.contains("m16n8k8")).count();
             }
             if let Ok(d) = decisions(&c.program, &Target::cuda_sm90a(), &options) {
                 wgmma += d.dots.iter().filter(|d| d.starts_with("wgmma")).count();
             }
         }
-        assert!(pipelined >= 5 && wgmma >= 1, "{pipelined} programs pipelined, {wgmma} wgmma dots");
+        assert!(pipelined >= 5 && wgmma >= 1 && tf32 >= 3, "{pipelined} programs pipelined, {wgmma} wgmma dots, {tf32} tf32 dots");
     }
 }

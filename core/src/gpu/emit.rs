@@ -154,6 +154,14 @@ pub trait Emitter {
     /// Closes the body with the next carried values; returns the values after the loop.
     fn end_loop(&mut self, next: &[Self::V]) -> Vec<Self::V>;
 
+    /// `x` (f32) rounded to tf32 as [`crate::ir::round_tf32`] says, in one instruction
+    /// (`cvt.rna.tf32.f32` on NVIDIA); `None` where the backend has none: the lowering then
+    /// rounds with integer operations.
+    fn round_tf32(&mut self, x: Self::V) -> Option<Self::V> {
+        let _ = x;
+        None
+    }
+
     /// One warp-level matrix instruction of kind [`crate::gpu::MatrixKind::MmaSync`]:
     /// `d = a x b + c` on this thread's fragments, laid out as [`crate::gpu::layout::Mma`]
     /// says (for m16n8k16: eight `a` values of `instr.a`, four `b` values of `instr.b`, four
@@ -169,9 +177,10 @@ pub trait Emitter {
     /// memory (`ldmatrix` on NVIDIA): lane `8 i + r` gives `row`, the index of row `r` of
     /// matrix `i` (eight consecutive elements, 16-byte aligned); each lane receives, per
     /// matrix, the two elements at row `lane / 4`, columns `2 (lane % 4)` and `+ 1` (with
-    /// `trans`, at column `lane / 4`, rows `2 (lane % 4)` and `+ 1`). Every thread of the warp
-    /// executes it together. `None` where the backend has no such load: the lowering then
-    /// reads the elements one by one.
+    /// `trans`, at column `lane / 4`, rows `2 (lane % 4)` and `+ 1`). Of f32 (`trans` false
+    /// only), each matrix is 8 rows of four 32-bit elements and a lane receives the one at row
+    /// `lane / 4`, column `lane % 4`. Every thread of the warp executes it together. `None`
+    /// where the backend has no such load: the lowering then reads the elements one by one.
     fn load_shared_matrix(&mut self, dtype: DType, row: Self::V, count: u32, trans: bool) -> Option<Vec<Self::V>> {
         let _ = (dtype, row, count, trans);
         None

@@ -100,6 +100,12 @@ pub enum Frag {
     /// of a 16 x 16 tile; `b`'s four hold rows (k) `2t, 2t + 1, 2t + 8, 2t + 9` of column `g`
     /// of a 16 x 8 tile.
     M16n8k16,
+    /// NVIDIA's `mma.sync.aligned.m16n8k8` on tf32 operands (PTX ISA, "Matrix Fragments for
+    /// mma.m16n8k8", `.tf32`), warps of 32, 32-bit elements: the accumulator is
+    /// [`Frag::M16n8k16`]'s; `a`'s four registers hold rows `g`, `g + 8` by columns `t`,
+    /// `t + 4` of a 16 x 8 tile (row fastest); `b`'s two hold rows (k) `t` and `t + 4` of
+    /// column `g` of an 8 x 8 tile.
+    M16n8k8,
     /// AMD CDNA's `v_mfma_f32_16x16x16f16` / `v_mfma_f32_16x16x16bf16_1k` (AMD Instinct ISA,
     /// "Dependent Matrix Operations"; the matrix instruction calculator's maps), wavefronts of
     /// 64: lane `l` has column (or row of `a`) `l % 16` and block `q = l / 16`; the
@@ -126,6 +132,7 @@ impl Frag {
     pub fn mnk(self) -> (u32, u32, u32) {
         match self {
             Frag::M16n8k16 => (16, 8, 16),
+            Frag::M16n8k8 => (16, 8, 8),
             Frag::Mfma16x16x16 | Frag::Mfma16x16x16T | Frag::Wmma16x16x16 => (16, 16, 16),
         }
     }
@@ -133,7 +140,7 @@ impl Frag {
     /// Lanes of the warp that executes the instruction.
     pub fn lanes(self) -> u32 {
         match self {
-            Frag::M16n8k16 | Frag::Wmma16x16x16 => 32,
+            Frag::M16n8k16 | Frag::M16n8k8 | Frag::Wmma16x16x16 => 32,
             Frag::Mfma16x16x16 | Frag::Mfma16x16x16T => 64,
         }
     }
@@ -143,6 +150,7 @@ impl Frag {
         match (self, which) {
             (Frag::M16n8k16, Some(0)) | (Frag::Wmma16x16x16, None) => 8,
             (Frag::Wmma16x16x16, _) => 16,
+            (Frag::M16n8k8, Some(1)) => 2,
             _ => 4,
         }
     }
@@ -151,6 +159,7 @@ impl Frag {
     pub fn name(self) -> &'static str {
         match self {
             Frag::M16n8k16 => "m16n8k16",
+            Frag::M16n8k8 => "m16n8k8",
             Frag::Mfma16x16x16 => "mfma16x16x16",
             Frag::Mfma16x16x16T => "mfma16x16x16 transposed",
             Frag::Wmma16x16x16 => "wmma16x16x16",
@@ -161,6 +170,7 @@ impl Frag {
     pub fn instruction(self) -> &'static str {
         match self {
             Frag::M16n8k16 => "mma.sync m16n8k16",
+            Frag::M16n8k8 => "mma.sync m16n8k8",
             Frag::Mfma16x16x16 | Frag::Mfma16x16x16T => "mfma 16x16x16",
             Frag::Wmma16x16x16 => "wmma 16x16x16",
         }
@@ -181,7 +191,9 @@ impl Frag {
         match (self, which) {
             (Frag::Mfma16x16x16T, None) => (0, j),
             (Frag::Mfma16x16x16T, w) => Frag::Mfma16x16x16.reg(w, j),
-            (Frag::M16n8k16, None) => (8 * (j >> 1), j & 1),
+            (Frag::M16n8k16 | Frag::M16n8k8, None) => (8 * (j >> 1), j & 1),
+            (Frag::M16n8k8, Some(0)) => (8 * (j & 1), 4 * (j >> 1)),
+            (Frag::M16n8k8, _) => (4 * j, 0),
             (Frag::M16n8k16, Some(0)) => (8 * ((j >> 1) & 1), 8 * (j >> 2) + (j & 1)),
             (Frag::M16n8k16, _) => (8 * (j >> 1) + (j & 1), 0),
             (Frag::Mfma16x16x16, None | Some(1)) => (j, 0),
@@ -198,7 +210,9 @@ impl Frag {
             (Frag::Mfma16x16x16T, None) => (lane % 16, 4 * (lane / 16)),
             (Frag::Mfma16x16x16T, w) => Frag::Mfma16x16x16.lane(w, lane),
             (Frag::M16n8k16, Some(1)) => (2 * (lane & 3), lane >> 2),
-            (Frag::M16n8k16, _) => (lane >> 2, 2 * (lane & 3)),
+            (Frag::M16n8k16, _) | (Frag::M16n8k8, None) => (lane >> 2, 2 * (lane & 3)),
+            (Frag::M16n8k8, Some(0)) => (lane >> 2, lane & 3),
+            (Frag::M16n8k8, _) => (lane & 3, lane >> 2),
             (Frag::Mfma16x16x16, Some(0)) => (lane % 16, 4 * (lane / 16)),
             (Frag::Mfma16x16x16, _) => (4 * (lane / 16), lane % 16),
             (Frag::Wmma16x16x16, None) => ((lane / 16) % 2, lane % 16),
@@ -313,7 +327,9 @@ impl Frag {
             (Frag::Mfma16x16x16T, None) => [lane(0, 15, 1), lane(4, 3, 4)],
             (Frag::Mfma16x16x16T, w) => return Frag::Mfma16x16x16.lane_terms(w),
             (Frag::M16n8k16, Some(1)) => [lane(0, 3, 2), lane(2, 7, 1)],
-            (Frag::M16n8k16, _) => [lane(2, 7, 1), lane(0, 3, 2)],
+            (Frag::M16n8k16, _) | (Frag::M16n8k8, None) => [lane(2, 7, 1), lane(0, 3, 2)],
+            (Frag::M16n8k8, Some(0)) => [lane(2, 7, 1), lane(0, 3, 1)],
+            (Frag::M16n8k8, _) => [lane(0, 3, 1), lane(2, 7, 1)],
             (Frag::Mfma16x16x16, Some(0)) => [lane(0, 15, 1), lane(4, 3, 4)],
             (Frag::Mfma16x16x16, _) => [lane(4, 3, 4), lane(0, 15, 1)],
             (Frag::Wmma16x16x16, None) => [lane(4, 1, 1), lane(0, 15, 1)],
@@ -894,6 +910,7 @@ mod tests {
     fn k_runs_of_the_fragments() {
         let runs = |f: Frag| (f.k_run(Some(0)), f.k_run(Some(1)));
         assert_eq!(runs(Frag::M16n8k16), (2, 2));
+        assert_eq!(runs(Frag::M16n8k8), (1, 1));
         assert_eq!(runs(Frag::Mfma16x16x16), (4, 4));
         assert_eq!(runs(Frag::Wmma16x16x16), (16, 16));
     }
@@ -920,11 +937,25 @@ mod tests {
         assert_eq!(Frag::Wmma16x16x16.staged_pad(0, 32, 2), 8);
     }
 
+    /// tf32's fragments read from K-contiguous staged copies of f32: a row of 32 puts the
+    /// eight groups of `a`'s lanes on the same four banks, and a pad of four removes it.
+    #[test]
+    fn tf32_fragments_read_conflict_free_with_a_pad() {
+        assert_eq!(Frag::M16n8k8.staged_read_conflicts(0, 32, 4), 8);
+        for which in [0, 1] {
+            for k in [8, 16, 32, 64, 128] {
+                let pad = Frag::M16n8k8.staged_pad(which, k, 4);
+                assert_eq!(Frag::M16n8k8.staged_read_conflicts(which, k + pad, 4), 1, "operand {which}, K = {k}: pad {pad}");
+            }
+        }
+        assert_eq!(Frag::M16n8k8.staged_pad(0, 32, 4), 4);
+    }
+
     /// The layouts' thread terms and the fragment maps the emulator's instruction model reads
     /// ([`Frag::lane`], [`Frag::reg`]) agree for every lane and register of every instruction.
     #[test]
     fn layouts_agree_with_the_fragment_maps() {
-        for frag in [Frag::M16n8k16, Frag::Mfma16x16x16, Frag::Mfma16x16x16T, Frag::Wmma16x16x16] {
+        for frag in [Frag::M16n8k16, Frag::M16n8k8, Frag::Mfma16x16x16, Frag::Mfma16x16x16T, Frag::Wmma16x16x16] {
             let mma = Mma { warps: [1, 1], frag };
             let (m, n, k) = frag.mnk();
             for (which, shape) in [(None, [m, n]), (Some(0), [m, k]), (Some(1), [k, n])] {
@@ -934,12 +965,17 @@ mod tests {
                 };
                 let d = layout.dist(&shape.map(|x| x as usize), frag.lanes());
                 assert_eq!(d.num_regs(), frag.regs(which) as usize);
+                // Every element of the tile is held, by as many lanes as the operand repeats.
+                let mut held = vec![0u32; (shape[0] * shape[1]) as usize];
                 for lane in 0..frag.lanes() {
                     for r in 0..frag.regs(which) {
                         let ((rr, rc), (lr, lc)) = (frag.reg(which, r), frag.lane(which, lane));
                         assert_eq!(at(&d, r as usize, lane), [rr + lr, rc + lc], "{frag:?} {which:?} lane {lane} register {r}");
+                        held[((rr + lr) * shape[1] + rc + lc) as usize] += 1;
                     }
                 }
+                let copies = if frag.replicated(which) { 2 } else { 1 };
+                assert!(held.iter().all(|&h| h == copies), "{frag:?} {which:?}: {held:?}");
             }
         }
     }

@@ -655,6 +655,11 @@ impl PipeLoad {
     fn numel(&self) -> usize {
         self.shape[0] * self.shape[1]
     }
+
+    /// Elements per 16-byte copy: 8 of a 16-bit dtype, 4 of f32.
+    fn vec(&self) -> u32 {
+        (16 / smem_elem_bytes(self.dtype).max(1)) as u32
+    }
 }
 
 /// A load a loop issues one iteration ahead into registers ([`plan_prefetch`]).
@@ -1516,7 +1521,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             Op::Reduce { x, axis, combine } => self.reduce(inst, *x, *axis as usize, combine)?,
             Op::ReduceTuple { xs, axis, combine } => self.reduce_tuple(inst, xs, *axis as usize, combine)?,
             Op::Scan { x, axis, combine, reverse } => self.scan(inst, *x, *axis as usize, combine, *reverse)?,
-            Op::Dot { a, b, acc } => self.dot(inst, *a, *b, *acc)?,
+            Op::Dot { a, b, acc, precision } => self.dot(inst, *a, *b, *acc, *precision)?,
             Op::For { lower, upper, step, init, body } => {
                 let iv_dtype = self.ty(*lower).dtype;
                 let (lo, hi, st) = (self.scalar(*lower), self.scalar(*upper), self.scalar(*step));
@@ -2695,11 +2700,32 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
 
     /// `a @ b + acc` with FMAs: the operands go through shared memory, K in chunks, and every
     /// thread accumulates its registers over each chunk.
-    fn dot(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value) -> R<()> {
+    /// An f32 rounded to tf32 ([`InputPrecision::Tf32`]) in integer operations every backend
+    /// has: add half of the dropped part's unit to the bits and clear the dropped part (to
+    /// nearest, ties away; a carry moves into the exponent, up to an infinity), NaN kept.
+    fn round_tf32(&mut self, x: E::V) -> E::V {
+        if let Some(r) = self.e.round_tf32(x) {
+            return r;
+        }
+        let bits = self.e.bitcast(DType::F32, DType::I32, x);
+        let half = self.c_i32(0x1000);
+        let keep = self.c_i32(!0x1fff);
+        let up = self.e.binary(BinaryOp::Add, DType::I32, bits, half);
+        let cleared = self.e.binary(BinaryOp::And, DType::I32, up, keep);
+        let rounded = self.e.bitcast(DType::I32, DType::F32, cleared);
+        let magnitude_mask = self.c_i32(0x7fff_ffff);
+        let infinity = self.c_i32(0x7f80_0000);
+        let magnitude = self.e.binary(BinaryOp::And, DType::I32, bits, magnitude_mask);
+        let nan = self.e.cmp(CmpPred::Gt, DType::I32, magnitude, infinity);
+        self.e.select(DType::F32, nan, x, rounded)
+    }
+
+    fn dot(&mut self, inst: &'a Inst, a: Value, b: Value, acc: Value, precision: InputPrecision) -> R<()> {
         let r = inst.results[0];
         if let Some(&(instr, mma)) = self.mma.get(&r) {
             return self.dot_mma(inst, a, b, acc, instr, mma);
         }
+        let tf32 = precision == InputPrecision::Tf32;
         if let Some(&(instr, coop)) = self.coop.get(&r) {
             return self.dot_coop(inst, a, b, acc, instr, coop);
         }
@@ -2848,13 +2874,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             for (r, &rw) in rows.iter().enumerate() {
                 let idx = if c_split { self.offset(a_row_k[0], rw as i64 * kc as i64) } else { a_row_k[r] };
                 let v = self.ld_sh(ad, idx);
-                av.push(self.cast(at.dtype, racc, v));
+                let v = self.cast(at.dtype, racc, v);
+                av.push(if tf32 { self.round_tf32(v) } else { v });
             }
             let mut bv = Vec::with_capacity(cols.len());
             for (cix, &cl) in cols.iter().enumerate() {
                 let idx = if c_split { self.offset(b_col_k[0], b_base as i64 + cl as i64) } else { b_col_k[cix] };
                 let v = self.ld_sh(bd, idx);
-                bv.push(self.cast(bt.dtype, racc, v));
+                let v = self.cast(bt.dtype, racc, v);
+                bv.push(if tf32 { self.round_tf32(v) } else { v });
             }
             let mut next = Vec::with_capacity(args.len());
             for (i, &accv) in args.iter().enumerate() {
@@ -3257,17 +3285,20 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // instruction takes.
         let staged_dtype = |d: DType| if d == DType::BF16 { DType::BF16 } else { reg_dtype(d) };
         // `b` is staged K-contiguous (as [N, K]) where a lane's fragment holds runs of at least
-        // four consecutive k (AMD's MFMA and WMMA), so the run is one vector read; row-major
-        // otherwise (mma.sync's pairs).
-        let k_major = [false, mma.frag.k_run(Some(1)) >= 4];
-        // Elements per row of each staged copy: on AMD a K-contiguous copy's rows are padded so
-        // that the fragments' LDS reads are free of bank conflicts (`Frag::staged_pad`'s model;
-        // rows of 32 or 64 f16 put MFMA's reads 8-way on the same banks).
+        // four consecutive k (AMD's MFMA and WMMA), so the run is one vector read, and for tf32
+        // (whose single elements a padded K-contiguous copy serves without conflicts);
+        // row-major otherwise (mma.sync's pairs).
+        let tf32 = mma.frag == Frag::M16n8k8;
+        let k_major = [false, mma.frag.k_run(Some(1)) >= 4 || tf32];
+        // Elements per row of each staged copy: on AMD, and for tf32, a K-contiguous copy's
+        // rows are padded so that the fragments' reads are free of bank conflicts
+        // (`Frag::staged_pad`'s model; rows of 32 or 64 f16 put MFMA's reads 8-way on the same
+        // banks, rows of 32 f32 tf32's `a` reads 8-way).
         let pitch: [usize; 2] = [0, 1].map(|i| {
             let t = types[i];
             let inner = if k_major[i] { t.shape[0] } else { t.shape[1] };
             let k_contiguous = i == 0 || k_major[i];
-            let pad = if self.target.isa == Isa::Amdgcn && k_contiguous {
+            let pad = if (self.target.isa == Isa::Amdgcn || tf32) && k_contiguous {
                 mma.frag.staged_pad(i as u8, inner as u32, smem_elem_bytes(staged_dtype(t.dtype)) as u32) as usize
             } else {
                 0
@@ -3344,12 +3375,26 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // instruction tile and its 8-column block `l / 16` (a: four matrices, a0..a7; b:
         // transposed, two matrices per instruction tile, two tiles per load).
         let [wm, wn] = mma.warps;
-        let lanes = if sources.iter().any(|s| matches!(s, Source::Ring(_))) {
+        // A tf32 `b` ring held as `[K, N]` is read element by element (a matrix load moves
+        // whole 32-bit words of a row, and the fragment wants a column's): at this thread's
+        // coordinates in the fragment layout plus each register's.
+        let element_ring = |s: &Source<E::V>, i: usize| tf32 && i == 1 && matches!(s, Source::Ring(r) if !r.transposed);
+        let mut ring_thread = [None, None];
+        for i in 0..2 {
+            if element_ring(&sources[i], i) {
+                let dist = self.dist(&layouts[i], &types[i].shape);
+                ring_thread[i] = Some((self.thread_coord(&dist, 0), self.thread_coord(&dist, 1)));
+            }
+        }
+        // Elements per 16-byte matrix row: eight 16-bit ones, four tf32 ones.
+        let row_elems = if tf32 { 4 } else { 8 };
+        let lanes = if (0..2).any(|i| matches!(sources[i], Source::Ring(_)) && !element_ring(&sources[i], i)) {
             let bt = matches!(&sources[1], Source::Ring(r) if r.transposed);
-            Some(self.matrix_lanes(mma, bt))
+            Some(self.matrix_lanes(mma, bt, row_elems))
         } else {
             None
         };
+        let fk = mma.frag.mnk().2 as usize;
         let (reps_m, reps_n, steps_k) = mma.steps(m, n, k);
         for ki in 0..steps_k {
             let frag = |me: &mut Self, i: usize, row: usize, col: usize, count: usize| -> R<Vec<Vec<E::V>>> {
@@ -3378,14 +3423,34 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                             })
                             .collect()
                     }
+                    Source::Ring(ring) if ring_thread[i].is_some() => {
+                        let (tr, tc) = ring_thread[i].expect("thread coordinates for a tf32 ring");
+                        let dist = me.dist(&layouts[i], &t.shape);
+                        ranges
+                            .into_iter()
+                            .map(|r| {
+                                r.map(|j| {
+                                    let row = me.offset(tr, dist.regs[j][0] as i64);
+                                    let col = me.offset(tc, dist.regs[j][1] as i64);
+                                    // Stored transposed: row n, column k.
+                                    let (sr, sc) = if ring.transposed { (col, row) } else { (row, col) };
+                                    let idx = ring.swizzle.index(me, sr, sc);
+                                    let idx = me.e.binary(BinaryOp::Add, DType::I32, idx, ring.slot_base);
+                                    // Below the floor: the ring's own index, not floored.
+                                    me.e.load_shared(DType::F32, idx)
+                                })
+                                .collect()
+                            })
+                            .collect()
+                    }
                     Source::Ring(ring) => {
                         let l = lanes.as_ref().expect("lane parts for matrix loads");
                         let (r, c) = match (i, l.bt) {
-                            (0, _) => (me.offset(l.a_row, (row * 16 * wm as usize) as i64), me.offset(l.a_col, (col * 16) as i64)),
+                            (0, _) => (me.offset(l.a_row, (row * 16 * wm as usize) as i64), me.offset(l.a_col, (col * fk) as i64)),
                             // Stored transposed: row n, column k; matrices (n tile, k half)
                             // in the order the fragments take them.
                             (_, Some((bt_row, bt_col))) if ring.transposed => {
-                                (me.offset(bt_row, (col * 8 * wn as usize) as i64), me.offset(bt_col, (row * 16) as i64))
+                                (me.offset(bt_row, (col * 8 * wn as usize) as i64), me.offset(bt_col, (row * fk) as i64))
                             }
                             _ => (me.offset(l.l15, (row * 16) as i64), me.offset(l.b_col, (col * 8 * wn as usize) as i64)),
                         };
@@ -3393,7 +3458,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         let idx = me.e.binary(BinaryOp::Add, DType::I32, idx, ring.slot_base);
                         let n = if i == 0 { 4 } else { 2 * count as u32 };
                         match me.e.load_shared_matrix(ring.dtype, idx, n, i == 1 && !ring.transposed) {
-                            Some(vals) => vals.chunks(if i == 0 { 8 } else { 4 }).map(|c| c.to_vec()).collect(),
+                            Some(vals) => vals.chunks(mma.frag.regs(Some(i as u8)) as usize).map(|c| c.to_vec()).collect(),
                             None => {
                                 return Err(LowerError::Unsupported {
                                     op: "dot".into(),
@@ -3413,6 +3478,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             for ni in (0..reps_n).step_by(2) {
                 let count = (reps_n - ni).min(2);
                 fb.extend(frag(self, 1, ki, ni, count)?);
+            }
+            if instr.tf32() {
+                // The instruction reads tf32: each operand element rounded as the IR says, once
+                // per K step (an `a` element feeds every N repeat).
+                for f in fa.iter_mut().chain(fb.iter_mut()) {
+                    for v in f.iter_mut() {
+                        *v = self.round_tf32(*v);
+                    }
+                }
             }
             for (mi, fa) in fa.iter().enumerate() {
                 for (ni, fb) in fb.iter().enumerate() {
@@ -3853,7 +3927,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let layout = pipe_copy_layout(l, self.warp, self.num_warps);
         let along = if l.transposed { 0 } else { 1 };
         let dist = self.dist(&layout, &l.shape);
-        let firsts = Self::vector_groups_along(&dist, 8, along).into_iter().map(|(first, _)| first).collect();
+        let firsts = Self::vector_groups_along(&dist, l.vec(), along).into_iter().map(|(first, _)| first).collect();
         (layout, dist, firsts)
     }
 
@@ -3971,11 +4045,11 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     (Some(a), Some(slot_address), _) => {
                         let step = self.e.shared_step(l.dtype, at);
                         let dst = self.e.binary(BinaryOp::Add, DType::I32, slot_address, step);
-                        self.e.async_copy_from(l.buffer, l.dtype, a[k], dst, 8, pred);
+                        self.e.async_copy_from(l.buffer, l.dtype, a[k], dst, l.vec(), pred);
                     }
                     (_, _, Some(o)) => {
                         let at = self.e.binary(BinaryOp::Add, DType::I32, at, slot_base);
-                        self.e.async_copy(l.buffer, l.dtype, o[first], idx_dtype, at, 8, pred);
+                        self.e.async_copy(l.buffer, l.dtype, o[first], idx_dtype, at, l.vec(), pred);
                     }
                     _ => unreachable!("offsets are computed where no addresses are given"),
                 }
@@ -3986,9 +4060,10 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
     }
 
     /// This lane's parts of the matrix-load row addresses of a dot's operands: `a` row
-    /// `warp_m * 16 + l % 16` and column `8 (l / 16)`; `b` row (k) `l % 16` and column
-    /// `warp_n * 8 + (l / 16) * 8 wn`.
-    fn matrix_lanes(&mut self, mma: Mma, transposed_b: bool) -> MatrixLanes<E::V> {
+    /// `warp_m * 16 + l % 16` and column `w (l / 16)`; `b` row (k) `l % 16` and column
+    /// `warp_n * 8 + (l / 16) * 8 wn`; `w` the elements of a 16-byte matrix row (8, or 4 of
+    /// tf32, whose `a` then takes k halves of 4).
+    fn matrix_lanes(&mut self, mma: Mma, transposed_b: bool, w: u32) -> MatrixLanes<E::V> {
         let [wm, wn] = mma.warps;
         let lane = self.lane.expect("thread ids are emitted first");
         let warp_id = self.warp_id.expect("thread ids are emitted first");
@@ -4008,7 +4083,8 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let a_row = self.e.binary(BinaryOp::Mul, DType::I32, warp_m, sixteen);
         let a_row = self.e.binary(BinaryOp::Add, DType::I32, a_row, l15);
         let eight = self.c_i32(8);
-        let a_col = self.e.binary(BinaryOp::Mul, DType::I32, hi, eight);
+        let wv = if w == 8 { eight } else { self.c_i32(w as i64) };
+        let a_col = self.e.binary(BinaryOp::Mul, DType::I32, hi, wv);
         let b_col = self.e.binary(BinaryOp::Mul, DType::I32, warp_n, eight);
         let step = self.c_i32(8 * wn as i64);
         let b_hi = self.e.binary(BinaryOp::Mul, DType::I32, hi, step);
@@ -4023,7 +4099,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             let half = self.e.binary(BinaryOp::Shr, DType::I32, lane, c3);
             let one = self.c_i32(1);
             let half = self.e.binary(BinaryOp::And, DType::I32, half, one);
-            let k = self.e.binary(BinaryOp::Mul, DType::I32, half, eight);
+            let k = self.e.binary(BinaryOp::Mul, DType::I32, half, wv);
             (n, k)
         });
         MatrixLanes { l15, a_row, a_col, b_col, bt }
@@ -4436,13 +4512,18 @@ fn plan_matrix<E: Emitter>(lw: &mut Lowerer<'_, E>) {
     let mut coop = HashMap::new();
     let coop_matrices = lw.e.coop_matrices();
     p.walk(&mut |inst| {
-        if let Op::Dot { a, b, acc } = &inst.op {
+        if let Op::Dot { a, b, acc, precision } = &inst.op {
             let (at, bt, ct) = (p.ty(*a), p.ty(*b), p.ty(*acc));
             let rows_first = chained.contains(&inst.results[0]);
             let wgmma = if lw.num_stages > 1 { wgmma_choice(lw.target, lw.num_warps, at, bt, ct) } else { None };
-            if let Some(choice) = wgmma.or_else(|| matrix_choice(lw.target, lw.num_warps, at, bt, ct, rows_first)) {
+            if let Some(choice) = wgmma.or_else(|| matrix_choice(lw.target, lw.num_warps, at, bt, ct, *precision, rows_first)) {
                 mma.insert(inst.results[0], choice);
-            } else if let Some(choice) = coop_choice(lw.target, lw.num_warps, at, bt, ct, rows_first).filter(|_| coop_matrices) {
+            } else if let Some(choice) =
+                // Cooperative matrices take operands as they are: a tf32 dot's rounding stays
+                // with the FMA `dot`.
+                coop_choice(lw.target, lw.num_warps, at, bt, ct, rows_first)
+                    .filter(|_| coop_matrices && *precision == InputPrecision::Ieee)
+            {
                 coop.insert(inst.results[0], choice);
             }
         }
@@ -4589,13 +4670,14 @@ fn carry_dot_slices(p: &Program, dots: &HashMap<Value, Layout>, default_layout: 
 
 /// Chooses the loops to software-pipeline and the loads they issue early (with `num_stages`
 /// of at least 2 on a backend with asynchronous copies): a load in a `for` body, not nested
-/// deeper, of a 2-D f16 or bf16 tile whose only uses are as an operand of a matrix-instruction
-/// `dot` in that body on NVIDIA's fragments (the ring is read with `ldmatrix` or through
-/// descriptors); whose offsets and mask are pure functions of the induction variable and
-/// values from outside the loop (no division, no loads, no carried values); that moves whole
-/// aligned 16-byte vectors (offset analysis: 8 contiguous, aligned elements; the mask constant
-/// over them), each thread its own (no copies in several threads); and that fills masked-off
-/// elements with zero (no `other`, or a zero). Everything else is loaded where it stands.
+/// deeper, of a 2-D f16 or bf16 tile (or f32 feeding a tf32 `dot`) whose only uses are as an
+/// operand of a matrix-instruction `dot` in that body on NVIDIA's fragments (the ring is read
+/// with `ldmatrix` or through descriptors); whose offsets and mask are pure functions of the
+/// induction variable and values from outside the loop (no division, no loads, no carried
+/// values); that moves whole aligned 16-byte vectors (offset analysis: 8 contiguous, aligned
+/// 16-bit elements or 4 f32; the mask constant over them), each thread its own (no copies in
+/// several threads); and that fills masked-off elements with zero (no `other`, or a zero).
+/// Everything else is loaded where it stands.
 fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
     if lw.num_stages < 2 || !lw.e.async_copies() || lw.mma.is_empty() {
         return;
@@ -4661,13 +4743,22 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             let Op::Load { buffer, offsets, mask, other } = &li.op else { continue };
             let r = li.results[0];
             let t = p.ty(r);
-            if t.rank() != 2 || !matches!(t.dtype, DType::F16 | DType::BF16) || t.shape[1] % 8 != 0 {
+            // 16-bit tiles for m16n8k16, f32 ones for tf32's m16n8k8 (four to a 16-byte copy;
+            // `a`, and a `b` held transposed, read with matrix loads of 32-bit words, a `b`
+            // held as `[K, N]` element by element).
+            let frag = match t.dtype {
+                DType::F16 | DType::BF16 => Frag::M16n8k16,
+                DType::F32 => Frag::M16n8k8,
+                _ => continue,
+            };
+            let vec = (16 / smem_elem_bytes(t.dtype)) as usize;
+            if t.rank() != 2 || t.shape[1] % vec != 0 {
                 continue;
             }
-            let nvidia_fragments = |dot: Value| lw.mma.get(&dot).is_some_and(|(_, m)| m.frag == Frag::M16n8k16);
+            let nvidia_fragments = |dot: Value| lw.mma.get(&dot).is_some_and(|(_, m)| m.frag == frag);
             let only_dot_operand = uses.get(&r).is_some_and(|us| {
                 us.iter().all(|&(j, u)| {
-                    j > i && matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && nvidia_fragments(u.results[0]))
+                    j > i && matches!(&u.op, Op::Dot { a, b, acc, .. } if *acc != r && (*a == r || *b == r) && nvidia_fragments(u.results[0]))
                 })
             });
             if !only_dot_operand || other.is_some_and(|o| !is_zero(o)) {
@@ -4676,9 +4767,10 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             // Contiguous along the rows (as stored), or, for a `b` operand only, along the
             // columns (stored transposed).
             let only_b = uses.get(&r).is_some_and(|us| us.iter().all(|&(_, u)| matches!(&u.op, Op::Dot { a, b, .. } if *b == r && *a != r)));
-            let transposed = if lw.vector_width(*offsets, t.dtype) >= 8 && lw.mask_uniform(*mask, 8) {
+            let v = vec as u32;
+            let transposed = if lw.vector_width(*offsets, t.dtype) >= v && lw.mask_uniform(*mask, vec) {
                 false
-            } else if only_b && t.shape[0] % 8 == 0 && lw.vector_width_along(*offsets, t.dtype, 0) >= 8 && lw.mask_uniform_along(*mask, 8, 0) {
+            } else if only_b && t.shape[0] % vec == 0 && lw.vector_width_along(*offsets, t.dtype, 0) >= v && lw.mask_uniform_along(*mask, vec, 0) {
                 true
             } else {
                 continue;
@@ -4689,11 +4781,18 @@ fn plan_pipelines<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             let wgmma =
                 uses.get(&r).is_some_and(|us| us.iter().all(|&(_, u)| lw.mma.get(&u.results[0]).is_some_and(|(i, _)| i.kind == MatrixKind::Wgmma)));
             let stored = if transposed { [shape[1], shape[0]] } else { shape };
-            let swizzle =
-                if wgmma && stored[1] % 64 == 0 && stored[0] % 8 == 0 { Swizzle::panels(stored[0], stored[1]) } else { Swizzle::for_row(stored[1]) };
+            // A tf32 `b` held as `[K, N]` is read a column of the fragment at a time (lanes
+            // `t` apart in k, `g` in n): groups of eight elements permuted by the row put the
+            // four k rows a read touches on four different sets of eight banks.
+            let group = if t.dtype == DType::F32 && only_b && !transposed { 8 } else { vec };
+            let swizzle = if wgmma && stored[1] % 64 == 0 && stored[0] % 8 == 0 {
+                Swizzle::panels(stored[0], stored[1])
+            } else {
+                Swizzle::for_row(stored[1], smem_elem_bytes(t.dtype) as usize, group)
+            };
             let probe = PipeLoad { result: r, buffer: *buffer, offsets: *offsets, mask: *mask, dtype: t.dtype, shape, transposed, swizzle };
             let dist = pipe_copy_layout(&probe, lw.warp, lw.num_warps).dist(&shape, lw.warp);
-            let whole = Lowerer::<E>::vector_groups_along(&dist, 8, if transposed { 0 } else { 1 }).iter().all(|&(_, n)| n == 8);
+            let whole = Lowerer::<E>::vector_groups_along(&dist, v, if transposed { 0 } else { 1 }).iter().all(|&(_, n)| n == vec);
             if !whole || dist.num_regs() as u64 * lw.threads as u64 != (shape[0] * shape[1]) as u64 {
                 continue;
             }
@@ -4863,9 +4962,9 @@ fn plan_prefetch<E: Emitter>(lw: &mut Lowerer<'_, E>) {
             }
             let coop_operand = top.get(&r).is_some_and(|us| {
                 us.len() == uses.get(&r).copied().unwrap_or(0)
-                    && us
-                        .iter()
-                        .all(|u| matches!(&u.op, Op::Dot { a, b, acc } if *acc != r && (*a == r || *b == r) && lw.coop.contains_key(&u.results[0])))
+                    && us.iter().all(
+                        |u| matches!(&u.op, Op::Dot { a, b, acc, .. } if *acc != r && (*a == r || *b == r) && lw.coop.contains_key(&u.results[0])),
+                    )
             });
             if !coop_operand {
                 continue;
@@ -4899,7 +4998,7 @@ fn deferred_dots(
     let panel = |v: Value| loads.iter().find(|l| l.result == v).map(|l| l.swizzle.panel > 0);
     let mut out = Vec::new();
     for inst in &body.insts {
-        let Op::Dot { a, b, acc } = &inst.op else { continue };
+        let Op::Dot { a, b, acc, .. } = &inst.op else { continue };
         let r = inst.results[0];
         let wgmma = mma.get(&r).is_some_and(|(i, _)| i.kind == MatrixKind::Wgmma);
         if !wgmma || panel(*b) != Some(true) || panel(*a) == Some(false) || p.ty(*acc).dtype != DType::F32 {
@@ -4932,25 +5031,36 @@ fn same_threads(from: &Dist, to: &Dist) -> bool {
 fn pipe_copy_layout(l: &PipeLoad, warp: u32, num_warps: u32) -> Layout {
     if l.transposed {
         let stored = [l.shape[1], l.shape[0]];
-        let b = Layout::Blocked(Blocked::for_shape(&stored, 8, warp, num_warps));
+        let b = Layout::Blocked(Blocked::for_shape(&stored, l.vec(), warp, num_warps));
         b.permuted(&[1, 0]).expect("a blocked layout permutes")
     } else {
-        Layout::Blocked(Blocked::for_shape(&l.shape, 8, warp, num_warps))
+        Layout::Blocked(Blocked::for_shape(&l.shape, l.vec(), warp, num_warps))
     }
 }
 
 /// The warp-level matrix instruction a `dot` of these operand types lowers to on `target` with
 /// `num_warps` warps, and the warps' arrangement, if any: operands of the instruction's
-/// dtypes, a float accumulator (summed in f32, as the IR's semantics say), and extents the
-/// warps' tile divides. Warps go to M while M has more instruction rows per warp than N has
-/// columns (Triton's rule for mma v2), or, with `rows_first`, while M has rows for them.
-fn matrix_choice(target: &Target, num_warps: u32, a: &Type, b: &Type, acc: &Type, rows_first: bool) -> Option<(MatrixInstr, Mma)> {
+/// dtypes (f32 ones only as tf32, for a `dot` whose input precision says so), a float
+/// accumulator (summed in f32, as the IR's semantics say), and extents the warps' tile
+/// divides. Warps go to M while M has more instruction rows per warp than N has columns
+/// (Triton's rule for mma v2), or, with `rows_first`, while M has rows for them.
+fn matrix_choice(
+    target: &Target,
+    num_warps: u32,
+    a: &Type,
+    b: &Type,
+    acc: &Type,
+    precision: InputPrecision,
+    rows_first: bool,
+) -> Option<(MatrixInstr, Mma)> {
     if !acc.dtype.is_float() {
         return None;
     }
+    let tf32 = precision == InputPrecision::Tf32;
     let (instr, frag) = target.matrix.iter().find_map(|i| {
         let frag = i.frag()?;
-        (frag.lanes() == target.subgroup_size && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32).then_some((*i, frag))
+        let precision = !i.tf32() || tf32;
+        (frag.lanes() == target.subgroup_size && i.a == a.dtype && i.b == b.dtype && i.acc == DType::F32 && precision).then_some((*i, frag))
     })?;
     // MFMA's accumulator is laid out transposed (the instruction issued with its operands
     // exchanged): rows' columns contiguous in a lane, and a result that feeds another dot's `a`
@@ -5046,13 +5156,18 @@ struct Swizzle {
     max_phase: u32,
     /// Elements per panel of 64 columns (all rows), 0 for one row-major tile.
     panel: usize,
+    /// log2 of the elements in a 16-byte chunk (3 for 16-bit elements, 2 for f32).
+    vec_shift: u32,
 }
 
 impl Swizzle {
-    fn for_row(cols: usize) -> Swizzle {
-        let per_phase = (64 / cols.max(1)).max(1) as u32;
-        let max_phase = (cols / 8).clamp(1, 8) as u32;
-        Swizzle { cols, per_phase_shift: per_phase.trailing_zeros(), max_phase, panel: 0 }
+    /// Rows of `cols` elements of `elem_bytes` each, groups of `group` elements (a 16-byte
+    /// chunk or a multiple of one, a power of two) permuted by the phase.
+    fn for_row(cols: usize, elem_bytes: usize, group: usize) -> Swizzle {
+        let row_bytes = cols * elem_bytes;
+        let per_phase = (128 / row_bytes.max(1)).max(1) as u32;
+        let max_phase = (cols / group.max(1)).clamp(1, 8) as u32;
+        Swizzle { cols, per_phase_shift: per_phase.trailing_zeros(), max_phase, panel: 0, vec_shift: group.trailing_zeros() }
     }
 
     /// `rows x cols` (`cols` a multiple of 64) stored as `cols / 64` panels of `rows x 64`,
@@ -5060,11 +5175,12 @@ impl Swizzle {
     /// 1024-byte aligned, the 128-byte swizzle of [`crate::gpu::emit::SharedMatrix`].
     fn panels(rows: usize, cols: usize) -> Swizzle {
         debug_assert!(cols % 64 == 0 && rows % 8 == 0);
-        Swizzle { cols, per_phase_shift: 0, max_phase: 8, panel: rows * 64 }
+        Swizzle { cols, per_phase_shift: 0, max_phase: 8, panel: rows * 64, vec_shift: 3 }
     }
 
-    /// The swizzled index of element (`r`, `c`): `r * cols + ((c / 8) ^ phase(r)) * 8 + c % 8`
-    /// (in panels: `(c / 64) panel + r * 64 + ((c % 64 / 8) ^ r % 8) * 8 + c % 8`).
+    /// The swizzled index of element (`r`, `c`): `r * cols + ((c / v) ^ phase(r)) * v + c % v`
+    /// for `v` elements to a chunk (in panels, of 16-bit elements: `(c / 64) panel + r * 64 +
+    /// ((c % 64 / 8) ^ r % 8) * 8 + c % 8`).
     fn index<E: Emitter>(&self, me: &mut Lowerer<'_, E>, r: E::V, c: E::V) -> E::V {
         let (pitch, c, panel) = if self.panel > 0 {
             let six = me.c_i32(6);
@@ -5089,9 +5205,9 @@ impl Swizzle {
         let phase = me.e.binary(BinaryOp::Shr, DType::I32, r, sh);
         let pm = me.c_i32(self.max_phase as i64 - 1);
         let phase = me.e.binary(BinaryOp::And, DType::I32, phase, pm);
-        let three = me.c_i32(3);
-        let phase = me.e.binary(BinaryOp::Shl, DType::I32, phase, three);
-        // (c / 8 ^ phase) * 8 + c % 8 == c ^ (phase * 8)
+        let shift = me.c_i32(self.vec_shift as i64);
+        let phase = me.e.binary(BinaryOp::Shl, DType::I32, phase, shift);
+        // (c / v ^ phase) * v + c % v == c ^ (phase * v)
         let col = me.e.binary(BinaryOp::Xor, DType::I32, c, phase);
         me.e.binary(BinaryOp::Add, DType::I32, row, col)
     }

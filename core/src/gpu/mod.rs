@@ -168,7 +168,8 @@ pub fn describe(program: &Program, target: &Target, options: &lower::LowerOption
             ),
             0 => format!(
                 "; num_stages = {}: no load pipelined (it takes a target with asynchronous copies and NVIDIA's matrix \
-                 instructions, and 2-D 16-bit loads that only feed a matrix dot in a loop, with masks whole over 16 bytes)\n",
+                 instructions, and 2-D loads of 16-bit floats, or of f32 for a tf32 dot, that only feed a matrix dot in a loop, with masks \
+                 whole over 16 bytes)\n",
                 options.num_stages
             ),
             n => {

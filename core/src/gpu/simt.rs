@@ -504,7 +504,9 @@ impl Emitter for Recorder {
         self.push(SInst::AsyncWait { pending });
     }
     fn load_shared_matrix(&mut self, dtype: DType, row: Reg, count: u32, trans: bool) -> Option<Vec<Reg>> {
-        let d: Vec<Reg> = (0..2 * count).map(|_| self.reg()).collect();
+        // Two 16-bit elements a matrix, or one of f32.
+        let per = if dtype == DType::F32 { 1 } else { 2 };
+        let d: Vec<Reg> = (0..per * count).map(|_| self.reg()).collect();
         self.push(SInst::LoadMatrix { dtype, row, trans, d: d.clone() });
         Some(d)
     }
@@ -1240,15 +1242,19 @@ impl Machine<'_> {
     }
 
     /// `ldmatrix` in lock-step over every warp: lane `8 i + r` names row `r` of matrix `i`;
-    /// each row's eight elements are read with the checks of any shared-memory load.
+    /// each row's 16 bytes (eight 16-bit elements, or four f32) are read with the checks of
+    /// any shared-memory load, the row's start 16-byte aligned.
     fn load_matrix(&mut self, dtype: DType, row: Reg, trans: bool, d: &[Reg], active: &[bool]) -> Result<(), SimtError> {
         let warp = self.lowered.warp as usize;
         if let Some(t) = active.iter().position(|a| !a) {
             return Err(self.fault(t, "a matrix load is reached by only some threads of a warp".into()));
         }
-        let count = d.len() / 2;
-        if warp != 32 || !(1..=4).contains(&count) || d.len() % 2 != 0 {
-            return Err(self.fault(0, format!("no model of a matrix load of {count} matrices with {warp} lanes")));
+        // Elements a lane receives per matrix, and per row.
+        let per = if dtype == DType::F32 { 1 } else { 2 };
+        let row_elems = 4 * per;
+        let count = d.len() / per;
+        if warp != 32 || !(1..=4).contains(&count) || d.len() % per != 0 || (per == 1 && trans) {
+            return Err(self.fault(0, format!("no model of a matrix load of {count} matrices of {dtype} with {warp} lanes")));
         }
         for w in 0..self.threads / warp {
             let mut m = vec![[[Elem::I(0); 8]; 8]; count];
@@ -1256,7 +1262,10 @@ impl Machine<'_> {
                 for (r, out) in mat.iter_mut().enumerate() {
                     let t = w * warp + 8 * i + r;
                     let base = self.int(row, t);
-                    for (c, e) in out.iter_mut().enumerate() {
+                    if base.rem_euclid(row_elems as i64) != 0 {
+                        return Err(self.fault(t, format!("a matrix load's row at {dtype} element {base} is not 16-byte aligned")));
+                    }
+                    for (c, e) in out.iter_mut().take(row_elems).enumerate() {
                         *e = self.read_shared(dtype, base + c as i64, t)?;
                     }
                 }
@@ -1265,9 +1274,9 @@ impl Machine<'_> {
                 let t = w * warp + lane;
                 let (g, q) = (lane / 4, lane % 4);
                 for (i, mat) in m.iter().enumerate() {
-                    for j in 0..2 {
-                        let v = if trans { mat[2 * q + j][g] } else { mat[g][2 * q + j] };
-                        self.set(d[2 * i + j], t, v);
+                    for j in 0..per {
+                        let v = if trans { mat[per * q + j][g] } else { mat[g][per * q + j] };
+                        self.set(d[per * i + j], t, v);
                     }
                 }
             }
@@ -1315,6 +1324,13 @@ impl Machine<'_> {
                     for (j, &r) in regs.iter().enumerate() {
                         let (row, col) = at(Some(which), lane, j);
                         let x = f(self, r, t);
+                        // A tf32 instruction ignores the 13 low fraction bits: the lowering
+                        // must hand it values rounded to tf32 (the IR's rounding, not the
+                        // hardware's truncation).
+                        if instr.tf32() && !x.is_nan() && x.to_bits() & 0x1fff != 0 {
+                            let what = ["a", "b"][which as usize];
+                            return Err(self.fault(t, format!("{what}[{row}][{col}] of a tf32 matrix instruction is {x}, not rounded to tf32")));
+                        }
                         match tile[row * cols + col] {
                             Some(y) if f32::to_bits(y) != x.to_bits() => {
                                 let what = ["a", "b"][which as usize];

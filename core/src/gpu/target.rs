@@ -66,6 +66,18 @@ impl MatrixInstr {
         MatrixInstr { kind: MatrixKind::MmaSync, m: 16, n: 8, k: 16, a: dtype, b: dtype, acc: DType::F32 }
     }
 
+    /// `mma.sync.aligned.m16n8k8` on tf32 operands with f32 accumulation: listed with f32
+    /// operands (held as f32 and rounded to tf32 first), which only a `dot` whose input
+    /// precision is tf32 ([`crate::ir::InputPrecision::Tf32`]) lowers to.
+    pub fn mma_m16n8k8_tf32() -> MatrixInstr {
+        MatrixInstr { kind: MatrixKind::MmaSync, m: 16, n: 8, k: 8, a: DType::F32, b: DType::F32, acc: DType::F32 }
+    }
+
+    /// Whether the instruction multiplies f32 operands as tf32.
+    pub fn tf32(&self) -> bool {
+        self.a == DType::F32
+    }
+
     /// `v_mfma_f32_16x16x16f16` (or `bf16_1k`) with f32 accumulation on `dtype` operands.
     pub fn mfma_16x16x16(dtype: DType) -> MatrixInstr {
         MatrixInstr { kind: MatrixKind::Mfma, m: 16, n: 16, k: 16, a: dtype, b: dtype, acc: DType::F32 }
@@ -87,6 +99,7 @@ impl MatrixInstr {
     /// and warpgroup instructions, which build on mma.sync's).
     pub fn frag(&self) -> Option<Frag> {
         let frag = match self.kind {
+            MatrixKind::MmaSync if self.k == 8 => Frag::M16n8k8,
             MatrixKind::MmaSync => Frag::M16n8k16,
             MatrixKind::Mfma => Frag::Mfma16x16x16,
             MatrixKind::Wmma => Frag::Wmma16x16x16,
@@ -220,7 +233,8 @@ impl Target {
 
     /// An NVIDIA Ampere GPU (sm_80, A100) through CUDA: warps of 32, 1024 threads, 163 KiB of
     /// shared memory per program (beyond 48 KiB the kernel declares it dynamic and the runtime
-    /// opts in at launch), 16-byte vector accesses, 4 KiB of kernel parameters.
+    /// opts in at launch), 16-byte vector accesses, 4 KiB of kernel parameters, mma.sync on
+    /// f16 and bf16 (m16n8k16) and on tf32 (m16n8k8).
     pub fn cuda_sm80() -> Target {
         Target {
             name: "cuda:sm_80".into(),
@@ -242,7 +256,7 @@ impl Target {
             max_push_constant_bytes: 4096,
             max_grid: [2147483647, 65535, 65535],
             registers_per_thread: 255,
-            matrix: vec![MatrixInstr::mma_m16n8k16(DType::F16), MatrixInstr::mma_m16n8k16(DType::BF16)],
+            matrix: vec![MatrixInstr::mma_m16n8k16(DType::F16), MatrixInstr::mma_m16n8k16(DType::BF16), MatrixInstr::mma_m16n8k8_tf32()],
         }
     }
 
@@ -253,7 +267,9 @@ impl Target {
     }
 
     /// An NVIDIA Hopper GPU with its architecture-specific instructions (sm_90a): the limits
-    /// of [`Target::cuda_sm90`], and warpgroup matrix instructions (`wgmma`) before mma.sync.
+    /// of [`Target::cuda_sm90`], and warpgroup matrix instructions (`wgmma`) before mma.sync
+    /// (f16 and bf16; tf32 `dot`s stay on mma.sync: wgmma reads tf32 only K-major, and `b`
+    /// is staged N-major).
     pub fn cuda_sm90a() -> Target {
         let mut matrix = vec![MatrixInstr::wgmma_m64k16(DType::F16), MatrixInstr::wgmma_m64k16(DType::BF16)];
         matrix.extend(Target::cuda_sm90().matrix);

@@ -3288,7 +3288,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         // four consecutive k (AMD's MFMA and WMMA), so the run is one vector read, and for tf32
         // (whose single elements a padded K-contiguous copy serves without conflicts);
         // row-major otherwise (mma.sync's pairs).
-        let tf32 = mma.frag == Frag::M16n8k8;
+        let tf32 = instr.tf32();
         let k_major = [false, mma.frag.k_run(Some(1)) >= 4 || tf32];
         // Elements per row of each staged copy: on AMD, and for tf32, a K-contiguous copy's
         // rows are padded so that the fragments' reads are free of bank conflicts
@@ -3355,15 +3355,16 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
             }
             self.e.barrier();
         }
+        // The operands' fragment layouts over their shapes, for the reads that name elements.
+        let dists = [0, 1].map(|i| self.dist(&layouts[i], &types[i].shape));
         // Staged operands are read at one thread base plus a constant per register (fragment
         // layouts never wrap: `matrix_choice` sizes the warps to fit).
         let mut thread_base = [None, None];
         for i in 0..2 {
             if let Source::Staged { base } = sources[i] {
-                let t = types[i];
-                let dist = self.dist(&layouts[i], &t.shape);
-                let row = self.thread_coord(&dist, 0);
-                let col = self.thread_coord(&dist, 1);
+                let dist = &dists[i];
+                let row = self.thread_coord(dist, 0);
+                let col = self.thread_coord(dist, 1);
                 let (outer, inner) = if k_major[i] { (col, row) } else { (row, col) };
                 let pitch = self.c_i32(pitch[i] as i64);
                 let rb = self.e.binary(BinaryOp::Mul, DType::I32, outer, pitch);
@@ -3382,8 +3383,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
         let mut ring_thread = [None, None];
         for i in 0..2 {
             if element_ring(&sources[i], i) {
-                let dist = self.dist(&layouts[i], &types[i].shape);
-                ring_thread[i] = Some((self.thread_coord(&dist, 0), self.thread_coord(&dist, 1)));
+                ring_thread[i] = Some((self.thread_coord(&dists[i], 0), self.thread_coord(&dists[i], 1)));
             }
         }
         // Elements per 16-byte matrix row: eight 16-bit ones, four tf32 ones.
@@ -3409,7 +3409,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                         .map(|r| if t.dtype == DType::BF16 { regs[r].iter().map(|&v| me.narrow_bf16(v)).collect() } else { regs[r].to_vec() })
                         .collect(),
                     Source::Staged { .. } => {
-                        let dist = me.dist(&layouts[i], &t.shape);
+                        let dist = &dists[i];
                         let rd = staged_dtype(t.dtype);
                         ranges
                             .into_iter()
@@ -3425,16 +3425,15 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                     }
                     Source::Ring(ring) if ring_thread[i].is_some() => {
                         let (tr, tc) = ring_thread[i].expect("thread coordinates for a tf32 ring");
-                        let dist = me.dist(&layouts[i], &t.shape);
+                        let dist = &dists[i];
                         ranges
                             .into_iter()
                             .map(|r| {
                                 r.map(|j| {
+                                    // Held as `[K, N]`, as the fragment names it.
                                     let row = me.offset(tr, dist.regs[j][0] as i64);
                                     let col = me.offset(tc, dist.regs[j][1] as i64);
-                                    // Stored transposed: row n, column k.
-                                    let (sr, sc) = if ring.transposed { (col, row) } else { (row, col) };
-                                    let idx = ring.swizzle.index(me, sr, sc);
+                                    let idx = ring.swizzle.index(me, row, col);
                                     let idx = me.e.binary(BinaryOp::Add, DType::I32, idx, ring.slot_base);
                                     // Below the floor: the ring's own index, not floored.
                                     me.e.load_shared(DType::F32, idx)
@@ -3479,7 +3478,7 @@ impl<'a, E: Emitter> Lowerer<'a, E> {
                 let count = (reps_n - ni).min(2);
                 fb.extend(frag(self, 1, ki, ni, count)?);
             }
-            if instr.tf32() {
+            if tf32 {
                 // The instruction reads tf32: each operand element rounded as the IR says, once
                 // per K step (an `a` element feeds every N repeat).
                 for f in fa.iter_mut().chain(fb.iter_mut()) {

@@ -5,8 +5,9 @@
 //! barriers, shuffles, address spaces, math functions, the kernel calling convention, the
 //! triple) is asked of a [`Hooks`] implementation. [`codegen`] then parses the text with LLVM
 //! (through inkwell), links the math library the hooks name, verifies, optimises with
-//! the hooks' pipeline (LLVM's `default<O3>`; NVPTX drops its SLP vectorizer) and emits assembly
-//! or an object for the hooks' target machine.
+//! the hooks' pipeline (LLVM's `default<O3>`; NVPTX drops its SLP vectorizer and the passes
+//! that changed nothing in its PTX) and emits assembly or an object for the hooks' target
+//! machine.
 //!
 //! The emitter writes text rather than calling LLVM's C builder API: the text is the stable
 //! interface of LLVM IR across versions, it is what `tilekit ir --llvm` shows and what golden

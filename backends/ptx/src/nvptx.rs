@@ -379,7 +379,7 @@ impl Hooks for NvptxHooks {
     }
 
     fn pipeline(&self) -> &str {
-        O3_WITHOUT_SLP
+        NVPTX_PIPELINE
     }
 
     fn module_metadata(&self, entry: &str, threads: u32, occupancy: u32, grid_constants: &[u32]) -> String {
@@ -428,14 +428,48 @@ impl Hooks for NvptxHooks {
     }
 }
 
-/// LLVM 19's `default<O3>` without `slp-vectorizer`, as `opt-19 -passes='default<O3>'
-/// -print-pipeline-passes` writes it (tests/ptx_modules.rs checks that it still is). The SLP
-/// vectorizer took half of O3's time on the FMA dot tiles (matmul 128x64: 0.17 -> 0.08 s) and
-/// formed nothing in the library's PTX (seven configurations' instructions came out in another
-/// order, none other): NVPTX has few vector operations for it, and code generation's load/store
-/// vectorizer merges the accesses that matter. `PassBuilderOptions::set_loop_slp_vectorization
-/// (false)` does not keep it out of the pipeline through LLVM-C in LLVM 19.
-pub const O3_WITHOUT_SLP: &str = include_str!("o3-without-slp.passes");
+/// The NVPTX optimisation pipeline: LLVM 19's `default<O3>`, as `opt-19 -passes='default<O3>'
+/// -print-pipeline-passes` writes it, less the passes [`DROPPED_FROM_O3`] names
+/// (tests/ptx_modules.rs checks that it is exactly that).
+pub const NVPTX_PIPELINE: &str = include_str!("nvptx.passes");
+
+/// The passes of LLVM 19's `default<O3>` that [`NVPTX_PIPELINE`] leaves out, each by its name
+/// and which occurrence of that name in the O3 text it is (from 0).
+///
+/// `slp-vectorizer` took half of O3's time on the FMA dot tiles (matmul 128x64: 0.17 -> 0.08 s)
+/// and formed nothing in the library's PTX (seven configurations' instructions came out in
+/// another order, none other): NVPTX has few vector operations for it, and code generation's
+/// load/store vectorizer merges the accesses that matter. `PassBuilderOptions::
+/// set_loop_slp_vectorization(false)` does not keep it out of the pipeline through LLVM-C in
+/// LLVM 19.
+///
+/// The others took a third of O3's time on the tensor-core tiles, whose compile latency is the
+/// longest (InstCombine's later runs most of it), and changed nothing that matters in the
+/// library's PTX: of the 3,875 modules of the ptxas sweep (every kernel, dtype, test problem
+/// and configuration for sm_80, sm_90 and sm_90a), 3,467 came out byte for byte the same, 390
+/// (f32 matmuls) two instructions shorter, and 18 (matmuls) with as many instructions, numbered
+/// or ordered otherwise. What they would find in this IR, the earlier runs of the same passes (and ptxas,
+/// which optimises the PTX again) have found already. LICM's first run stays: without it the code
+/// of an unpipelined matmul (the golden `matmul_mma`) changed throughout. Leaving out an optimisation never changes
+/// what a program computes.
+pub const DROPPED_FROM_O3: &[(&str, usize)] = &[
+    ("slp-vectorizer", 0),
+    ("ipsccp", 0),
+    ("called-value-propagation", 0),
+    ("instcombine", 3),
+    ("instcombine", 4),
+    ("instcombine", 5),
+    ("instcombine", 6),
+    ("aggressive-instcombine", 0),
+    ("jump-threading", 0),
+    ("jump-threading", 1),
+    ("correlated-propagation", 0),
+    ("sccp", 0),
+    ("bdce", 0),
+    ("memcpyopt", 0),
+    ("dse", 0),
+    ("vector-combine", 1),
+];
 
 /// Every libdevice function [`NvptxHooks::math`] names.
 const MATH: [MathFn; 10] =

@@ -55,10 +55,18 @@ impl Machine {
             matrix_flops_per_s,
             fma_flops_per_s: 67e12,
             cache_over_copy: 2.5,
-            memory_latency_s: 0.8e-6,
+            // Under load, not idle: with the idle latency (0.8 us) the model ranked the committed
+            // H200 and H100 results worse on every count tests/tune.rs prints.
+            memory_latency_s: 1.4e-6,
             barrier_s: 0.15e-6,
             launch_s: 3e-6,
         }
+    }
+
+    /// An NVIDIA H100 (SXM, HBM3): the H200's multiprocessors and caches with less memory
+    /// bandwidth.
+    pub fn h100(copy_bytes_per_s: f64, matrix_flops_per_s: Option<f64>) -> Machine {
+        Machine::h200(copy_bytes_per_s, matrix_flops_per_s)
     }
 
     /// A device the model knows nothing particular about: `multiprocessors` units of an
@@ -75,9 +83,15 @@ impl Machine {
     }
 }
 
+/// Whether a device's name is one of the GPUs the model has figures for (the H100 of 132
+/// multiprocessors: SXM or NVL, not PCIe).
+fn known_hopper(name: &str) -> bool {
+    name.contains("H200") || (name.contains("H100") && !name.contains("PCIe"))
+}
+
 impl Machine {
-    /// The model's view of `device`: an H200's figures where the device is one, the CUDA
-    /// driver's multiprocessor count on other CUDA devices, the host's cores for the CPU
+    /// The model's view of `device`: an H200's or H100's figures where the device is one, the
+    /// CUDA driver's multiprocessor count on other CUDA devices, the host's cores for the CPU
     /// devices (lavapipe included), and a nominal mid-range GPU otherwise. Bandwidths are
     /// nominal: the model ranks configurations, it does not predict times.
     pub fn for_device(device: &crate::Device) -> Machine {
@@ -85,7 +99,7 @@ impl Machine {
         let warp = device.target().map_or(32, |t| t.subgroup_size);
         #[cfg(any(feature = "ptx", feature = "ptx-static"))]
         if let crate::Device::Cuda { ordinal, .. } = device {
-            if name.contains("H200") {
+            if known_hopper(&name) {
                 return Machine::for_platform(&name, false, None, None);
             }
             if let Some(info) = tilekit_ptx::CudaRuntime::devices().ok().and_then(|d| d.into_iter().find(|i| i.ordinal == *ordinal)) {
@@ -93,7 +107,7 @@ impl Machine {
             }
         }
         // A Vulkan driver that reports its multiprocessors (NVIDIA's VK_NV_shader_sm_builtins)
-        // sizes the waves; the H200 keeps its own figures below.
+        // sizes the waves; the H200 and H100 keep their own figures below.
         #[cfg(feature = "vulkan")]
         {
             let vulkan_name = match device {
@@ -102,7 +116,7 @@ impl Machine {
                 crate::Device::Wgpu { name, .. } => Some(name),
                 _ => None,
             };
-            if let Some(vulkan_name) = vulkan_name.filter(|_| !name.contains("H200")) {
+            if let Some(vulkan_name) = vulkan_name.filter(|_| !known_hopper(&name)) {
                 let info = tilekit_spirv::VulkanRuntime::devices().ok().and_then(|d| d.into_iter().find(|i| &i.name == vulkan_name));
                 if let Some(info) = info.filter(|i| i.multiprocessors.is_some()) {
                     return Machine::from_vulkan(&info, warp);
@@ -113,7 +127,7 @@ impl Machine {
         // No matrix peak unmeasured: the FMA rate ranks the library's dot kernels better than
         // cuBLAS's peak, which they are far from (tests/tune.rs).
         let machine = Machine::for_platform(&name, cpu, None, None);
-        if name.contains("H200") {
+        if known_hopper(&name) {
             machine
         } else {
             Machine { warp, ..machine }
@@ -134,13 +148,16 @@ impl Machine {
 }
 
 impl Machine {
-    /// The model's view of a platform a results file describes: an H200 by its hardware name
-    /// (with the copy and matrix ceilings measured beside the results, where present), a CPU
-    /// device by its type, a nominal GPU otherwise.
+    /// The model's view of a platform a results file describes: an H200 or an H100 by its
+    /// hardware name (with the copy and matrix ceilings measured beside the results, where
+    /// present), a CPU device by its type, a nominal GPU otherwise.
     pub fn for_platform(hardware: &str, cpu: bool, copy_gbps: Option<f64>, matrix_tflops: Option<f64>) -> Machine {
         let copy = copy_gbps.map(|g| g * 1e9);
         if hardware.contains("H200") {
             return Machine::h200(copy.unwrap_or(4.2e12), matrix_tflops.map(|t| t * 1e12));
+        }
+        if known_hopper(hardware) {
+            return Machine::h100(copy.unwrap_or(3.35e12), matrix_tflops.map(|t| t * 1e12));
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         if cpu {

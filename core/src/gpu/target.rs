@@ -361,17 +361,21 @@ impl Target {
 
     /// The target a recorded run planned for, as far as a results file's platform tells it:
     /// its API (`cuda`, `vulkan`, `wgpu`, `wgpu-naga`, or `wgpu_naga` as results files spell
-    /// it), hardware name, whether the device is a CPU and its PCI vendor. The H200 presets where the name is an H200's (their cooperative
-    /// matrices decide how a `dot` lowers, so what a thread holds); else sm_90a through CUDA,
-    /// lavapipe on a CPU, and the baseline GPU with its vendor's registers through Vulkan.
-    /// `None` for a platform nothing is planned for (the interpreter, AMDGCN's own presets).
+    /// it), hardware name, whether the device is a CPU and its PCI vendor. The H200 presets
+    /// where the name is an H200's or an H100's (the same sm_90 multiprocessors and driver
+    /// features; their cooperative matrices decide how a `dot` lowers, so what a thread holds);
+    /// else sm_90a through CUDA, lavapipe on a CPU, and the baseline GPU with its vendor's
+    /// registers through Vulkan. `None` for a platform nothing is planned for (the interpreter,
+    /// AMDGCN's own presets).
     pub fn for_platform(api: &str, hardware: &str, cpu: bool, vendor_id: Option<u32>) -> Option<Target> {
         let h200 = hardware.contains("H200");
+        let h100 = hardware.contains("H100");
         match api.replace('_', "-").as_str() {
             "cuda" if h200 => Some(Target::h200_cuda()),
             "cuda" => Some(Target::cuda_sm90a()),
             "vulkan" | "wgpu" | "wgpu-naga" if cpu => Some(Target::lavapipe()),
             "vulkan" | "wgpu" | "wgpu-naga" if h200 => Some(Target::h200_vulkan()),
+            "vulkan" | "wgpu" | "wgpu-naga" if h100 => Some(Target { name: "vulkan:nvidia-h100".into(), ..Target::h200_vulkan() }),
             "vulkan" | "wgpu" | "wgpu-naga" => {
                 Some(Target { registers_per_thread: Target::vulkan_registers_per_thread(false, vendor_id.unwrap_or(0)), ..Target::vulkan_baseline() })
             }

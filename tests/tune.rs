@@ -154,13 +154,13 @@ struct ModelFigures {
 /// the folders under bench/results named `folder*`, and `extra` files there): for every (results
 /// file, platform, kernel, problem) timed under several configurations, the model's ranking of
 /// those configurations, and where the measured best lands in it.
-fn model_over_recorded(hardware: &str, folder: &str, extra: &[&str]) -> ModelFigures {
+fn model_over_recorded(hardware: &str, folder: Option<&str>, extra: &[&str]) -> ModelFigures {
     use tilekit::device::KernelResources;
     use tilekit::tune::model::{self, Machine};
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     let mut files: Vec<_> = extra.iter().map(|f| root.join(f)).collect();
     for d in std::fs::read_dir(&root).unwrap().flatten() {
-        if d.file_name().to_string_lossy().starts_with(folder) && d.path().is_dir() {
+        if folder.is_some_and(|f| d.file_name().to_string_lossy().starts_with(f)) && d.path().is_dir() {
             files.extend(std::fs::read_dir(d.path()).unwrap().flatten().map(|f| f.path()).filter(|p| p.extension().is_some_and(|e| e == "json")));
         }
     }
@@ -208,11 +208,12 @@ fn model_over_recorded(hardware: &str, folder: &str, extra: &[&str]) -> ModelFig
             let p = platforms.iter().find(|p| p["id"] == platform.as_str()).unwrap();
             let copy = p["ceilings"]["copy_gbps"].as_f64().unwrap_or(4000.0) * 1e9;
             let matrix = p["ceilings"]["matrix_tflops"].as_f64().map(|t| t * 1e12);
-            let machine = Machine::for_platform(&platform, false, Some(copy / 1e9), matrix.map(|m| m / 1e12));
+            let cpu = p["device_type"] == "cpu";
+            let machine = Machine::for_platform(&platform, cpu, Some(copy / 1e9), matrix.map(|m| m / 1e12));
             let target = tilekit::gpu::Target::for_platform(
                 p["backend"].as_str().unwrap(),
                 p["hardware"].as_str().unwrap(),
-                p["device_type"] == "cpu",
+                cpu,
                 p["vendor_id"].as_u64().map(|v| v as u32),
             )
             .unwrap_or_else(|| panic!("a target for {platform}"));
@@ -276,7 +277,7 @@ fn model_over_recorded(hardware: &str, folder: &str, extra: &[&str]) -> ModelFig
 #[test]
 fn the_cost_model_ranks_recorded_h200_results() {
     let ModelFigures { groups, top_fifth, tied_top_fifth, best_timed, within5, timed: timed_total, all: all_total } =
-        model_over_recorded("H200", "h200-", &["bench-h200.json", "bench-h200-wgpu.json"]);
+        model_over_recorded("H200", Some("h200-"), &["bench-h200.json", "bench-h200-wgpu.json"]);
     // Floors at what the model reaches today, so that a change that makes it worse fails here.
     // The goal (within 5 % everywhere, a fifth of the candidates timed) is not reached.
     assert!(groups >= 100, "the committed results hold {groups} comparable groups");
@@ -295,7 +296,7 @@ fn the_cost_model_ranks_recorded_h200_results() {
 /// of each run compiled them.
 #[test]
 fn the_cost_model_ranks_recorded_h100_results() {
-    let f = model_over_recorded("H100", "h100-", &[]);
+    let f = model_over_recorded("H100", Some("h100-"), &[]);
     // Floors at what the model reaches today, as for the H200's.
     assert!(f.groups >= 100, "the committed results hold {} comparable groups", f.groups);
     assert!(f.within5 * 100 >= f.groups * 89, "{f:?}");
@@ -303,6 +304,19 @@ fn the_cost_model_ranks_recorded_h100_results() {
     assert!(f.tied_top_fifth * 100 >= f.groups * 73, "{f:?}");
     assert!(f.best_timed * 100 >= f.groups * 59, "{f:?}");
     assert!(f.timed * 100 <= f.all * 41, "{f:?}");
+}
+
+/// The model over the committed lavapipe results of a 2-core VM (the quick and default suites
+/// through Vulkan and wgpu).
+#[test]
+fn the_cost_model_ranks_recorded_lavapipe_results() {
+    let f = model_over_recorded("llvmpipe", None, &["bench-vm-quick.json", "bench-vm-default.json"]);
+    // Floors at what the model reaches today, as for the H200's.
+    assert!(f.groups >= 30, "the committed results hold {} comparable groups", f.groups);
+    assert!(f.within5 * 100 >= f.groups * 73, "{f:?}");
+    assert!(f.top_fifth * 100 >= f.groups * 55, "{f:?}");
+    assert!(f.best_timed * 100 >= f.groups * 65, "{f:?}");
+    assert!(f.timed * 100 <= f.all * 46, "{f:?}");
 }
 
 /// A program of 1024 threads whose lowering estimates more registers than a multiprocessor's

@@ -9,7 +9,9 @@
 //!   has outstanding against bandwidth x latency);
 //! - for tiled `dot` kernels (`BLOCK_M` / `BLOCK_N`), the operand tiles every program streams,
 //!   at the bandwidth of the last-level cache, and the FLOPs at the matrix (or FMA) peak;
-//! - the serial latency of each wave: loads, then the reductions across the program's warps;
+//! - the serial latency of each wave: loads (at the cache's latency for a loop that re-reads
+//!   what the program read before or what every program reads), then the reductions across the
+//!   program's warps;
 //!
 //! plus the launch overhead. It ranks; its absolute figures are rough.
 
@@ -36,6 +38,8 @@ pub struct Machine {
     pub cache_over_copy: f64,
     /// Seconds from a load's issue to its data.
     pub memory_latency_s: f64,
+    /// The same for data the cache holds.
+    pub cache_latency_s: f64,
     /// Seconds one barrier-separated step of a cross-warp reduction takes.
     pub barrier_s: f64,
     pub launch_s: f64,
@@ -58,6 +62,8 @@ impl Machine {
             // Under load, not idle: with the idle latency (0.8 us) the model ranked the committed
             // H200 and H100 results worse on every count tests/tune.rs prints.
             memory_latency_s: 1.4e-6,
+            // The last-level cache's, under load: 0.4 to 0.8 us ranked the committed results alike.
+            cache_latency_s: 0.6e-6,
             barrier_s: 0.15e-6,
             launch_s: 3e-6,
         }
@@ -161,7 +167,7 @@ impl Machine {
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         if cpu {
-            Machine { memory_latency_s: 0.1e-6, launch_s: 20e-6, ..Machine::generic(cores, 8, copy.unwrap_or(10e9)) }
+            Machine { memory_latency_s: 0.1e-6, cache_latency_s: 0.1e-6, launch_s: 20e-6, ..Machine::generic(cores, 8, copy.unwrap_or(10e9)) }
         } else {
             Machine { matrix_flops_per_s: matrix_tflops.map(|t| t * 1e12), ..Machine::generic(64, 32, copy.unwrap_or(1e12)) }
         }
@@ -305,7 +311,10 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
         // Each wave waits for its loads, then combines across its warps: log2(warps) steps of
         // shuffles and barriers, each about a barrier.
         let steps = f64::from(warps).log2().ceil() + 1.0;
-        let serial = waves as f64 * ((1.0 + program_traffic.steps) * machine.memory_latency_s + steps * machine.barrier_s);
+        let serial = waves as f64
+            * ((1.0 + program_traffic.steps) * machine.memory_latency_s
+                + program_traffic.cached_steps * machine.cache_latency_s
+                + steps * machine.barrier_s);
         t = t.max(serial);
         total += t + machine.launch_s;
         if first.is_none() {
@@ -321,17 +330,22 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
 /// store times the trip counts of the loops around it (bounds from constants and the launch's
 /// scalar arguments; a loop whose trip count cannot be known counts once), and the loop
 /// iterations it runs one after the other (each waits for its loads).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Traffic {
     pub bytes: f64,
     pub steps: f64,
+    /// Loop iterations whose loads all come from the cache (they re-read buffers the program
+    /// read before, or read what every program reads): they wait for the cache, not memory.
+    pub cached_steps: f64,
+    /// Buffers (parameter indices) the program loads from.
+    pub read: Vec<u32>,
     /// Elements of the widest tile a load reads.
     pub widest_load: usize,
 }
 
 /// [`Traffic`] of `launch`'s program, taking program 0 as representative.
 pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use tilekit_core::ir::{BinaryOp, Block, Op, ParamKind};
     use tilekit_core::Scalar;
     let program = &launch.program;
@@ -342,6 +356,7 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
         block: &Block,
         times: f64,
         known: &mut HashMap<tilekit_core::ir::Value, i64>,
+        per_program: &HashSet<tilekit_core::ir::Value>,
         out: &mut Traffic,
     ) {
         let elem = |buffer: u32| match program.params.get(buffer as usize).map(|p| &p.kind) {
@@ -380,6 +395,9 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
             }
             match &inst.op {
                 Op::Load { buffer, .. } => {
+                    if !out.read.contains(buffer) {
+                        out.read.push(*buffer);
+                    }
                     if let Some(r) = result {
                         let n = program.ty(r).numel();
                         out.bytes += times * n as f64 * elem(*buffer);
@@ -392,19 +410,83 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
                         (Some(&l), Some(&u), Some(&s)) if s > 0 => ((u - l).max(0) as f64 / s as f64).ceil(),
                         _ => 1.0,
                     };
-                    out.steps += times * trips;
-                    walk(program, launch, body, times * trips, known, out);
+                    // A loop whose loads all come from the cache waits for the cache: it re-reads
+                    // buffers the program read before (LayerNorm's second pass over its row), or
+                    // reads what every program reads (the row's weights).
+                    let mut reads = Vec::new();
+                    loads_in(body, &mut reads);
+                    let cached = !reads.is_empty() && reads.iter().all(|(b, offsets)| out.read.contains(b) || !per_program.contains(offsets));
+                    if cached {
+                        out.cached_steps += times * trips;
+                    } else {
+                        out.steps += times * trips;
+                    }
+                    walk(program, launch, body, times * trips, known, per_program, out);
                 }
                 Op::If { then_block, else_block, .. } => {
-                    walk(program, launch, then_block, times, known, out);
-                    walk(program, launch, else_block, times, known, out);
+                    walk(program, launch, then_block, times, known, per_program, out);
+                    walk(program, launch, else_block, times, known, per_program, out);
                 }
                 _ => {}
             }
         }
     }
+    fn loads_in(block: &Block, out: &mut Vec<(u32, tilekit_core::ir::Value)>) {
+        for inst in &block.insts {
+            match &inst.op {
+                Op::Load { buffer, offsets, .. } => out.push((*buffer, *offsets)),
+                Op::For { body, .. } => loads_in(body, out),
+                Op::If { then_block, else_block, .. } => {
+                    loads_in(then_block, out);
+                    loads_in(else_block, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    // Values that differ between programs: what depends on a program id, through loops and
+    // branches (a loop's arguments and results depend on what it starts from and yields).
+    fn taint(block: &Block, set: &mut HashSet<tilekit_core::ir::Value>) -> bool {
+        let mut changed = false;
+        for inst in &block.insts {
+            let mut depends = matches!(inst.op, Op::ProgramId { .. }) || inst.op.operands().iter().any(|v| set.contains(v));
+            match &inst.op {
+                Op::For { body, .. } => {
+                    if depends {
+                        for a in &body.args {
+                            changed |= set.insert(*a);
+                        }
+                    }
+                    changed |= taint(body, set);
+                    depends |= yields_tainted(body, set);
+                    if depends {
+                        for a in &body.args {
+                            changed |= set.insert(*a);
+                        }
+                    }
+                }
+                Op::If { then_block, else_block, .. } => {
+                    changed |= taint(then_block, set);
+                    changed |= taint(else_block, set);
+                    depends |= yields_tainted(then_block, set) || yields_tainted(else_block, set);
+                }
+                _ => {}
+            }
+            if depends {
+                for r in &inst.results {
+                    changed |= set.insert(*r);
+                }
+            }
+        }
+        changed
+    }
+    fn yields_tainted(block: &Block, set: &HashSet<tilekit_core::ir::Value>) -> bool {
+        block.insts.iter().any(|i| matches!(&i.op, Op::Yield { values } if values.iter().any(|v| set.contains(v))))
+    }
+    let mut per_program = HashSet::new();
+    while taint(&program.body, &mut per_program) {}
     let mut out = Traffic { steps: 1.0, ..Traffic::default() };
-    walk(program, launch, &program.body, 1.0, &mut known, &mut out);
+    walk(program, launch, &program.body, 1.0, &mut known, &per_program, &mut out);
     out
 }
 

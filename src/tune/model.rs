@@ -69,12 +69,6 @@ impl Machine {
         }
     }
 
-    /// An NVIDIA H100 (SXM, HBM3): the H200's multiprocessors and caches with less memory
-    /// bandwidth.
-    pub fn h100(copy_bytes_per_s: f64, matrix_flops_per_s: Option<f64>) -> Machine {
-        Machine::h200(copy_bytes_per_s, matrix_flops_per_s)
-    }
-
     /// A device the model knows nothing particular about: `multiprocessors` units of an
     /// sm_80-like shape with a nominal bandwidth.
     pub fn generic(multiprocessors: u32, warp: u32, copy_bytes_per_s: f64) -> Machine {
@@ -163,7 +157,8 @@ impl Machine {
             return Machine::h200(copy.unwrap_or(4.2e12), matrix_tflops.map(|t| t * 1e12));
         }
         if known_hopper(hardware) {
-            return Machine::h100(copy.unwrap_or(3.35e12), matrix_tflops.map(|t| t * 1e12));
+            // An H100 of 132 multiprocessors: the H200's shape with less memory bandwidth.
+            return Machine::h200(copy.unwrap_or(3.35e12), matrix_tflops.map(|t| t * 1e12));
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         if cpu {
@@ -330,15 +325,13 @@ pub fn estimate(machine: &Machine, plan: &Plan, config: &Config, cost: Cost, res
 /// store times the trip counts of the loops around it (bounds from constants and the launch's
 /// scalar arguments; a loop whose trip count cannot be known counts once), and the loop
 /// iterations it runs one after the other (each waits for its loads).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Traffic {
     pub bytes: f64,
     pub steps: f64,
     /// Loop iterations whose loads all come from the cache (they re-read buffers the program
     /// read before, or read what every program reads): they wait for the cache, not memory.
     pub cached_steps: f64,
-    /// Buffers (parameter indices) the program loads from.
-    pub read: Vec<u32>,
     /// Elements of the widest tile a load reads.
     pub widest_load: usize,
 }
@@ -349,6 +342,14 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
     use tilekit_core::ir::{BinaryOp, Block, Op, ParamKind};
     use tilekit_core::Scalar;
     let program = &launch.program;
+    /// What the walk knows of the program beyond the constants.
+    #[derive(Default)]
+    struct Seen {
+        /// Values that differ between programs (they depend on a program id).
+        per_program: HashSet<tilekit_core::ir::Value>,
+        /// Buffers (parameter indices) loaded from so far, in program order.
+        read: Vec<u32>,
+    }
     let mut known: HashMap<tilekit_core::ir::Value, i64> = HashMap::new();
     fn walk(
         program: &tilekit_core::Program,
@@ -356,7 +357,7 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
         block: &Block,
         times: f64,
         known: &mut HashMap<tilekit_core::ir::Value, i64>,
-        per_program: &HashSet<tilekit_core::ir::Value>,
+        seen: &mut Seen,
         out: &mut Traffic,
     ) {
         let elem = |buffer: u32| match program.params.get(buffer as usize).map(|p| &p.kind) {
@@ -395,8 +396,8 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
             }
             match &inst.op {
                 Op::Load { buffer, .. } => {
-                    if !out.read.contains(buffer) {
-                        out.read.push(*buffer);
+                    if !seen.read.contains(buffer) {
+                        seen.read.push(*buffer);
                     }
                     if let Some(r) = result {
                         let n = program.ty(r).numel();
@@ -415,17 +416,17 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
                     // reads what every program reads (the row's weights).
                     let mut reads = Vec::new();
                     loads_in(body, &mut reads);
-                    let cached = !reads.is_empty() && reads.iter().all(|(b, offsets)| out.read.contains(b) || !per_program.contains(offsets));
+                    let cached = !reads.is_empty() && reads.iter().all(|(b, offsets)| seen.read.contains(b) || !seen.per_program.contains(offsets));
                     if cached {
                         out.cached_steps += times * trips;
                     } else {
                         out.steps += times * trips;
                     }
-                    walk(program, launch, body, times * trips, known, per_program, out);
+                    walk(program, launch, body, times * trips, known, seen, out);
                 }
                 Op::If { then_block, else_block, .. } => {
-                    walk(program, launch, then_block, times, known, per_program, out);
-                    walk(program, launch, else_block, times, known, per_program, out);
+                    walk(program, launch, then_block, times, known, seen, out);
+                    walk(program, launch, else_block, times, known, seen, out);
                 }
                 _ => {}
             }
@@ -452,11 +453,8 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
             let mut depends = matches!(inst.op, Op::ProgramId { .. }) || inst.op.operands().iter().any(|v| set.contains(v));
             match &inst.op {
                 Op::For { body, .. } => {
-                    if depends {
-                        for a in &body.args {
-                            changed |= set.insert(*a);
-                        }
-                    }
+                    // The caller repeats the walk until nothing changes, so arguments marked
+                    // here reach the body's values on the next walk.
                     changed |= taint(body, set);
                     depends |= yields_tainted(body, set);
                     if depends {
@@ -483,10 +481,10 @@ pub fn traffic(launch: &crate::kernels::Launch) -> Traffic {
     fn yields_tainted(block: &Block, set: &HashSet<tilekit_core::ir::Value>) -> bool {
         block.insts.iter().any(|i| matches!(&i.op, Op::Yield { values } if values.iter().any(|v| set.contains(v))))
     }
-    let mut per_program = HashSet::new();
-    while taint(&program.body, &mut per_program) {}
+    let mut seen = Seen::default();
+    while taint(&program.body, &mut seen.per_program) {}
     let mut out = Traffic { steps: 1.0, ..Traffic::default() };
-    walk(program, launch, &program.body, 1.0, &mut known, &per_program, &mut out);
+    walk(program, launch, &program.body, 1.0, &mut known, &mut seen, &mut out);
     out
 }
 

@@ -279,3 +279,26 @@ fn bf16_results_pack_from_their_high_halves() {
         spirv_val(&c.kernel.words, &what);
     }
 }
+
+/// The workgroup-scope matmul of VK_NV_cooperative_matrix2 (`tilekit_spirv::coopmat2`) passes
+/// SPIRV-Tools v2025.3 for every shape the device probe times, with the tensor-addressed loads
+/// and stores it is built on; shapes it cannot emit are refused with the reason.
+#[test]
+fn tensor_matmul_modules_pass_spirv_val() {
+    use tilekit_spirv::coopmat2::{tensor_matmul, TensorMatmul};
+    for (m, n, k, threads) in [(128, 128, 32, 128), (128, 256, 32, 256), (256, 128, 64, 256), (64, 64, 16, 128), (128, 128, 64, 256)] {
+        let shape = TensorMatmul { block_m: m, block_n: n, block_k: k, threads, group_m: 8, dtype: DType::F16 };
+        let kernel = tensor_matmul(&shape).unwrap();
+        spirv_val(&kernel.words, &kernel.name);
+        let text = disassemble_with_rspirv(&kernel.words);
+        for op in ["OpCooperativeMatrixLoadTensorNV", "OpCooperativeMatrixStoreTensorNV", "OpCooperativeMatrixMulAddKHR", "OpTensorLayoutSliceNV"] {
+            assert!(text.contains(op), "{}: no {op} in\n{text}", kernel.name);
+        }
+        assert!(kernel.requirements.cooperative_matrix2 && kernel.threads == threads);
+        assert_eq!(shape.grid(1000, 1001), [1000u32.div_ceil(m) * 1001u32.div_ceil(n), 1, 1]);
+    }
+    let bad = TensorMatmul { block_m: 100, block_n: 128, block_k: 32, threads: 128, group_m: 8, dtype: DType::F16 };
+    assert!(tensor_matmul(&bad).unwrap_err().to_string().contains("multiples of 16"));
+    let bf16 = TensorMatmul { dtype: DType::BF16, ..bad };
+    assert!(tensor_matmul(&bf16).unwrap_err().to_string().contains("only f16"));
+}

@@ -654,6 +654,7 @@ impl SpirvEmitter {
             denorm_preserve_f32: self.target.f32_denorm_preserve,
             cooperative_matrix: used.coop,
             cooperative_matrix_bf16: used.coop_bf16,
+            cooperative_matrix2: false,
         };
         let t = &self.target;
         let mut missing = Vec::new();

@@ -61,6 +61,9 @@ pub struct Requirements {
     /// Cooperative matrices of bf16: `VK_KHR_shader_bfloat16`'s `shaderBFloat16Type` and
     /// `shaderBFloat16CooperativeMatrix`.
     pub cooperative_matrix_bf16: bool,
+    /// Workgroup-scope matrices with flexible dimensions and tensor addressing
+    /// (VK_NV_cooperative_matrix2).
+    pub cooperative_matrix2: bool,
 }
 
 /// One storage buffer binding (descriptor set 0).

@@ -10,6 +10,7 @@
 //! and disassembles SPIR-V and depends on nothing that loads a driver.
 
 pub mod compile;
+pub mod coopmat2;
 pub mod disasm;
 pub mod emit;
 pub mod kernel;

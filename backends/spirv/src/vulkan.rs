@@ -69,6 +69,143 @@ impl Default for ShaderBfloat16Features {
 unsafe impl vk::ExtendsPhysicalDeviceFeatures2 for ShaderBfloat16Features {}
 unsafe impl vk::ExtendsDeviceCreateInfo for ShaderBfloat16Features {}
 
+/// VK_NV_cooperative_matrix2's name; this build's Vulkan headers predate it, so its structures
+/// and the query of its flexible dimensions are declared here from the registry.
+const COOPERATIVE_MATRIX2: &CStr = c"VK_NV_cooperative_matrix2";
+
+/// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CooperativeMatrix2Features {
+    s_type: vk::StructureType,
+    p_next: *mut c_void,
+    workgroup_scope: vk::Bool32,
+    flexible_dimensions: vk::Bool32,
+    reductions: vk::Bool32,
+    conversions: vk::Bool32,
+    per_element_operations: vk::Bool32,
+    tensor_addressing: vk::Bool32,
+    block_loads: vk::Bool32,
+}
+
+impl Default for CooperativeMatrix2Features {
+    fn default() -> Self {
+        CooperativeMatrix2Features {
+            s_type: vk::StructureType::from_raw(1_000_593_000),
+            p_next: std::ptr::null_mut(),
+            workgroup_scope: vk::FALSE,
+            flexible_dimensions: vk::FALSE,
+            reductions: vk::FALSE,
+            conversions: vk::FALSE,
+            per_element_operations: vk::FALSE,
+            tensor_addressing: vk::FALSE,
+            block_loads: vk::FALSE,
+        }
+    }
+}
+
+// SAFETY: laid out as the registry's structure (sType and pNext first), which extends both.
+unsafe impl vk::ExtendsPhysicalDeviceFeatures2 for CooperativeMatrix2Features {}
+unsafe impl vk::ExtendsDeviceCreateInfo for CooperativeMatrix2Features {}
+
+/// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CooperativeMatrix2Properties {
+    s_type: vk::StructureType,
+    p_next: *mut c_void,
+    workgroup_scope_max_workgroup_size: u32,
+    flexible_dimensions_max_dimension: u32,
+    workgroup_scope_reserved_shared_memory: u32,
+}
+
+impl Default for CooperativeMatrix2Properties {
+    fn default() -> Self {
+        CooperativeMatrix2Properties {
+            s_type: vk::StructureType::from_raw(1_000_593_002),
+            p_next: std::ptr::null_mut(),
+            workgroup_scope_max_workgroup_size: 0,
+            flexible_dimensions_max_dimension: 0,
+            workgroup_scope_reserved_shared_memory: 0,
+        }
+    }
+}
+
+// SAFETY: laid out as the registry's structure (sType and pNext first).
+unsafe impl vk::ExtendsPhysicalDeviceProperties2 for CooperativeMatrix2Properties {}
+
+/// `VkCooperativeMatrixFlexibleDimensionsPropertiesNV`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FlexibleDimensions {
+    s_type: vk::StructureType,
+    p_next: *mut c_void,
+    m_granularity: u32,
+    n_granularity: u32,
+    k_granularity: u32,
+    a_type: vk::ComponentTypeKHR,
+    b_type: vk::ComponentTypeKHR,
+    c_type: vk::ComponentTypeKHR,
+    result_type: vk::ComponentTypeKHR,
+    saturating_accumulation: vk::Bool32,
+    scope: vk::ScopeKHR,
+    workgroup_invocations: u32,
+}
+
+impl Default for FlexibleDimensions {
+    fn default() -> Self {
+        FlexibleDimensions {
+            s_type: vk::StructureType::from_raw(1_000_593_001),
+            p_next: std::ptr::null_mut(),
+            m_granularity: 0,
+            n_granularity: 0,
+            k_granularity: 0,
+            a_type: vk::ComponentTypeKHR::FLOAT16,
+            b_type: vk::ComponentTypeKHR::FLOAT16,
+            c_type: vk::ComponentTypeKHR::FLOAT16,
+            result_type: vk::ComponentTypeKHR::FLOAT16,
+            saturating_accumulation: vk::FALSE,
+            scope: vk::ScopeKHR::SUBGROUP,
+            workgroup_invocations: 0,
+        }
+    }
+}
+
+type FlexibleDimensionsQuery = unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut FlexibleDimensions) -> vk::Result;
+
+/// What a device offers of VK_NV_cooperative_matrix2: workgroup-scope matrices whose sizes are
+/// multiples of a granularity (the driver stages their operands itself), loads and stores
+/// addressed through tensor layouts (bounds-checked, so ragged edges need no masks).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CooperativeMatrix2 {
+    pub workgroup_scope: bool,
+    pub flexible_dimensions: bool,
+    pub reductions: bool,
+    pub conversions: bool,
+    pub per_element_operations: bool,
+    pub tensor_addressing: bool,
+    pub block_loads: bool,
+    /// `cooperativeMatrixWorkgroupScopeMaxWorkgroupSize`: the most threads a program using
+    /// workgroup-scope matrices may have.
+    pub max_workgroup_size: u32,
+    /// `cooperativeMatrixFlexibleDimensionsMaxDimension`: the largest M, N or K.
+    pub max_dimension: u32,
+    /// `cooperativeMatrixWorkgroupScopeReservedSharedMemory`: shared memory the driver keeps for
+    /// its own staging, out of what a program may declare.
+    pub reserved_shared_memory: u32,
+    /// `vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV`, each as
+    /// `MgxNgxKg A*B+C->R scope, T threads` (the granularities of M, N and K).
+    pub flexible: Vec<String>,
+}
+
+impl CooperativeMatrix2 {
+    /// Whether a kernel built on workgroup-scope matrices with flexible dimensions and tensor
+    /// addressing (what [`crate::coopmat2`] emits) can run.
+    pub fn runs_tensor_matmul(&self) -> bool {
+        self.workgroup_scope && self.flexible_dimensions && self.tensor_addressing
+    }
+}
+
 /// Why a Vulkan operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VulkanError {
@@ -188,6 +325,9 @@ pub struct VulkanDeviceInfo {
     /// The matrix-related device extensions present (VK_KHR_cooperative_matrix,
     /// VK_NV_cooperative_matrix2, VK_KHR_shader_bfloat16, VK_NV_cooperative_matrix).
     pub matrix_extensions: Vec<String>,
+    /// VK_NV_cooperative_matrix2's features and limits, where the device has the extension
+    /// (and VK_KHR_cooperative_matrix's subgroup matrices, which it extends).
+    pub cooperative_matrix2: Option<CooperativeMatrix2>,
 }
 
 impl VulkanDeviceInfo {
@@ -257,6 +397,11 @@ impl VulkanDeviceInfo {
                 info.cooperative_matrices.iter().any(|m| m.a == DType::BF16),
                 "shaderBFloat16Type and shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)",
             ),
+            (
+                req.cooperative_matrix2,
+                info.cooperative_matrix2.as_ref().is_some_and(|c| c.runs_tensor_matmul()),
+                "cooperativeMatrixWorkgroupScope, cooperativeMatrixFlexibleDimensions and cooperativeMatrixTensorAddressing (VK_NV_cooperative_matrix2)",
+            ),
         ] {
             if need && !have {
                 return Err(missing(feature));
@@ -268,6 +413,14 @@ impl VulkanDeviceInfo {
                 "{} threads per program (maxComputeWorkGroupInvocations = {}, maxComputeWorkGroupSize.x = {})",
                 kernel.threads, info.max_workgroup_invocations, info.max_workgroup_size[0]
             )));
+        }
+        if let Some(c) = info.cooperative_matrix2.as_ref().filter(|_| req.cooperative_matrix2) {
+            if kernel.threads > c.max_workgroup_size {
+                return Err(limit(format!(
+                    "{} threads per program with workgroup-scope matrices (cooperativeMatrixWorkgroupScopeMaxWorkgroupSize = {})",
+                    kernel.threads, c.max_workgroup_size
+                )));
+            }
         }
         if req.shared_bytes > info.shared_memory_bytes {
             return Err(limit(format!("{} bytes of shared memory (maxComputeSharedMemorySize = {})", req.shared_bytes, info.shared_memory_bytes)));
@@ -605,7 +758,11 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let mut float_controls = vk::PhysicalDeviceFloatControlsProperties::default();
         let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
         let has_sm = has_ext(ash::nv::shader_sm_builtins::NAME);
+        let mut pm = CooperativeMatrix2Properties::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        if has_coop_ext && has_ext(COOPERATIVE_MATRIX2) {
+            p2 = p2.push_next(&mut pm);
+        }
         if has_sm {
             p2 = p2.push_next(&mut sm);
         }
@@ -624,6 +781,8 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
         let mut fb = ShaderBfloat16Features::default();
+        let has_coop2_ext = has_coop_ext && has_ext(COOPERATIVE_MATRIX2);
+        let mut fm = CooperativeMatrix2Features::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
             f2 = f2.push_next(&mut f11).push_next(&mut f12);
@@ -643,6 +802,9 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         if has_bf16_ext {
             f2 = f2.push_next(&mut fb);
         }
+        if has_coop2_ext {
+            f2 = f2.push_next(&mut fm);
+        }
         instance.get_physical_device_features2(pdev, &mut f2);
         let base = f2.features;
         let bf16_coop = has_bf16_ext && fb.shader_bfloat16_type == vk::TRUE && fb.shader_bfloat16_cooperative_matrix == vk::TRUE;
@@ -656,6 +818,22 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
             } else {
                 (Vec::new(), Vec::new())
             };
+        let cooperative_matrix2 = (has_coop2_ext && !cooperative_matrices.is_empty()).then(|| {
+            let on = |b: vk::Bool32| b == vk::TRUE;
+            CooperativeMatrix2 {
+                workgroup_scope: on(fm.workgroup_scope),
+                flexible_dimensions: on(fm.flexible_dimensions),
+                reductions: on(fm.reductions),
+                conversions: on(fm.conversions),
+                per_element_operations: on(fm.per_element_operations),
+                tensor_addressing: on(fm.tensor_addressing),
+                block_loads: on(fm.block_loads),
+                max_workgroup_size: pm.workgroup_scope_max_workgroup_size,
+                max_dimension: pm.flexible_dimensions_max_dimension,
+                reserved_shared_memory: pm.workgroup_scope_reserved_shared_memory,
+                flexible: if on(fm.flexible_dimensions) { flexible_dimensions(entry, instance, pdev) } else { Vec::new() },
+            }
+        });
         let matrix_extensions: Vec<String> =
             ["VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_KHR_shader_bfloat16", "VK_NV_cooperative_matrix"]
                 .into_iter()
@@ -744,8 +922,52 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
             cooperative_matrices,
             cooperative_matrix_listed,
             matrix_extensions,
+            cooperative_matrix2,
         };
         Ok(Some(Probe { info, queue_family, timestamp_bits: family.timestamp_valid_bits, api }))
+    }
+}
+
+/// The flexible-dimension configurations of VK_NV_cooperative_matrix2, described as
+/// [`CooperativeMatrix2::flexible`] says; empty where the query is missing or fails (the
+/// features still say what the device has).
+fn flexible_dimensions(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice) -> Vec<String> {
+    // SAFETY: the function is the loader's for this instance, called with the registry's
+    // signature; the array it fills is sized by its own first call.
+    unsafe {
+        let Some(f) = entry.get_instance_proc_addr(instance.handle(), c"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV".as_ptr())
+        else {
+            return Vec::new();
+        };
+        let query: FlexibleDimensionsQuery = std::mem::transmute::<unsafe extern "system" fn(), FlexibleDimensionsQuery>(f);
+        let mut count = 0u32;
+        if query(pdev, &mut count, std::ptr::null_mut()) != vk::Result::SUCCESS {
+            return Vec::new();
+        }
+        let mut props = vec![FlexibleDimensions::default(); count as usize];
+        if !matches!(query(pdev, &mut count, props.as_mut_ptr()), vk::Result::SUCCESS | vk::Result::INCOMPLETE) {
+            return Vec::new();
+        }
+        props.truncate(count as usize);
+        let t = |c: vk::ComponentTypeKHR| if c == COMPONENT_TYPE_BFLOAT16 { "bfloat16".to_string() } else { format!("{c:?}").to_lowercase() };
+        props
+            .iter()
+            .map(|p| {
+                let sat = if p.saturating_accumulation == vk::TRUE { " saturating" } else { "" };
+                format!(
+                    "{}x{}x{} {}*{}+{}->{} {}{sat}, {} threads",
+                    p.m_granularity,
+                    p.n_granularity,
+                    p.k_granularity,
+                    t(p.a_type),
+                    t(p.b_type),
+                    t(p.c_type),
+                    t(p.result_type),
+                    format!("{:?}", p.scope).to_lowercase(),
+                    p.workgroup_invocations
+                )
+            })
+            .collect()
     }
 }
 
@@ -1164,6 +1386,16 @@ impl VulkanRuntime {
             if info.cooperative_matrices.iter().any(|m| m.a == DType::BF16) {
                 f2 = f2.push_next(&mut fb);
                 exts.push(SHADER_BFLOAT16.as_ptr());
+            }
+            let mut fm = CooperativeMatrix2Features::default();
+            if let Some(c) = info.cooperative_matrix2.as_ref().filter(|c| c.runs_tensor_matmul()) {
+                fm.workgroup_scope = vk::TRUE;
+                fm.flexible_dimensions = vk::TRUE;
+                fm.tensor_addressing = vk::TRUE;
+                fm.block_loads = on(c.block_loads);
+                fm.conversions = on(c.conversions);
+                f2 = f2.push_next(&mut fm);
+                exts.push(COOPERATIVE_MATRIX2.as_ptr());
             }
             let priorities = [1.0f32];
             let queues = [vk::DeviceQueueCreateInfo::default().queue_family_index(probe.queue_family).queue_priorities(&priorities)];

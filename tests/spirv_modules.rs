@@ -290,6 +290,9 @@ fn tensor_matmul_modules_pass_spirv_val() {
         let shape = TensorMatmul { block_m: m, block_n: n, block_k: k, threads, group_m: 8, dtype: DType::F16 };
         let kernel = tensor_matmul(&shape).unwrap();
         spirv_val(&kernel.words, &kernel.name);
+        let bf16 = tensor_matmul(&TensorMatmul { dtype: DType::BF16, ..shape }).unwrap();
+        spirv_val(&bf16.words, &bf16.name);
+        assert!(bf16.requirements.cooperative_matrix_bf16 && !kernel.requirements.cooperative_matrix_bf16);
         let text = disassemble_with_rspirv(&kernel.words);
         for op in ["OpCooperativeMatrixLoadTensorNV", "OpCooperativeMatrixStoreTensorNV", "OpCooperativeMatrixMulAddKHR", "OpTensorLayoutSliceNV"] {
             assert!(text.contains(op), "{}: no {op} in\n{text}", kernel.name);
@@ -299,6 +302,6 @@ fn tensor_matmul_modules_pass_spirv_val() {
     }
     let bad = TensorMatmul { block_m: 100, block_n: 128, block_k: 32, threads: 128, group_m: 8, dtype: DType::F16 };
     assert!(tensor_matmul(&bad).unwrap_err().to_string().contains("multiples of 16"));
-    let bf16 = TensorMatmul { dtype: DType::BF16, ..bad };
-    assert!(tensor_matmul(&bf16).unwrap_err().to_string().contains("only f16"));
+    let f32 = TensorMatmul { dtype: DType::F32, block_m: 128, ..bad };
+    assert!(tensor_matmul(&f32).unwrap_err().to_string().contains("only f16 and bf16"));
 }

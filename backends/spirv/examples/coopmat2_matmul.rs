@@ -3,7 +3,7 @@
 //! chooses it.
 //!
 //! `cargo run --release -p tilekit-spirv --example coopmat2_matmul -- [--device N] [--runs R]
-//! [--size MxNxK]... [--shape BMxBNxBK:THREADS]...`
+//! [--dtype f16|bf16] [--size MxNxK]... [--shape BMxBNxBK:THREADS]...`
 //!
 //! Prints the device's VK_NV_cooperative_matrix2 features and flexible dimensions, then one JSON
 //! line per (size, shape): the check of sampled elements of C against an f64 reference on the
@@ -24,18 +24,26 @@ fn parse_dims(s: &str, n: usize) -> Option<Vec<u32>> {
 struct Args {
     device: Option<usize>,
     runs: usize,
+    dtype: DType,
     sizes: Vec<[u32; 3]>,
     shapes: Vec<TensorMatmul>,
 }
 
 fn args() -> Result<Args, String> {
-    let mut a = Args { device: None, runs: 20, sizes: Vec::new(), shapes: Vec::new() };
+    let mut a = Args { device: None, runs: 20, dtype: DType::F16, sizes: Vec::new(), shapes: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--device" => a.device = Some(value.parse().map_err(|_| format!("--device {value}: not an index"))?),
             "--runs" => a.runs = value.parse().map_err(|_| format!("--runs {value}: not a count"))?,
+            "--dtype" => {
+                a.dtype = match value.as_str() {
+                    "f16" => DType::F16,
+                    "bf16" => DType::BF16,
+                    _ => return Err(format!("--dtype {value}: f16 or bf16")),
+                }
+            }
             "--size" => {
                 let d = parse_dims(&value, 3).ok_or_else(|| format!("--size {value}: expected MxNxK"))?;
                 a.sizes.push([d[0], d[1], d[2]]);
@@ -49,12 +57,15 @@ fn args() -> Result<Args, String> {
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
+    for shape in &mut a.shapes {
+        shape.dtype = a.dtype;
+    }
     if a.sizes.is_empty() {
         a.sizes = vec![[1000, 999, 1001], [4096, 4096, 4096], [8192, 8192, 8192]];
     }
     if a.shapes.is_empty() {
         a.shapes = [(128, 256, 64, 256), (256, 128, 64, 256), (128, 128, 64, 256), (128, 128, 32, 128), (64, 64, 64, 128), (128, 256, 32, 256)]
-            .map(|(m, n, k, t)| TensorMatmul { block_m: m, block_n: n, block_k: k, threads: t, group_m: 8, dtype: DType::F16 })
+            .map(|(m, n, k, t)| TensorMatmul { block_m: m, block_n: n, block_k: k, threads: t, group_m: 8, dtype: a.dtype })
             .to_vec();
     }
     Ok(a)
@@ -105,11 +116,11 @@ fn main() {
     let mut wrong = 0;
     for &[m, n, k] in &args.sizes {
         let (a_host, b_host) = (random((m * k) as usize, 1 + m as u64), random((k * n) as usize, 7 + n as u64));
-        let a16 = HostBuffer::from_f64(DType::F16, &a_host);
-        let b16 = HostBuffer::from_f64(DType::F16, &b_host);
-        // The reference reads the operands as the device does: rounded to f16.
+        let a16 = HostBuffer::from_f64(args.dtype, &a_host);
+        let b16 = HostBuffer::from_f64(args.dtype, &b_host);
+        // The reference reads the operands as the device does: rounded to the dtype.
         let (a_ref, b_ref) = (a16.to_f64(), b16.to_f64());
-        let alloc = |len: u32| rt.alloc(DType::F16, len as usize);
+        let alloc = |len: u32| rt.alloc(args.dtype, len as usize);
         let (Ok(da), Ok(db), Ok(dc)) = (alloc(m * k), alloc(k * n), alloc(m * n)) else {
             eprintln!("{m}x{n}x{k}: allocation failed");
             wrong += 1;
@@ -123,6 +134,7 @@ fn main() {
         let mut samples: Vec<(u32, u32)> = vec![(0, 0), (m - 1, n - 1), (m - 1, 0), (0, n - 1)];
         let picks = random(128, 99);
         samples.extend(picks.chunks(2).map(|p| ((((p[0] + 1.0) / 2.0) * m as f64) as u32 % m, (((p[1] + 1.0) / 2.0) * n as f64) as u32 % n)));
+        let unit = if args.dtype == DType::BF16 { 2f64.powi(-7) } else { 2f64.powi(-10) };
         let scalars = [(3, Scalar::Int(m as i64)), (4, Scalar::Int(n as i64)), (5, Scalar::Int(k as i64))];
         for shape in &args.shapes {
             let head = format!("\"size\":\"{m}x{n}x{k}\",\"shape\":\"{shape}\"");
@@ -142,7 +154,7 @@ fn main() {
             };
             let grid = shape.grid(m, n);
             // A stale C must not pass: fill it with NaN first.
-            let _ = rt.upload(&dc, &HostBuffer::from_f64(DType::F16, &vec![f64::NAN; (m * n) as usize]));
+            let _ = rt.upload(&dc, &HostBuffer::from_f64(args.dtype, &vec![f64::NAN; (m * n) as usize]));
             if let Err(e) = rt.launch(&pipeline, grid, &[&da, &db, &dc], &scalars) {
                 println!("{{{head},\"error\":{:?}}}", e.to_string());
                 wrong += 1;
@@ -164,9 +176,9 @@ fn main() {
                     exact += p;
                     magnitude += p.abs();
                 }
-                // f32 accumulation, then one rounding to f16.
+                // f32 accumulation, then one rounding to the dtype (8 bits of bf16's mantissa).
                 let got = c[(i * n + j) as usize];
-                let ratio = (got - exact).abs() / (magnitude * 2f64.powi(-10) + 1e-30);
+                let ratio = (got - exact).abs() / (magnitude * unit + 1e-30);
                 worst = if ratio.is_nan() { f64::INFINITY } else { worst.max(ratio) };
             }
             if worst > 1.0 {

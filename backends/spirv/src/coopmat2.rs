@@ -32,7 +32,7 @@ pub struct TensorMatmul {
     pub threads: u32,
     /// Rows of blocks walked together by consecutive programs.
     pub group_m: u32,
-    /// f16 (bf16 needs VK_KHR_shader_bfloat16's matrices and is not emitted yet).
+    /// Of A, B and C: f16, or bf16 (VK_KHR_shader_bfloat16's matrices).
     pub dtype: DType,
 }
 
@@ -63,8 +63,8 @@ impl TensorMatmul {
 /// bindings 0-2 and M, N, K as i32 push constants (parameters 3-5).
 pub fn tensor_matmul(shape: &TensorMatmul) -> Result<SpirvKernel, TensorMatmulError> {
     let refuse = |what: &str| TensorMatmulError::Shape { shape: shape.to_string(), what: what.to_string() };
-    if shape.dtype != DType::F16 {
-        return Err(refuse("only f16 operands are emitted"));
+    if !matches!(shape.dtype, DType::F16 | DType::BF16) {
+        return Err(refuse("only f16 and bf16 operands are emitted"));
     }
     let TensorMatmul { block_m, block_n, block_k, threads, group_m, .. } = *shape;
     if [block_m, block_n, block_k].iter().any(|&d| d == 0 || d % 16 != 0) {
@@ -74,9 +74,10 @@ pub fn tensor_matmul(shape: &TensorMatmul) -> Result<SpirvKernel, TensorMatmulEr
         return Err(refuse("threads must be a positive multiple of 32 and group_m positive"));
     }
     let words = build(shape).map_err(|e| TensorMatmulError::Build { shape: shape.to_string(), what: format!("{e:?}") })?;
-    let binding = |binding: u32, access: Access| Binding { binding, param: binding, dtype: DType::F16, access, size_multiple: 4 };
+    let bf16 = shape.dtype == DType::BF16;
+    let binding = |binding: u32, access: Access| Binding { binding, param: binding, dtype: shape.dtype, access, size_multiple: 4 };
     Ok(SpirvKernel {
-        name: format!("tensor_matmul_{block_m}x{block_n}x{block_k}_t{threads}_g{group_m}"),
+        name: format!("tensor_matmul_{}_{block_m}x{block_n}x{block_k}_t{threads}_g{group_m}", shape.dtype),
         words,
         entry_point: "main".into(),
         threads,
@@ -89,6 +90,7 @@ pub fn tensor_matmul(shape: &TensorMatmul) -> Result<SpirvKernel, TensorMatmulEr
             storage16: true,
             subgroup_size: 32,
             cooperative_matrix: true,
+            cooperative_matrix_bf16: bf16,
             cooperative_matrix2: true,
             ..Default::default()
         },
@@ -110,8 +112,16 @@ fn build(shape: &TensorMatmul) -> Result<Vec<u32>, rspirv::dr::Error> {
     ] {
         b.capability(cap);
     }
+    let bf16 = shape.dtype == DType::BF16;
+    if bf16 {
+        b.capability(Cap::BFloat16TypeKHR);
+        b.capability(Cap::BFloat16CooperativeMatrixKHR);
+    }
     for ext in ["SPV_KHR_cooperative_matrix", "SPV_NV_cooperative_matrix2", "SPV_NV_tensor_addressing"] {
         b.extension(ext);
+    }
+    if bf16 {
+        b.extension("SPV_KHR_bfloat16");
     }
     b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::Vulkan);
 
@@ -119,7 +129,8 @@ fn build(shape: &TensorMatmul) -> Result<Vec<u32>, rspirv::dr::Error> {
     let fnty = b.type_function(void, []);
     let boolean = b.type_bool();
     let u32t = b.type_int(32, 0);
-    let f16 = b.type_float(16, None);
+    // The operands' and result's element type (the buffers hold it too).
+    let f16 = b.type_float(16, bf16.then_some(spirv::FPEncoding::BFloat16KHR));
     let f32t = b.type_float(32, None);
     let c = |b: &mut Builder, v: u32| b.constant_bit32(u32t, v);
 

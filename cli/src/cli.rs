@@ -569,44 +569,10 @@ pub struct DeviceInfo {
     pub cooperative_matrix_listed: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub matrix_extensions: Vec<String>,
-    /// Vulkan devices with VK_NV_cooperative_matrix2: its features, limits and the
-    /// flexible-dimension configurations the driver lists.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cooperative_matrix2: Option<CooperativeMatrix2Info>,
-}
-
-/// A device report's view of [`tilekit_spirv::vulkan::CooperativeMatrix2`].
-#[derive(Debug, Serialize)]
-pub struct CooperativeMatrix2Info {
-    pub workgroup_scope: bool,
-    pub flexible_dimensions: bool,
-    pub reductions: bool,
-    pub conversions: bool,
-    pub per_element_operations: bool,
-    pub tensor_addressing: bool,
-    pub block_loads: bool,
-    pub max_workgroup_size: u32,
-    pub max_dimension: u32,
-    pub reserved_shared_memory: u32,
-    pub flexible: Vec<String>,
-}
-
-impl CooperativeMatrix2Info {
-    fn of(c: &tilekit_spirv::vulkan::CooperativeMatrix2) -> CooperativeMatrix2Info {
-        CooperativeMatrix2Info {
-            workgroup_scope: c.workgroup_scope,
-            flexible_dimensions: c.flexible_dimensions,
-            reductions: c.reductions,
-            conversions: c.conversions,
-            per_element_operations: c.per_element_operations,
-            tensor_addressing: c.tensor_addressing,
-            block_loads: c.block_loads,
-            max_workgroup_size: c.max_workgroup_size,
-            max_dimension: c.max_dimension,
-            reserved_shared_memory: c.reserved_shared_memory,
-            flexible: c.flexible.clone(),
-        }
-    }
+    /// Vulkan devices with VK_NV_cooperative_matrix2: the features it has, its limits and
+    /// the flexible-dimension configurations the driver lists.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cooperative_matrix2: Vec<String>,
 }
 
 /// The facts of a [`tilekit_core::gpu::Target`] a device report shows.
@@ -673,7 +639,8 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
                 cooperative_matrix2: probe
                     .filter(|_| name.starts_with("vulkan:"))
                     .and_then(|p| p.cooperative_matrix2.as_ref())
-                    .map(CooperativeMatrix2Info::of),
+                    .map(|c| c.describe())
+                    .unwrap_or_default(),
                 name,
             }
         })
@@ -684,7 +651,7 @@ fn list_devices(json: bool, out: &mut dyn Write) -> Result<(), CliError> {
             target: None,
             cooperative_matrix_listed: Vec::new(),
             matrix_extensions: Vec::new(),
-            cooperative_matrix2: None,
+            cooperative_matrix2: Vec::new(),
         }))
         .collect();
     if json {

@@ -204,6 +204,29 @@ impl CooperativeMatrix2 {
     pub fn runs_tensor_matmul(&self) -> bool {
         self.workgroup_scope && self.flexible_dimensions && self.tensor_addressing
     }
+
+    /// For device reports: the features present, the limits, then the flexible dimensions.
+    pub fn describe(&self) -> Vec<String> {
+        let features = [
+            (self.workgroup_scope, "workgroup scope"),
+            (self.flexible_dimensions, "flexible dimensions"),
+            (self.reductions, "reductions"),
+            (self.conversions, "conversions"),
+            (self.per_element_operations, "per-element operations"),
+            (self.tensor_addressing, "tensor addressing"),
+            (self.block_loads, "block loads"),
+        ];
+        let on: Vec<&str> = features.iter().filter(|(has, _)| *has).map(|(_, name)| *name).collect();
+        let mut out = vec![
+            format!("features: {}", if on.is_empty() { "none".to_string() } else { on.join(", ") }),
+            format!(
+                "at most {} threads with workgroup-scope matrices, dimensions up to {}, {} bytes of shared memory reserved",
+                self.max_workgroup_size, self.max_dimension, self.reserved_shared_memory
+            ),
+        ];
+        out.extend(self.flexible.iter().map(|f| format!("flexible {f}")));
+        out
+    }
 }
 
 /// Why a Vulkan operation failed.

@@ -88,7 +88,6 @@ pub fn tensor_matmul(shape: &TensorMatmul) -> Result<SpirvKernel, TensorMatmulEr
         requirements: Requirements {
             float16: true,
             storage16: true,
-            subgroup_size: 32,
             cooperative_matrix: true,
             cooperative_matrix_bf16: bf16,
             cooperative_matrix2: true,
@@ -193,12 +192,13 @@ fn build(shape: &TensorMatmul) -> Result<Vec<u32>, rspirv::dr::Error> {
     let id = b.load(v3, None, wgid, None, [])?;
     let pid = b.composite_extract(u32t, None, id, [0])?;
     // Triton's grouped ordering.
-    let bm_less = b.i_sub(u32t, None, bm, one)?;
-    let m_padded = b.i_add(u32t, None, m, bm_less)?;
-    let num_m = b.u_div(u32t, None, m_padded, bm)?;
-    let bn_less = b.i_sub(u32t, None, bn, one)?;
-    let n_padded = b.i_add(u32t, None, n, bn_less)?;
-    let num_n = b.u_div(u32t, None, n_padded, bn)?;
+    let div_ceil = |b: &mut Builder, x, d| {
+        let less = b.i_sub(u32t, None, d, one)?;
+        let padded = b.i_add(u32t, None, x, less)?;
+        b.u_div(u32t, None, padded, d)
+    };
+    let num_m = div_ceil(&mut b, m, bm)?;
+    let num_n = div_ceil(&mut b, n, bn)?;
     let in_group = b.i_mul(u32t, None, g, num_n)?;
     let group = b.u_div(u32t, None, pid, in_group)?;
     let first_m = b.i_mul(u32t, None, group, g)?;

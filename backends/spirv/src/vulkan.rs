@@ -771,6 +771,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let has_atomic_float_ext = has_ext(ash::ext::shader_atomic_float::NAME);
         let has_executable_ext = has_ext(ash::khr::pipeline_executable_properties::NAME);
         let has_coop_ext = has_ext(ash::khr::cooperative_matrix::NAME);
+        let has_coop2_ext = has_coop_ext && has_ext(COOPERATIVE_MATRIX2);
         let has_bf16_ext = has_coop_ext && has_ext(SHADER_BFLOAT16);
         let v12 = api >= vk::API_VERSION_1_2;
         let v13 = api >= vk::API_VERSION_1_3;
@@ -783,7 +784,7 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let has_sm = has_ext(ash::nv::shader_sm_builtins::NAME);
         let mut pm = CooperativeMatrix2Properties::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-        if has_coop_ext && has_ext(COOPERATIVE_MATRIX2) {
+        if has_coop2_ext {
             p2 = p2.push_next(&mut pm);
         }
         if has_sm {
@@ -804,7 +805,6 @@ fn probe(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::PhysicalDevice,
         let mut fx = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let mut fc = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
         let mut fb = ShaderBfloat16Features::default();
-        let has_coop2_ext = has_coop_ext && has_ext(COOPERATIVE_MATRIX2);
         let mut fm = CooperativeMatrix2Features::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default();
         if v12 {
@@ -972,7 +972,7 @@ fn flexible_dimensions(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::P
             return Vec::new();
         }
         props.truncate(count as usize);
-        let t = |c: vk::ComponentTypeKHR| if c == COMPONENT_TYPE_BFLOAT16 { "bfloat16".to_string() } else { format!("{c:?}").to_lowercase() };
+        let t = component_name;
         props
             .iter()
             .map(|p| {
@@ -994,9 +994,19 @@ fn flexible_dimensions(entry: &ash::Entry, instance: &ash::Instance, pdev: vk::P
     }
 }
 
+/// A component type as the device reports name it: Vulkan's name in lower case, `bfloat16`
+/// for the type this build's headers predate.
+fn component_name(c: vk::ComponentTypeKHR) -> String {
+    if c == COMPONENT_TYPE_BFLOAT16 {
+        "bfloat16".to_string()
+    } else {
+        format!("{c:?}").to_lowercase()
+    }
+}
+
 /// One listed cooperative-matrix configuration, for the device report.
 fn describe_cooperative_matrix(p: &vk::CooperativeMatrixPropertiesKHR<'_>) -> String {
-    let t = |c: vk::ComponentTypeKHR| if c == COMPONENT_TYPE_BFLOAT16 { "bfloat16".to_string() } else { format!("{c:?}").to_lowercase() };
+    let t = component_name;
     let scope = format!("{:?}", p.scope).to_lowercase();
     let sat = if p.saturating_accumulation == vk::TRUE { " saturating" } else { "" };
     format!("{}x{}x{} {}*{}+{}->{} {scope}{sat}", p.m_size, p.n_size, p.k_size, t(p.a_type), t(p.b_type), t(p.c_type), t(p.result_type))
@@ -1411,12 +1421,11 @@ impl VulkanRuntime {
                 exts.push(SHADER_BFLOAT16.as_ptr());
             }
             let mut fm = CooperativeMatrix2Features::default();
-            if let Some(c) = info.cooperative_matrix2.as_ref().filter(|c| c.runs_tensor_matmul()) {
+            if info.cooperative_matrix2.as_ref().is_some_and(|c| c.runs_tensor_matmul()) {
+                // What `coopmat2` modules use, and nothing else.
                 fm.workgroup_scope = vk::TRUE;
                 fm.flexible_dimensions = vk::TRUE;
                 fm.tensor_addressing = vk::TRUE;
-                fm.block_loads = on(c.block_loads);
-                fm.conversions = on(c.conversions);
                 f2 = f2.push_next(&mut fm);
                 exts.push(COOPERATIVE_MATRIX2.as_ptr());
             }
